@@ -1,0 +1,768 @@
+"""The paper's figures from the tidy tables (SPEC section 6, ``docs/design.md``).
+
+Every plotting function takes a tidy table positionally and everything else keyword-only, checks
+that the table has rows for every requested metric, model and setting (``ValueError`` naming the
+missing ones otherwise), draws a grid of small panels, writes it to every path in ``paths`` with
+:func:`save_figure` and returns the written paths.
+
+Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot state, no display; the
+Agg renderer writes the PNG) under a local style context, so importing or calling this module never
+changes global matplotlib settings.
+
+========================================  ======================================================
+paper item                                function
+========================================  ======================================================
+Figure 1, B4-B10, B27-B33                 :func:`plot_controlled_differences` (``T_a``)
+B11-B17, B34-B40                          :func:`plot_weighted_population` (``M_a``)
+B18-B24                                   :func:`plot_shared_space` (Cai et al. weights)
+B1, B25                                   :func:`plot_relative_performance`
+B2, B3, B26                               :func:`plot_calibration_curves`
+========================================  ======================================================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import matplotlib as mpl
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
+
+from disaggregated_eval.io import atomic_path
+
+__all__ = [
+    "SETTING_LABELS",
+    "MODEL_LABELS",
+    "CONTROL_LABELS",
+    "METRIC_LABELS",
+    "save_figure",
+    "plot_controlled_differences",
+    "plot_weighted_population",
+    "plot_shared_space",
+    "plot_relative_performance",
+    "plot_calibration_curves",
+]
+
+#: Display names of simulation settings and ACS tasks (paper Table 1 and Section 5).
+SETTING_LABELS: dict[str, str] = {
+    "covariate_shift": "Covariate Shift",
+    "outcome_shift": "Outcome Shift",
+    "complex_causal_shift": "Complex Causal",
+    "low_overlap_causal": "Separable",
+    "anticausal_label_shift": "Label Shift",
+    "anticausal_presentation_shift": "Presentation Shift",
+    "complex_anticausal_shift": "Complex Anticausal",
+    "selection_x": "Selection on X",
+    "selection_y": "Selection on Y",
+    "selection_ya": "Selection on Y and A",
+    "acs_income": "ACSIncome",
+    "acs_public_coverage": "ACSPublicCoverage",
+}
+
+#: Display names of model types.
+MODEL_LABELS: dict[str, str] = {
+    "x": "Covariates: X",
+    "xa": "Covariates: X, A",
+    "xa_stratified": "Stratified by A",
+    "bayes_x": "Bayes-optimal: E[Y|X]",
+    "bayes_xa": "Bayes-optimal: E[Y|X,A]",
+}
+
+#: Display names of control variables ``V``.
+CONTROL_LABELS: dict[str, str] = {
+    "none": "Control: none",
+    "X": "Control: X",
+    "Y": "Control: Y",
+    "R": "Control: R",
+}
+
+#: Display names of metrics.
+METRIC_LABELS: dict[str, str] = {
+    "log_loss": "Log loss",
+    "auc": "AUC-ROC",
+    "sensitivity": "Sensitivity",
+    "specificity": "Specificity",
+    "precision": "Precision",
+    "net_benefit": "Net benefit",
+    "label_rate": "Label rate",
+    "predicted_positive_rate": "Predicted positive rate",
+}
+
+_CONTROLS = ("none", "X", "Y", "R")
+_METRIC_COLUMNS = (
+    "setting", "model", "comparison", "control", "weight_source", "group", "metric",
+    "estimate", "ci_low", "ci_high",
+)  # fmt: skip
+_CALIBRATION_COLUMNS = (
+    "setting", "model", "group", "mean_score", "fraction_positive", "ci_low", "ci_high",
+)  # fmt: skip
+_DPI = 200
+_SAVE_METADATA = {"png": {}, "pdf": {"CreationDate": None}}  # reproducible PDF bytes
+_MARKERS = ("o", "s", "D", "^", "v", "P", "X", "p", "<", ">")
+_OVERALL_COLOR = (0.15, 0.15, 0.15)
+
+# Panel geometry, inches.
+_PANEL_W = 3.0
+_PANEL_H_MIN = 2.5
+_CAL_PANEL = 2.6
+_MARGIN_W = 1.8  # y tick labels and row label
+_MARGIN_H = 1.1  # column titles, x label and the legend below the grid
+
+
+def _style() -> dict:
+    """rc parameters used while building and saving a figure (seaborn 'ticks' + small fonts)."""
+    rc = dict(sns.axes_style("ticks"))
+    rc.update(
+        {
+            "font.size": 8,
+            "axes.titlesize": 9,
+            "axes.labelsize": 8,
+            "xtick.labelsize": 7,
+            "ytick.labelsize": 7,
+            "legend.fontsize": 8,
+            "legend.title_fontsize": 8,
+            "axes.grid": True,
+            "axes.grid.axis": "x",
+            "grid.color": "0.9",
+            "grid.linewidth": 0.6,
+            "pdf.fonttype": 42,  # embed TrueType, editable text in the PDF
+            "svg.fonttype": "none",
+        }
+    )
+    return rc
+
+
+# --------------------------------------------------------------------------------------------------
+# saving
+# --------------------------------------------------------------------------------------------------
+def _check_paths(paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    targets = [Path(p) for p in paths]
+    if not targets:
+        raise ValueError("paths must name at least one .png or .pdf file")
+    for target in targets:
+        if any(ch.isspace() for ch in str(target)):
+            raise ValueError(f"figure paths must not contain spaces; got {str(target)!r}")
+        if target.suffix not in {".png", ".pdf"}:
+            raise ValueError(f"figure paths must end in .png or .pdf; got {str(target)!r}")
+    return targets
+
+
+def save_figure(fig: Figure, paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Write ``fig`` to every path (PNG at 200 dpi, PDF), atomically, then close it.
+
+    Each file is written to a temporary file in the target folder and renamed with ``os.replace``
+    (:func:`disaggregated_eval.io.atomic_path`), so an interrupted run leaves no partial figure.
+    The figure is closed (released from pyplot if it was created there) even if writing fails.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure to write.
+    paths : path or iterable of paths
+        Targets ending in ``.png`` or ``.pdf``; folders are created as needed.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The paths written, in the given order.
+
+    Raises
+    ------
+    ValueError
+        If no path is given, a path contains whitespace or does not end in ``.png``/``.pdf``
+        (checked before anything is written).
+    """
+    try:
+        targets = _check_paths(paths)
+        for target in targets:
+            fmt = target.suffix[1:]
+            with atomic_path(target) as tmp:
+                fig.savefig(tmp, format=fmt, dpi=_DPI, metadata=_SAVE_METADATA[fmt])
+    finally:
+        import matplotlib.pyplot as plt  # only to release figures that pyplot manages
+
+        plt.close(fig)
+    return targets
+
+
+# --------------------------------------------------------------------------------------------------
+# table selection helpers
+# --------------------------------------------------------------------------------------------------
+def _require_columns(table: pd.DataFrame, columns: Sequence[str], what: str) -> None:
+    if not isinstance(table, pd.DataFrame):
+        raise ValueError(f"{what} must be a pandas DataFrame; got {type(table).__name__}")
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ValueError(f"{what} is missing columns {missing}")
+
+
+def _as_list(values: str | Sequence[str], name: str) -> list[str]:
+    out = [values] if isinstance(values, str) else list(values)
+    if not out:
+        raise ValueError(f"{name} must not be empty")
+    return out
+
+
+def _require_levels(available: Iterable[str], requested: Sequence[str], kind: str, context: str) -> None:
+    have = set(available)
+    missing = [v for v in requested if v not in have]
+    if missing:
+        raise ValueError(f"no rows for {kind} {missing} ({context})")
+
+
+def _setting_order(available: pd.Series, settings: Sequence[str] | None, context: str) -> list[str]:
+    """Requested settings (checked), or all present: known ids in SETTING_LABELS order, then others."""
+    present = list(pd.unique(available))
+    if settings is not None:
+        order = _as_list(settings, "settings")
+        _require_levels(present, order, "setting(s)", context)
+        return order
+    known = [s for s in SETTING_LABELS if s in present]
+    return known + [s for s in present if s not in SETTING_LABELS]
+
+
+def _group_order(groups: pd.Series, *, include_overall: bool) -> list[str]:
+    """Groups in order of first appearance; ``overall`` last (or dropped)."""
+    levels = [g for g in pd.unique(groups) if g != "overall"]
+    if include_overall and (groups == "overall").any():
+        levels.append("overall")
+    return levels
+
+
+def _group_label(group: str) -> str:
+    return "Overall" if group == "overall" else str(group)
+
+
+def _with_weight_source(rows: pd.DataFrame, weight_source: str, context: str) -> pd.DataFrame:
+    """Rows of ``weight_source``; for ``control == "none"`` (no weights) also ``weight_source == "none"``.
+
+    If the unweighted control appears under both, the row of the requested source is kept. Raises
+    if no row has the requested source (e.g. ``"oracle"`` for an ACS table).
+    """
+    if not (rows["weight_source"] == weight_source).any():
+        raise ValueError(f"no rows for weight_source {weight_source!r} ({context})")
+    keep = (rows["weight_source"] == weight_source) | (
+        (rows["control"] == "none") & (rows["weight_source"] == "none")
+    )
+    rows = rows[keep]
+    preferred = (rows["weight_source"] != weight_source).astype(int)  # 0 = requested source first
+    rows = rows.assign(_pref=preferred).sort_values("_pref", kind="stable")
+    rows = rows.drop_duplicates(["setting", "model", "control", "group", "metric"], keep="first")
+    return rows.drop(columns="_pref").sort_index()
+
+
+def _check_unique(rows: pd.DataFrame, keys: Sequence[str], context: str) -> None:
+    dup = rows.duplicated(list(keys), keep=False)
+    if dup.any():
+        example = rows.loc[dup, list(keys)].iloc[0].to_dict()
+        raise ValueError(
+            f"several rows per {list(keys)} ({context}); e.g. {example}. "
+            "Filter the table (e.g. by study) before plotting."
+        )
+
+
+def _metric_rows(table: pd.DataFrame, comparison: str, metric: str, context: str) -> pd.DataFrame:
+    _require_columns(table, _METRIC_COLUMNS, "table")
+    if not isinstance(metric, str):
+        raise ValueError(f"metric must be a metric name; got {metric!r}")
+    rows = table[(table["comparison"] == comparison) & (table["metric"] == metric)]
+    if rows.empty:
+        raise ValueError(f"no rows for metric {metric!r} ({context})")
+    return rows
+
+
+# --------------------------------------------------------------------------------------------------
+# drawing helpers
+# --------------------------------------------------------------------------------------------------
+def _palette(levels: Sequence[str]) -> list[tuple[float, float, float]]:
+    base = sns.color_palette("colorblind", n_colors=max(len(levels), 1))
+    colors, k = [], 0
+    for level in levels:
+        if level == "overall":
+            colors.append(_OVERALL_COLOR)
+        else:
+            colors.append(tuple(base[k % len(base)]))
+            k += 1
+    return colors
+
+
+def _legend_handles(labels: Sequence[str], colors: Sequence, *, line: bool = True) -> list[Line2D]:
+    return [
+        Line2D([], [], color=c, marker=_MARKERS[i % len(_MARKERS)], markersize=5,
+               linestyle="-" if line else "", linewidth=1.2, label=lab)
+        for i, (lab, c) in enumerate(zip(labels, colors, strict=True))
+    ]  # fmt: skip
+
+
+def _add_legend(fig: Figure, handles: list[Line2D], title: str, width: float) -> None:
+    longest = max(len(h.get_label()) for h in handles)
+    per_entry = 0.45 + 0.065 * longest  # inches per legend entry at 8 pt
+    ncols = int(max(1, min(len(handles), width // per_entry)))
+    fig.legend(handles=handles, title=title, loc="outside lower center", ncols=ncols, frameon=False)
+
+
+def _panel_height(n_categories: int, n_hues: int) -> float:
+    # ~0.2 in per category row, more when many dodged points share the row.
+    return max(_PANEL_H_MIN, 0.8 + 0.2 * n_categories * max(1.0, n_hues / 2.5))
+
+
+def _forest_panel(
+    ax,
+    rows: pd.DataFrame,
+    *,
+    cat_col: str,
+    categories: Sequence[str],
+    hue_col: str,
+    hues: Sequence[str],
+    colors: Sequence,
+) -> None:
+    """Dodged points with horizontal interval lines: y = category, x = estimate, one offset per hue."""
+    position = {c: i for i, c in enumerate(categories)}
+    step = min(0.8 / max(len(hues), 1), 0.25)
+    offsets = (np.arange(len(hues)) - (len(hues) - 1) / 2) * step
+    for j, hue in enumerate(hues):
+        sub = rows[(rows[hue_col] == hue) & rows[cat_col].isin(position)]
+        if sub.empty:
+            continue
+        y = sub[cat_col].map(position).to_numpy(dtype=float) + offsets[j]
+        est = sub["estimate"].to_numpy(dtype=float)
+        lo = sub["ci_low"].to_numpy(dtype=float)
+        hi = sub["ci_high"].to_numpy(dtype=float)
+        ok = np.isfinite(lo) & np.isfinite(hi)
+        ax.hlines(y[ok], lo[ok], hi[ok], color=colors[j], linewidth=1.2, zorder=2)
+        ax.plot(est, y, linestyle="", marker=_MARKERS[j % len(_MARKERS)], markersize=4,
+                color=colors[j], zorder=3)  # fmt: skip
+    if rows.empty:
+        ax.text(0.5, 0.5, "no estimates", transform=ax.transAxes, ha="center", va="center",
+                color="0.5", fontsize=7)  # fmt: skip
+    ax.set_ylim(len(categories) - 0.5, -0.5)  # first category on top
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+    ax.grid(False, axis="y")
+
+
+def _forest_grid(
+    rows: pd.DataFrame,
+    *,
+    row_col: str,
+    row_levels: Sequence[str],
+    row_labels: Sequence[str],
+    col_col: str,
+    col_levels: Sequence[str],
+    col_titles: Sequence[str],
+    cat_col: str,
+    categories: Sequence[str],
+    cat_labels: Sequence[str],
+    hue_col: str,
+    hues: Sequence[str],
+    hue_labels: Sequence[str],
+    legend_title: str,
+    xlabel: str | Sequence[str],
+    sharex: bool | str,
+    zero_line: bool,
+    title: str | None = None,
+) -> Figure:
+    nrows, ncols = len(row_levels), len(col_levels)
+    panel_h = _panel_height(len(categories), len(hues))
+    width = ncols * _PANEL_W + _MARGIN_W
+    fig = Figure(figsize=(width, nrows * panel_h + _MARGIN_H + (0.3 if title else 0.0)), layout="constrained")
+    axes = fig.subplots(nrows, ncols, sharex=sharex, sharey=True, squeeze=False)
+    colors = _palette(hues)
+    xlabels = [xlabel] * ncols if isinstance(xlabel, str) else list(xlabel)
+    for i, row_level in enumerate(row_levels):
+        for j, col_level in enumerate(col_levels):
+            ax = axes[i, j]
+            panel = rows[(rows[row_col] == row_level) & (rows[col_col] == col_level)]
+            if zero_line:
+                ax.axvline(0.0, color="0.35", linewidth=0.8, linestyle="--", zorder=1)
+            _forest_panel(ax, panel, cat_col=cat_col, categories=categories, hue_col=hue_col,
+                          hues=hues, colors=colors)  # fmt: skip
+            if i == 0:
+                ax.set_title(col_titles[j])
+            if j == 0:
+                ax.set_yticks(range(len(categories)), labels=list(cat_labels))
+                ax.set_ylabel(row_labels[i])
+            if i == nrows - 1:
+                ax.set_xlabel(xlabels[j])
+    _add_legend(fig, _legend_handles(hue_labels, colors), legend_title, width)
+    if title:
+        fig.suptitle(title)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------------
+# figures
+# --------------------------------------------------------------------------------------------------
+def plot_controlled_differences(
+    table: pd.DataFrame,
+    *,
+    metric: str,
+    models: Sequence[str],
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    weight_source: str = "estimated",
+    settings: Sequence[str] | None = None,
+    title: str | None = None,
+) -> list[Path]:
+    """Controlled differences ``T_a`` (paper Figure 1, B4-B10, B27-B33).
+
+    Grid: one row per model, one column per control ``V`` (none, X, Y, R). In each panel the y axis
+    lists the settings (in the given order), x is ``T_a`` with its interval, one dodged point per
+    group, and a dashed line marks 0.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Tidy metrics table (``docs/design.md``); rows with ``comparison == "controlled_difference"``
+        are used.
+    metric : str
+        Metric name, e.g. ``"log_loss"``.
+    models : sequence of str
+        Model types, one grid row each (Figure 1: ``("x", "xa")``; B4-B10: all three).
+    paths : path or iterable of paths
+        ``.png``/``.pdf`` targets (see :func:`save_figure`).
+    weight_source : {"estimated", "oracle"}, default "estimated"
+        Which weights; rows of ``control == "none"`` may carry ``weight_source == "none"``.
+    settings : sequence of str, optional
+        Settings to show, top to bottom; default all in the table.
+    title : str, optional
+        Figure title.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+
+    Raises
+    ------
+    ValueError
+        If the table lacks required columns, or has no rows for the metric, a model or a setting;
+        if a path is invalid.
+    """
+    targets = _check_paths(paths)
+    models = _as_list(models, "models")
+    context = f"comparison controlled_difference, weight_source {weight_source!r}"
+    rows = _metric_rows(table, "controlled_difference", metric, context)
+    rows = _with_weight_source(rows, weight_source, f"metric {metric!r}, comparison controlled_difference")
+    _require_levels(rows["model"], models, "model(s)", f"metric {metric!r}, {context}")
+    rows = rows[rows["model"].isin(models)]
+    order = _setting_order(rows["setting"], settings, f"metric {metric!r}, {context}")
+    rows = rows[rows["setting"].isin(order) & rows["control"].isin(_CONTROLS)]
+    _check_unique(rows, ["setting", "model", "control", "group"], context)
+    groups = _group_order(rows["group"], include_overall=False)
+    metric_label = METRIC_LABELS.get(metric, metric)
+    with mpl.rc_context(_style()):
+        fig = _forest_grid(
+            rows,
+            row_col="model", row_levels=models, row_labels=[MODEL_LABELS.get(m, m) for m in models],
+            col_col="control", col_levels=_CONTROLS, col_titles=[CONTROL_LABELS[c] for c in _CONTROLS],
+            cat_col="setting", categories=order, cat_labels=[SETTING_LABELS.get(s, s) for s in order],
+            hue_col="group", hues=groups, hue_labels=[_group_label(g) for g in groups],
+            legend_title="Group", xlabel=f"$T_a$ ({metric_label})", sharex=True, zero_line=True,
+            title=title,
+        )  # fmt: skip
+        return save_figure(fig, targets)
+
+
+def plot_weighted_population(
+    table: pd.DataFrame,
+    *,
+    metric: str,
+    models: Sequence[str],
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    weight_source: str = "estimated",
+    settings: Sequence[str] | None = None,
+) -> list[Path]:
+    """Weighted population metrics ``M_a`` next to the subgroup metric (paper B11-B17, B34-B40).
+
+    Grid: one row per setting, one column per model. In each panel the y axis lists the groups, x is
+    the metric; entries (hue) are "Subgroup" (``comparison == "absolute"``, the unweighted metric of
+    the group) and ``M_a`` for each control (``comparison == "weighted_population"``; "Control:
+    none" is the plain population metric), each with its interval.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Tidy metrics table (``docs/design.md``).
+    metric : str
+        Metric name.
+    models : sequence of str
+        Model types, one grid column each.
+    paths : path or iterable of paths
+        ``.png``/``.pdf`` targets.
+    weight_source : {"estimated", "oracle"}, default "estimated"
+        Which weights for ``M_a``.
+    settings : sequence of str, optional
+        Settings to show, one row each, top to bottom; default all in the table.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+
+    Raises
+    ------
+    ValueError
+        If the table has no ``M_a`` or subgroup rows for the metric, a model or a setting.
+    """
+    targets = _check_paths(paths)
+    models = _as_list(models, "models")
+    context = f"comparison weighted_population, weight_source {weight_source!r}"
+    weighted = _metric_rows(table, "weighted_population", metric, context)
+    weighted = _with_weight_source(weighted, weight_source, f"metric {metric!r}, comparison weighted_population")
+    absolute = _metric_rows(table, "absolute", metric, "comparison absolute")
+    for rows, ctx in ((weighted, context), (absolute, "comparison absolute")):
+        _require_levels(rows["model"], models, "model(s)", f"metric {metric!r}, {ctx}")
+    weighted = weighted[weighted["model"].isin(models) & weighted["control"].isin(_CONTROLS)]
+    absolute = absolute[absolute["model"].isin(models) & (absolute["group"] != "overall")]
+    order = _setting_order(weighted["setting"], settings, f"metric {metric!r}, {context}")
+    _require_levels(absolute["setting"], order, "setting(s)", f"metric {metric!r}, comparison absolute")
+    weighted = weighted[weighted["setting"].isin(order)].assign(entry=lambda d: d["control"].map(CONTROL_LABELS))
+    absolute = absolute[absolute["setting"].isin(order)].assign(entry="Subgroup")
+    _check_unique(weighted, ["setting", "model", "control", "group"], context)
+    _check_unique(absolute, ["setting", "model", "group"], "comparison absolute")
+    rows = pd.concat([absolute, weighted], ignore_index=True)
+    groups = _group_order(weighted["group"], include_overall=False)
+    groups += [g for g in _group_order(absolute["group"], include_overall=False) if g not in groups]
+    entries = ["Subgroup", *(CONTROL_LABELS[c] for c in _CONTROLS)]
+    with mpl.rc_context(_style()):
+        fig = _forest_grid(
+            rows,
+            row_col="setting", row_levels=order, row_labels=[SETTING_LABELS.get(s, s) for s in order],
+            col_col="model", col_levels=models, col_titles=[MODEL_LABELS.get(m, m) for m in models],
+            cat_col="group", categories=groups, cat_labels=[_group_label(g) for g in groups],
+            hue_col="entry", hues=entries, hue_labels=entries, legend_title="Estimate",
+            xlabel=METRIC_LABELS.get(metric, metric), sharex="row", zero_line=False,
+        )  # fmt: skip
+        return save_figure(fig, targets)
+
+
+def plot_shared_space(
+    table: pd.DataFrame,
+    *,
+    metric: str,
+    models: Sequence[str],
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    weight_source: str = "estimated",
+    settings: Sequence[str] | None = None,
+) -> list[Path]:
+    """Subgroup metrics weighted to a shared space (Cai et al.; paper B18-B24).
+
+    Grid: one row per setting, one column per control (X, Y, R). In each panel the y axis lists the
+    groups, x is the shared-space weighted group metric (``comparison == "shared_space"``) with its
+    interval, one dodged point per model.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Tidy metrics table (``docs/design.md``).
+    metric : str
+        Metric name.
+    models : sequence of str
+        Model types (hue).
+    paths : path or iterable of paths
+        ``.png``/``.pdf`` targets.
+    weight_source : {"estimated", "oracle"}, default "estimated"
+        Which weights.
+    settings : sequence of str, optional
+        Settings to show, one row each; default all in the table.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+
+    Raises
+    ------
+    ValueError
+        If the table has no shared-space rows for the metric, a model or a setting.
+    """
+    targets = _check_paths(paths)
+    models = _as_list(models, "models")
+    context = f"comparison shared_space, weight_source {weight_source!r}"
+    rows = _metric_rows(table, "shared_space", metric, context)
+    rows = rows[rows["weight_source"] == weight_source]
+    if rows.empty:
+        raise ValueError(f"no rows for weight_source {weight_source!r} (metric {metric!r}, comparison shared_space)")
+    _require_levels(rows["model"], models, "model(s)", f"metric {metric!r}, {context}")
+    rows = rows[rows["model"].isin(models)]
+    order = _setting_order(rows["setting"], settings, f"metric {metric!r}, {context}")
+    controls = ("X", "Y", "R")
+    rows = rows[rows["setting"].isin(order) & rows["control"].isin(controls)]
+    _check_unique(rows, ["setting", "model", "control", "group"], context)
+    groups = _group_order(rows["group"], include_overall=False)
+    with mpl.rc_context(_style()):
+        fig = _forest_grid(
+            rows,
+            row_col="setting", row_levels=order, row_labels=[SETTING_LABELS.get(s, s) for s in order],
+            col_col="control", col_levels=controls, col_titles=[CONTROL_LABELS[c] for c in controls],
+            cat_col="group", categories=groups, cat_labels=[_group_label(g) for g in groups],
+            hue_col="model", hues=models, hue_labels=[MODEL_LABELS.get(m, m) for m in models],
+            legend_title="Model", xlabel=METRIC_LABELS.get(metric, metric), sharex="row", zero_line=False,
+        )  # fmt: skip
+        return save_figure(fig, targets)
+
+
+def plot_relative_performance(
+    table: pd.DataFrame,
+    *,
+    metrics: Sequence[str] = ("log_loss", "auc", "sensitivity", "specificity", "net_benefit"),
+    models: Sequence[str] = ("xa", "xa_stratified"),
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    settings: Sequence[str] | None = None,
+) -> list[Path]:
+    """Relative performance of subgroup-aware models (paper B1, B25).
+
+    Grid: one row per compared model (e.g. ``xa - x``, ``xa_stratified - x``), one column per
+    metric. In each panel the y axis lists the settings, x is the difference (``comparison ==
+    "relative"``) with its interval, one dodged point per group and for "Overall"; a dashed line
+    marks 0.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        Tidy metrics table; ``model`` is the compared model and ``reference`` (if present) the model
+        it is compared with.
+    metrics : sequence of str
+        Metrics, one grid column each.
+    models : sequence of str
+        Compared models, one grid row each.
+    paths : path or iterable of paths
+        ``.png``/``.pdf`` targets.
+    settings : sequence of str, optional
+        Settings to show, top to bottom; default all in the table.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+
+    Raises
+    ------
+    ValueError
+        If the table has no relative rows for a metric, a model or a setting.
+    """
+    targets = _check_paths(paths)
+    metrics = _as_list(metrics, "metrics")
+    models = _as_list(models, "models")
+    _require_columns(table, _METRIC_COLUMNS, "table")
+    rows = table[table["comparison"] == "relative"]
+    _require_levels(rows["metric"], metrics, "metric(s)", "comparison relative")
+    _require_levels(rows["model"], models, "model(s)", "comparison relative")
+    rows = rows[rows["metric"].isin(metrics) & rows["model"].isin(models)]
+    order = _setting_order(rows["setting"], settings, "comparison relative")
+    rows = rows[rows["setting"].isin(order)]
+    keys = ["setting", "model", "metric", "group"] + (["reference"] if "reference" in rows.columns else [])
+    _check_unique(rows, keys, "comparison relative")
+    if "reference" in rows.columns:
+        _check_unique(rows, keys[:-1], "comparison relative: one reference model per compared model")
+    groups = _group_order(rows["group"], include_overall=True)
+    row_labels = []
+    for m in models:
+        refs = list(pd.unique(rows.loc[rows["model"] == m, "reference"])) if "reference" in rows.columns else []
+        ref_text = " / ".join(MODEL_LABELS.get(r, r) for r in refs) if refs else "reference"
+        row_labels.append(f"{MODEL_LABELS.get(m, m)}\nminus {ref_text}")
+    with mpl.rc_context(_style()):
+        fig = _forest_grid(
+            rows,
+            row_col="model", row_levels=models, row_labels=row_labels,
+            col_col="metric", col_levels=metrics, col_titles=[METRIC_LABELS.get(m, m) for m in metrics],
+            cat_col="setting", categories=order, cat_labels=[SETTING_LABELS.get(s, s) for s in order],
+            hue_col="group", hues=groups, hue_labels=[_group_label(g) for g in groups],
+            legend_title="Group", xlabel="Difference", sharex="col", zero_line=True,
+        )  # fmt: skip
+        return save_figure(fig, targets)
+
+
+def plot_calibration_curves(
+    calibration: pd.DataFrame,
+    *,
+    models: Sequence[str] = ("x", "xa", "xa_stratified"),
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    settings: Sequence[str] | None = None,
+) -> list[Path]:
+    """Calibration curves per group (paper B2, B3, B26).
+
+    Grid: one row per model type, one column per setting. In each panel, one line per group of
+    ``fraction_positive`` against ``mean_score`` with vertical Wilson intervals, the diagonal
+    (perfect calibration) dashed, both axes on [0, 1]. The ``"overall"`` curve is not drawn.
+
+    Parameters
+    ----------
+    calibration : pandas.DataFrame
+        Calibration table (:func:`disaggregated_eval.calibration.calibration_table`) with an extra
+        ``setting`` column.
+    models : sequence of str
+        Model types, one grid row each.
+    paths : path or iterable of paths
+        ``.png``/``.pdf`` targets.
+    settings : sequence of str, optional
+        Settings to show, left to right; default all in the table.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+
+    Raises
+    ------
+    ValueError
+        If the table lacks required columns or has no rows for a model or a setting.
+    """
+    targets = _check_paths(paths)
+    models = _as_list(models, "models")
+    _require_columns(calibration, _CALIBRATION_COLUMNS, "calibration")
+    rows = calibration[calibration["group"] != "overall"]
+    if rows.empty:
+        raise ValueError("no rows for any group in calibration (only 'overall' or empty)")
+    _require_levels(rows["model"], models, "model(s)", "calibration")
+    rows = rows[rows["model"].isin(models)]
+    order = _setting_order(rows["setting"], settings, "calibration")
+    rows = rows[rows["setting"].isin(order)]
+    groups = _group_order(rows["group"], include_overall=False)
+    colors = _palette(groups)
+    nrows, ncols = len(models), len(order)
+    width = ncols * _CAL_PANEL + 1.3
+    with mpl.rc_context({**_style(), "axes.grid.axis": "both"}):
+        fig = Figure(figsize=(width, nrows * _CAL_PANEL + _MARGIN_H), layout="constrained")
+        axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
+        for i, model in enumerate(models):
+            for j, setting in enumerate(order):
+                ax = axes[i, j]
+                ax.plot([0, 1], [0, 1], color="0.5", linestyle="--", linewidth=0.8, zorder=1)
+                panel = rows[(rows["model"] == model) & (rows["setting"] == setting)]
+                for k, group in enumerate(groups):
+                    sub = panel[panel["group"] == group]
+                    if "bin" in sub.columns:
+                        sub = sub.sort_values("bin")
+                    if sub.empty:
+                        continue
+                    x = sub["mean_score"].to_numpy(dtype=float)
+                    y = sub["fraction_positive"].to_numpy(dtype=float)
+                    err = np.vstack([y - sub["ci_low"].to_numpy(dtype=float),
+                                     sub["ci_high"].to_numpy(dtype=float) - y])  # fmt: skip
+                    err = np.clip(np.nan_to_num(err, nan=0.0), 0.0, None)
+                    ax.errorbar(x, y, yerr=err, color=colors[k], marker=_MARKERS[k % len(_MARKERS)],
+                                markersize=3, linewidth=1.0, elinewidth=0.8, capsize=1.5, zorder=3)  # fmt: skip
+                if panel.empty:
+                    ax.text(0.5, 0.5, "no estimates", transform=ax.transAxes, ha="center",
+                            va="center", color="0.5", fontsize=7)  # fmt: skip
+                ax.set_xlim(0.0, 1.0)
+                ax.set_ylim(0.0, 1.0)
+                ax.set_box_aspect(1.0)
+                ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+                ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
+                if i == 0:
+                    ax.set_title(SETTING_LABELS.get(setting, setting))
+                if j == 0:
+                    ax.set_ylabel(f"{MODEL_LABELS.get(model, model)}\nFraction positive")
+                if i == nrows - 1:
+                    ax.set_xlabel("Mean score")
+        _add_legend(fig, _legend_handles([_group_label(g) for g in groups], colors), "Group", width)
+        return save_figure(fig, targets)

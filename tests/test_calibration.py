@@ -1,0 +1,161 @@
+"""Tests of calibration curves (SPEC 5.4): binning, Wilson intervals, ties, validation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from statsmodels.stats.proportion import proportion_confint
+
+from disaggregated_eval.calibration import CALIBRATION_COLUMNS, calibration_curve, calibration_table
+
+
+@pytest.fixture
+def data():
+    rng = np.random.default_rng(20240501)
+    n = 1_000
+    scores = rng.random(n)
+    y = (rng.random(n) < scores).astype(np.int64)
+    groups = rng.integers(0, 3, n)
+    return y, scores, groups
+
+
+def _direct(y, scores, n_bins):
+    """The curve computed directly with pandas.qcut and groupby."""
+    bins = pd.qcut(scores, n_bins, labels=False, duplicates="drop")
+    frame = pd.DataFrame({"bin": bins, "y": y, "s": scores}).groupby("bin")
+    return frame["y"].size().to_numpy(), frame["s"].mean().to_numpy(), frame["y"].mean().to_numpy()
+
+
+@pytest.mark.parametrize("n_bins", [1, 3, 10, 17])
+def test_bins_and_fractions_match_direct_computation(data, n_bins):
+    y, scores, _ = data
+    curve = calibration_curve(y, scores, n_bins=n_bins)
+    assert list(curve.columns) == CALIBRATION_COLUMNS
+    n, mean_score, fraction = _direct(y, scores, n_bins)
+    assert curve["bin"].tolist() == list(range(n_bins))
+    np.testing.assert_array_equal(curve["n"], n)
+    np.testing.assert_allclose(curve["mean_score"], mean_score, rtol=1e-12)
+    np.testing.assert_allclose(curve["fraction_positive"], fraction, rtol=1e-12)
+    assert curve["n"].sum() == len(y)
+    assert np.all(np.diff(curve["mean_score"]) > 0)
+
+
+@pytest.mark.parametrize("confidence", [0.95, 0.8])
+def test_wilson_bounds_equal_statsmodels(data, confidence):
+    y, scores, _ = data
+    curve = calibration_curve(y, scores, n_bins=7, confidence=confidence)
+    count = np.rint(curve["fraction_positive"] * curve["n"]).astype(int)
+    for row, k in zip(curve.itertuples(), count, strict=True):
+        low, high = proportion_confint(k, row.n, alpha=1 - confidence, method="wilson")
+        assert row.ci_low == pytest.approx(low, abs=1e-15)
+        assert row.ci_high == pytest.approx(high, abs=1e-15)
+        assert row.ci_low <= row.fraction_positive <= row.ci_high
+
+
+def test_ties_reduce_the_number_of_bins():
+    rng = np.random.default_rng(7)
+    scores = rng.choice([0.2, 0.5, 0.9], size=300, p=[0.5, 0.3, 0.2])
+    y = rng.integers(0, 2, 300)
+    curve = calibration_curve(y, scores, n_bins=10)
+    # With shares of about 50/30/20%, the deciles only take the values 0.2, 0.5 and 0.9, so the
+    # unique edges are 0.2, 0.5, 0.9 and the right-closed bins [0.2, 0.5] and (0.5, 0.9]: two bins
+    # instead of ten.
+    assert len(curve) == 2
+    np.testing.assert_array_equal(curve["n"], [np.sum(scores <= 0.5), np.sum(scores == 0.9)])
+    np.testing.assert_allclose(curve["mean_score"], [scores[scores <= 0.5].mean(), 0.9])
+    # all scores equal: one bin with everything
+    single = calibration_curve(y, np.full(300, 0.3), n_bins=10)
+    assert single[["bin", "n"]].values.tolist() == [[0, 300]]
+    assert single["fraction_positive"].iloc[0] == pytest.approx(y.mean())
+
+
+def test_bin_edges_follow_qcut_with_ties():
+    """Randomised check of the documented edge rule against pandas.qcut(duplicates="drop")."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(2, 80))
+        scores = rng.choice(np.round(rng.random(int(rng.integers(2, 12))), 3), size=n)
+        if np.unique(scores).size < 2:
+            continue
+        n_bins = int(rng.integers(1, 13))
+        y = rng.integers(0, 2, n)
+        curve = calibration_curve(y, scores, n_bins=n_bins)
+        codes = pd.qcut(scores, n_bins, labels=False, duplicates="drop")
+        expected_n = np.bincount(codes)
+        np.testing.assert_array_equal(curve["n"], expected_n[expected_n > 0])  # empty bins dropped
+
+
+def test_perfectly_calibrated_scores_fall_in_wilson_intervals():
+    # y ~ Bernoulli(score), so within a bin E[fraction_positive] = mean_score. With n = 100,000 and
+    # 10 bins (10,000 rows each, sd of the fraction <= 0.005), each 95% Wilson interval misses
+    # mean_score with probability ~0.05: at least 8 of 10 covering fails with probability ~1e-2 and
+    # 7 of 10 with ~1e-3; we require 7 (and the seed is fixed, so the test is deterministic anyway).
+    # |fraction - mean_score| < 0.03 is a 6-sd bound per bin (failure ~1e-8). A plausible bug
+    # (mis-sorted bins, fraction over the wrong rows, inverted interval) breaks both.
+    rng = np.random.default_rng(12345)
+    n = 100_000
+    scores = rng.random(n)
+    y = (rng.random(n) < scores).astype(np.int64)
+    curve = calibration_curve(y, scores, n_bins=10)
+    assert len(curve) == 10
+    covered = (curve["ci_low"] <= curve["mean_score"]) & (curve["mean_score"] <= curve["ci_high"])
+    assert covered.sum() >= 7
+    assert np.max(np.abs(curve["fraction_positive"] - curve["mean_score"])) < 0.03
+
+
+def test_calibration_table_per_group_and_overall(data):
+    y, scores, groups = data
+    scores_xa = np.clip(scores * 0.9 + 0.05, 0, 1)
+    labels = ["A = 0", "A = 1", "A = 2"]
+    table = calibration_table(y, groups, {"x": scores, "xa": scores_xa}, group_labels=labels, n_bins=5)
+    assert list(table.columns) == ["model", "group", *CALIBRATION_COLUMNS]
+    assert list(pd.unique(table["model"])) == ["x", "xa"]
+    assert list(pd.unique(table["group"])) == [*labels, "overall"]
+    for model, s in (("x", scores), ("xa", scores_xa)):
+        for code, label in enumerate(labels):
+            got = table[(table["model"] == model) & (table["group"] == label)][CALIBRATION_COLUMNS]
+            expected = calibration_curve(y[groups == code], s[groups == code], n_bins=5)
+            pd.testing.assert_frame_equal(got.reset_index(drop=True), expected)
+        got = table[(table["model"] == model) & (table["group"] == "overall")][CALIBRATION_COLUMNS]
+        pd.testing.assert_frame_equal(got.reset_index(drop=True), calibration_curve(y, s, n_bins=5))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"y": np.array([0, 1, 2])}, r"labels must be 0/1; got values \[2\]"),
+        ({"scores": np.array([0.1, 0.5, 1.5])}, r"\[0, 1\]"),
+        ({"scores": np.array([0.1, np.nan, 0.5])}, "finite"),
+        ({"scores": np.array([0.1, 0.5])}, "length 2 but y has length 3"),
+        ({"n_bins": 0}, "n_bins must be an integer >= 1; got 0"),
+        ({"n_bins": 2.5}, "n_bins must be an integer"),
+        ({"n_bins": True}, "n_bins must be an integer"),
+        ({"confidence": 1.5}, "confidence must be in"),
+        ({"y": np.array([], dtype=int), "scores": np.array([])}, "must not be empty"),
+    ],
+)
+def test_calibration_curve_validation(kwargs, match):
+    args = {"y": np.array([0, 1, 1]), "scores": np.array([0.1, 0.5, 0.9])} | kwargs
+    y, scores = args.pop("y"), args.pop("scores")
+    with pytest.raises(ValueError, match=match):
+        calibration_curve(y, scores, **args)
+
+
+@pytest.mark.parametrize(
+    ("groups", "scores", "labels", "match"),
+    [
+        (np.array([0, 1, 2, 0]), None, ["a", "b"], r"integer codes 0..1.*\[2\]"),
+        (np.array([0, 1, 0]), None, ["a", "b"], "groups has shape"),
+        (np.array([0, 0, 0, 0]), None, ["a", "b"], r"groups with no rows: \['b'\]"),
+        (np.array([0, 1, 0, 1]), None, ["a", "overall"], "reserved"),
+        (np.array([0, 1, 0, 1]), None, ["a", "a"], "unique"),
+        (np.array([0, 1, 0, 1]), {}, ["a", "b"], "non-empty mapping"),
+        (np.array([0, 1, 0, 1]), {"x": np.array([0.1, 0.2, 0.3, -0.1])}, ["a", "b"], r"scores\['x'\]"),
+    ],
+)
+def test_calibration_table_validation(groups, scores, labels, match):
+    y = np.array([0, 1, 1, 0])
+    scores = {"x": np.array([0.1, 0.4, 0.6, 0.9])} if scores is None else scores
+    with pytest.raises(ValueError, match=match):
+        calibration_table(y, groups, scores, group_labels=labels)
