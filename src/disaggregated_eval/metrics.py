@@ -1,0 +1,305 @@
+"""Weighted performance metrics of a binary classifier, matching scikit-learn.
+
+This is the plain (non-bootstrap) reference of the metric definitions (SPEC 5.1, paper A.3). The
+bootstrap engine (:mod:`disaggregated_eval.bootstrap`) computes the same quantities from weighted
+sums and is tested against :func:`compute_metrics`.
+
+With per-row weights ``w >= 0``, labels ``y`` in {0, 1}, scores ``r`` in [0, 1] and
+``yhat = 1[r >= threshold]``::
+
+    W  = sum w            Wp = sum w y          Wn = sum w (1 - y)
+    TP = sum w y yhat     TN = sum w (1-y)(1-yhat)
+    FP = sum w (1-y) yhat PP = sum w yhat
+
+=========================== ============================================= ===================
+metric                      definition                                    undefined (NaN) if
+=========================== ============================================= ===================
+``log_loss``                ``-sum w [y log r + (1-y) log(1-r)] / W``     ``W == 0``
+``auc``                     ``sum_{i pos, j neg} w_i w_j (1[r_i > r_j]    ``Wp == 0`` or
+                            + 1/2 1[r_i == r_j]) / (Wp Wn)``              ``Wn == 0``
+``sensitivity``             ``TP / Wp``                                   ``Wp == 0``
+``specificity``             ``TN / Wn``                                   ``Wn == 0``
+``precision``               ``TP / PP``, and 0 when ``PP == 0``           ``W == 0``
+``net_benefit``             ``TPR pi - FPR (1 - pi) t / (1 - t)``         ``W == 0``
+                            ``= (TP - FP t / (1 - t)) / W``
+``label_rate``              ``Wp / W``                                    ``W == 0``
+``predicted_positive_rate`` ``PP / W``                                    ``W == 0``
+=========================== ============================================= ===================
+
+Here ``pi = Wp / W`` and ``t`` is the preference threshold of the net benefit (Pfohl et al. 2023
+parametrisation). Written as ``(TP - FP t/(1-t)) / W`` the net benefit is defined whenever
+``W > 0``, even if one class is missing (then its TPR or FPR term is multiplied by zero).
+
+In the log loss, ``r`` and ``1 - r`` are each clipped to ``[eps, 1 - eps]`` with
+``eps = np.finfo(np.float64).eps`` before the logarithm, which is what scikit-learn 1.9's
+``log_loss`` does (it forms the two columns ``[1 - r, r]`` and clips them).
+
+Undefined values are NaN, never an exception and never 0, so that a bootstrap resample on which a
+metric is undefined is visible and can be counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "METRICS",
+    "METRIC_LABELS",
+    "METRIC_HIGHER_IS_BETTER",
+    "LOG_LOSS_EPS",
+    "compute_metrics",
+]
+
+#: Names of the available metrics, in their canonical order.
+METRICS: tuple[str, ...] = (
+    "log_loss",
+    "auc",
+    "sensitivity",
+    "specificity",
+    "precision",
+    "net_benefit",
+    "label_rate",
+    "predicted_positive_rate",
+)
+
+#: Display name of each metric (for tables and figures).
+METRIC_LABELS: dict[str, str] = {
+    "log_loss": "Log loss",
+    "auc": "AUC-ROC",
+    "sensitivity": "Sensitivity",
+    "specificity": "Specificity",
+    "precision": "Precision",
+    "net_benefit": "Net benefit",
+    "label_rate": "Label rate",
+    "predicted_positive_rate": "Predicted positive rate",
+}
+
+#: Whether a larger value is better; ``None`` for descriptive rates that have no direction.
+METRIC_HIGHER_IS_BETTER: dict[str, bool | None] = {
+    "log_loss": False,
+    "auc": True,
+    "sensitivity": True,
+    "specificity": True,
+    "precision": True,
+    "net_benefit": True,
+    "label_rate": None,
+    "predicted_positive_rate": None,
+}
+
+#: Clipping constant of the log loss (as scikit-learn: machine epsilon of float64).
+LOG_LOSS_EPS: float = float(np.finfo(np.float64).eps)
+
+
+# ----------------------------------------------------------------------------------------------
+# Validation helpers (shared with the bootstrap engine)
+# ----------------------------------------------------------------------------------------------
+
+
+def _format_values(values: np.ndarray, limit: int = 5) -> str:
+    shown = ", ".join(repr(v.item()) if hasattr(v, "item") else repr(v) for v in values[:limit])
+    more = f", ... ({len(values)} distinct)" if len(values) > limit else ""
+    return "{" + shown + more + "}"
+
+
+def _check_1d(values: Any, name: str) -> np.ndarray:
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional; got shape {array.shape}")
+    return array
+
+
+def _check_labels(y: Any, name: str = "y") -> np.ndarray:
+    """Return ``y`` as float64 0/1 labels, or raise naming the bad values."""
+    array = _check_1d(y, name)
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must hold numeric 0/1 labels; got dtype {array.dtype}")
+    bad = ~((array == 0) | (array == 1))
+    if bad.any():
+        raise ValueError(f"labels ({name}) must be 0/1; got values {_format_values(np.unique(array[bad]))}")
+    return array.astype(np.float64)
+
+
+def _check_length(array: np.ndarray, n: int, name: str, reference: str = "y") -> None:
+    if array.shape[0] != n:
+        raise ValueError(f"{name} has {array.shape[0]} rows but {reference} has {n}; they must match")
+
+
+def _check_scores(scores: Any, n: int, name: str = "scores") -> np.ndarray:
+    """Return ``scores`` as float64 in [0, 1], or raise naming the first bad value and its row."""
+    array = _check_1d(scores, name)
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be numeric scores in [0, 1]; got dtype {array.dtype}")
+    _check_length(array, n, name)
+    array = array.astype(np.float64, copy=False)
+    bad = ~(np.isfinite(array) & (array >= 0.0) & (array <= 1.0))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{name} must be finite and in [0, 1]; got {float(array[row])!r} at row {row} "
+            f"({int(bad.sum())} bad values)"
+        )
+    return array
+
+
+def _check_weights(weights: Any, n: int, name: str = "sample_weight") -> np.ndarray:
+    """Return ``weights`` as float64, finite and >= 0, or raise naming the first bad value."""
+    array = _check_1d(weights, name)
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be numeric weights >= 0; got dtype {array.dtype}")
+    _check_length(array, n, name)
+    array = array.astype(np.float64, copy=False)
+    bad = ~(np.isfinite(array) & (array >= 0.0))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{name} must be finite and >= 0; got {float(array[row])!r} at row {row} ({int(bad.sum())} bad values)"
+        )
+    return array
+
+
+def _check_metrics(metrics: Any) -> tuple[str, ...]:
+    """Return ``metrics`` as a tuple of known, distinct metric names."""
+    if isinstance(metrics, str):
+        raise TypeError(f"metrics must be a sequence of metric names, not a string; did you mean ({metrics!r},)?")
+    names = tuple(metrics)
+    if not names:
+        raise ValueError(f"metrics must name at least one metric; expected some of {METRICS}")
+    for name in names:
+        if name not in METRIC_LABELS:
+            raise ValueError(f"unknown metric {name!r}; expected one of {METRICS}")
+    if len(set(names)) != len(names):
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        raise ValueError(f"metrics must be distinct; got duplicates {duplicates}")
+    return names
+
+
+def _check_threshold(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number in (0, 1); got {value!r}")
+    value = float(value)
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"{name} must be in the open interval (0, 1); got {value!r}")
+    return value
+
+
+# ----------------------------------------------------------------------------------------------
+# Reference implementation
+# ----------------------------------------------------------------------------------------------
+
+
+def _pointwise_log_loss(y: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Per-row log loss with scikit-learn's clipping of ``r`` and ``1 - r`` to ``[eps, 1 - eps]``."""
+    eps = LOG_LOSS_EPS
+    positive = -np.log(np.clip(scores, eps, 1.0 - eps))
+    negative = -np.log(np.clip(1.0 - scores, eps, 1.0 - eps))
+    return np.where(y == 1.0, positive, negative)
+
+
+def _weighted_auc(y: np.ndarray, scores: np.ndarray, w: np.ndarray, wp: float, wn: float) -> float:
+    """Weighted AUC-ROC with ties counted one half, by a sort over tie groups."""
+    if wp == 0.0 or wn == 0.0:
+        return float("nan")
+    order = np.argsort(scores, kind="stable")
+    sorted_scores = scores[order]
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(sorted_scores) != 0.0) + 1))
+    pos = np.add.reduceat(w[order] * y[order], starts)
+    neg = np.add.reduceat(w[order] * (1.0 - y[order]), starts)
+    neg_before = np.cumsum(neg) - neg
+    return float(np.sum(pos * (neg_before + 0.5 * neg)) / (wp * wn))
+
+
+def _ratio(numerator: float, denominator: float) -> float:
+    return numerator / denominator if denominator > 0.0 else float("nan")
+
+
+def compute_metrics(
+    y: Any,
+    scores: Any,
+    *,
+    sample_weight: Any = None,
+    threshold: float = 0.5,
+    preference_threshold: float = 0.5,
+    metrics: Sequence[str] = METRICS,
+) -> dict[str, float]:
+    """Compute weighted binary-classification metrics on one data set.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Labels, 0 or 1 (bool, integer or float).
+    scores : array-like of shape (n_samples,)
+        Predicted probabilities of the positive class, finite and in [0, 1].
+    sample_weight : array-like of shape (n_samples,), optional
+        Non-negative finite weights (default: all one). A weight of 0 excludes the row; integer
+        weights are equivalent to repeating rows.
+    threshold : float, default=0.5
+        Classification threshold in (0, 1); ``yhat = 1[score >= threshold]``.
+    preference_threshold : float, default=0.5
+        Preference threshold ``t`` in (0, 1) of the net benefit (odds ``t / (1 - t)`` weigh false
+        positives against true positives).
+    metrics : sequence of str, default=METRICS
+        Which metrics to compute; names from :data:`METRICS`.
+
+    Returns
+    -------
+    dict of str to float
+        Metric name to value, in the order of ``metrics``. Undefined values (see the module
+        docstring: no weight at all, or a missing class for AUC, sensitivity, specificity) are NaN.
+
+    Raises
+    ------
+    ValueError
+        If labels are not 0/1, scores are non-finite or outside [0, 1], weights are negative or
+        non-finite, lengths differ, a metric name is unknown or repeated, or a threshold is outside
+        (0, 1).
+    TypeError
+        If ``metrics`` is a single string or a threshold is not a number.
+
+    Notes
+    -----
+    Matches scikit-learn 1.9 with ``sample_weight``: ``log_loss`` (clipping at float64 machine
+    epsilon), ``roc_auc_score``, ``recall_score`` (sensitivity), ``recall_score(pos_label=0)``
+    (specificity) and ``precision_score(zero_division=0)``, where those are defined. Definitions
+    from SPEC 5.1 and the paper's supplementary section A.3; net benefit as in Pfohl et al. (2023).
+    """
+    names = _check_metrics(metrics)
+    threshold = _check_threshold(threshold, "threshold")
+    preference_threshold = _check_threshold(preference_threshold, "preference_threshold")
+    y = _check_labels(y)
+    n = y.shape[0]
+    scores = _check_scores(scores, n)
+    w = np.ones(n) if sample_weight is None else _check_weights(sample_weight, n)
+
+    yhat = (scores >= threshold).astype(np.float64)
+    total = float(np.sum(w))
+    wp = float(np.sum(w * y))
+    wn = float(np.sum(w * (1.0 - y)))
+    tp = float(np.sum(w * y * yhat))
+    tn = float(np.sum(w * (1.0 - y) * (1.0 - yhat)))
+    fp = float(np.sum(w * (1.0 - y) * yhat))
+    pp = float(np.sum(w * yhat))
+    odds = preference_threshold / (1.0 - preference_threshold)
+
+    result: dict[str, float] = {}
+    for name in names:
+        if name == "log_loss":
+            value = _ratio(float(np.sum(w * _pointwise_log_loss(y, scores))), total)
+        elif name == "auc":
+            value = _weighted_auc(y, scores, w, wp, wn)
+        elif name == "sensitivity":
+            value = _ratio(tp, wp)
+        elif name == "specificity":
+            value = _ratio(tn, wn)
+        elif name == "precision":
+            value = float("nan") if total == 0.0 else (tp / pp if pp > 0.0 else 0.0)
+        elif name == "net_benefit":
+            value = _ratio(tp - fp * odds, total)
+        elif name == "label_rate":
+            value = _ratio(wp, total)
+        else:  # predicted_positive_rate
+            value = _ratio(pp, total)
+        result[name] = float(value)
+    return result
