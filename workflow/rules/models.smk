@@ -1,0 +1,45 @@
+# Model stage: outcome models of every type (SPEC 4.1) and, for simulations, the Bayes-optimal scores.
+
+
+rule fit_outcome_models:
+    input:
+        train=data_file("train"),
+        test=data_file("test"),
+        schema=data_file("schema"),
+        code=library_files("seeds", "models"),
+    output:
+        scores="results/models/{dataset}/scores.parquet",
+        selection="results/models/{dataset}/model_selection.csv",
+        models="results/models/{dataset}/models.joblib",
+    log:
+        "logs/fit_outcome_models/{dataset}.log",
+    benchmark:
+        "benchmarks/output/fit_outcome_models/{dataset}.tsv"
+    params:
+        seed=config["seed"],
+        max_leaf_nodes=config["models"]["max_leaf_nodes"],
+        cv_folds=config["models"]["cv_folds"],
+    threads: job_resource("models", "threads")
+    resources:
+        mem_mb=job_resource("models", "mem_mb"),
+        runtime=job_resource("models", "runtime"),
+    conda:
+        "../../envs/disaggregated_eval.yaml"
+    script:
+        "../scripts/fit_outcome_models.py"
+
+
+rule score_bayes_models:
+    input:
+        test=rules.simulate_setting.output.test,
+        code=library_files("seeds", "simulate"),
+    output:
+        scores="results/models/{dataset}/bayes_scores.parquet",
+    log:
+        "logs/score_bayes_models/{dataset}.log",
+    wildcard_constraints:
+        dataset=SIMULATION_PATTERN,
+    conda:
+        "../../envs/disaggregated_eval.yaml"
+    script:
+        "../scripts/score_bayes_models.py"

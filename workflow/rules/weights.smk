@@ -1,0 +1,60 @@
+# Weight stage: P(A = a | V) for V in {X, Y, R}; estimated (Algorithm 2, SPEC 4.2) for every dataset
+# and oracle (Algorithm 1, SPEC 2.5) for simulations.
+
+
+rule fit_weight_models:
+    input:
+        unpack(score_files),
+        train=data_file("train"),
+        test=data_file("test"),
+        schema=data_file("schema"),
+        code=library_files("seeds", "models"),
+    output:
+        weights="results/weights/{dataset}/weights_estimated.parquet",
+        selection="results/weights/{dataset}/weight_model_selection.csv",
+    log:
+        "logs/fit_weight_models/{dataset}.log",
+    benchmark:
+        "benchmarks/output/fit_weight_models/{dataset}.tsv"
+    params:
+        seed=config["seed"],
+        max_leaf_nodes=config["models"]["max_leaf_nodes"],
+        cv_folds=config["models"]["cv_folds"],
+        crossfit_folds=config["models"]["crossfit_folds"],
+    threads: job_resource("weights", "threads")
+    resources:
+        mem_mb=job_resource("weights", "mem_mb"),
+        runtime=job_resource("weights", "runtime"),
+    conda:
+        "../../envs/disaggregated_eval.yaml"
+    script:
+        "../scripts/fit_weight_models.py"
+
+
+rule compute_oracle_weights:
+    input:
+        test=rules.simulate_setting.output.test,
+        scores=rules.fit_outcome_models.output.scores,
+        bayes_scores=rules.score_bayes_models.output.scores,
+        models=rules.fit_outcome_models.output.models,
+        code=library_files("seeds", "simulate", "models"),
+    output:
+        weights="results/weights/{dataset}/weights_oracle.parquet",
+    log:
+        "logs/compute_oracle_weights/{dataset}.log",
+    benchmark:
+        "benchmarks/output/compute_oracle_weights/{dataset}.tsv"
+    wildcard_constraints:
+        dataset=SIMULATION_PATTERN,
+    params:
+        seed=config["seed"],
+        n_monte_carlo=config["simulation"]["oracle"]["n_monte_carlo"],
+        n_bins=config["simulation"]["oracle"]["n_bins"],
+    threads: job_resource("oracle", "threads")
+    resources:
+        mem_mb=job_resource("oracle", "mem_mb"),
+        runtime=job_resource("oracle", "runtime"),
+    conda:
+        "../../envs/disaggregated_eval.yaml"
+    script:
+        "../scripts/compute_oracle_weights.py"

@@ -1,0 +1,27 @@
+"""Rule compute_calibration_curves: calibration curves per group and model type (SPEC 5.4)."""
+
+import json
+import logging
+import sys
+
+from disaggregated_eval import calibration, io
+
+sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
+logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
+logging.captureWarnings(True)
+log = logging.getLogger("compute_calibration_curves")
+
+params = snakemake.params
+schema = json.loads(open(snakemake.input.schema).read())
+test = io.read_table(snakemake.input.test)
+scores = io.read_table(snakemake.input.scores)
+table = calibration.calibration_table(
+    test[schema["label"]].to_numpy(),
+    test[schema["group"]].to_numpy(),
+    {model: scores[model].to_numpy() for model in params.models},
+    group_labels=schema["group_labels"],
+    n_bins=params.n_bins,
+    confidence=params.confidence,
+)
+io.write_table(table, snakemake.output.calibration)
+log.info("wrote %d calibration bins", len(table))

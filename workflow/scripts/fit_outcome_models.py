@@ -1,0 +1,37 @@
+"""Rule fit_outcome_models: the x, xa and xa_stratified models (SPEC 4.1) and their test scores."""
+
+import json
+import logging
+import sys
+
+import joblib
+
+from disaggregated_eval import io, models
+
+sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
+logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
+logging.captureWarnings(True)
+log = logging.getLogger("fit_outcome_models")
+
+dataset = snakemake.wildcards.dataset
+params = snakemake.params
+schema = json.loads(open(snakemake.input.schema).read())
+fitted, selection = models.fit_outcome_models(
+    io.read_table(snakemake.input.train),
+    features=schema["features"],
+    categorical=schema["categorical"],
+    group=schema["group"],
+    label=schema["label"],
+    grid=params.max_leaf_nodes,
+    n_splits=params.cv_folds,
+    seed=params.seed,
+    dataset=dataset,
+    n_jobs=snakemake.threads,
+    progress=log.info,
+)
+scores = fitted.predict(io.read_table(snakemake.input.test)).reset_index(drop=True)
+io.write_table(scores, snakemake.output.scores)
+io.write_table(selection, snakemake.output.selection)
+with io.atomic_path(snakemake.output.models) as tmp:
+    joblib.dump(fitted, tmp)
+log.info("scored %d test rows", len(scores))
