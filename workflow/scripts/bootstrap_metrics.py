@@ -6,7 +6,7 @@ import sys
 
 import pandas as pd
 
-from disaggregated_eval import evaluation, io
+from disaggregated_eval import evaluation, io, seeds
 
 sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
 logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
@@ -34,7 +34,7 @@ table = evaluation.controlled_evaluation(
     relative_to=dict(params.relative_to),
     n_resamples=params.n_resamples,
     confidence=params.confidence,
-    seed=params.seed,
+    seed=seeds.seed_sequence(params.seed, "bootstrap", dataset),
     threshold=params.threshold,
     preference_threshold=params.preference_threshold,
     batch_size=params.batch_size,
