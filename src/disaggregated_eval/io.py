@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["atomic_path", "write_table", "write_json", "read_table"]
+__all__ = ["atomic_path", "write_table", "write_json", "read_table", "rule_logger"]
 
 
 @contextlib.contextmanager
@@ -78,3 +80,15 @@ def write_json(obj: Any, path: str | os.PathLike[str]) -> None:
     """Write ``obj`` atomically as indented, key-sorted JSON."""
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def rule_logger(log_path: str | os.PathLike[str], name: str) -> logging.Logger:
+    """Route standard error, warnings and an INFO logger named ``name`` to a rule's log file.
+
+    Used by the workflow's scripts (``rule_logger(snakemake.log[0], "fit_outcome_models")``), so
+    every rule's progress lines, warnings and tracebacks end up in ``logs/<rule>/...``.
+    """
+    sys.stderr = open(log_path, "a", buffering=1)  # noqa: SIM115 - lives as long as the job
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s", force=True)
+    logging.captureWarnings(True)
+    return logging.getLogger(name)

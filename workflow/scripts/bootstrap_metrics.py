@@ -1,17 +1,12 @@
 """Rule bootstrap_metrics: controlled evaluation with paired bootstrap intervals (SPEC 5.2, 5.3)."""
 
 import json
-import logging
-import sys
 
 import pandas as pd
 
 from disaggregated_eval import evaluation, io, seeds
 
-sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-logging.captureWarnings(True)
-log = logging.getLogger("bootstrap_metrics")
+log = io.rule_logger(snakemake.log[0], "bootstrap_metrics")  # noqa: F821 (snakemake is injected)
 
 
 def progress(done, total):

@@ -1,16 +1,11 @@
 """Rule collect_acs_tables: the ACS study's metrics and calibration tables."""
 
-import logging
-import sys
 
 import pandas as pd
 
 from disaggregated_eval import io
 
-sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-logging.captureWarnings(True)
-log = logging.getLogger("collect_acs_tables")
+log = io.rule_logger(snakemake.log[0], "collect_acs_tables")  # noqa: F821 (snakemake is injected)
 
 datasets = snakemake.params.datasets
 metrics = pd.concat([io.read_table(p) for p in snakemake.input.metrics], ignore_index=True)

@@ -1,16 +1,11 @@
 """Rule collect_simulation_tables: the simulation study's tables and the theory coverage (Tables 2, B1, B2)."""
 
-import logging
-import sys
 
 import pandas as pd
 
 from disaggregated_eval import io, theory
 
-sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-logging.captureWarnings(True)
-log = logging.getLogger("collect_simulation_tables")
+log = io.rule_logger(snakemake.log[0], "collect_simulation_tables")  # noqa: F821 (snakemake is injected)
 
 datasets = snakemake.params.datasets
 metrics = pd.concat([io.read_table(p) for p in snakemake.input.metrics], ignore_index=True)

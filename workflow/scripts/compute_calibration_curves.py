@@ -1,15 +1,10 @@
 """Rule compute_calibration_curves: calibration curves per group and model type (SPEC 5.4)."""
 
 import json
-import logging
-import sys
 
 from disaggregated_eval import calibration, io
 
-sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-logging.captureWarnings(True)
-log = logging.getLogger("compute_calibration_curves")
+log = io.rule_logger(snakemake.log[0], "compute_calibration_curves")  # noqa: F821 (snakemake is injected)
 
 params = snakemake.params
 schema = json.loads(open(snakemake.input.schema).read())

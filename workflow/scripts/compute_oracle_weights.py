@@ -1,17 +1,12 @@
 """Rule compute_oracle_weights: oracle weights P(A = a | V) of a simulation (Algorithm 1, SPEC 2.5)."""
 
-import logging
-import sys
 
 import joblib
 import pandas as pd
 
 from disaggregated_eval import io, simulate
 
-sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-logging.captureWarnings(True)
-log = logging.getLogger("compute_oracle_weights")
+log = io.rule_logger(snakemake.log[0], "compute_oracle_weights")  # noqa: F821 (snakemake is injected)
 
 setting = snakemake.wildcards.dataset
 params = snakemake.params

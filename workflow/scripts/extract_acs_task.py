@@ -1,14 +1,9 @@
 """Rule extract_acs_task: one folktables task, encoded and split 80/20 (SPEC 3)."""
 
-import logging
-import sys
 
 from disaggregated_eval import acs, io
 
-sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-logging.captureWarnings(True)
-log = logging.getLogger("extract_acs_task")
+log = io.rule_logger(snakemake.log[0], "extract_acs_task")  # noqa: F821 (snakemake is injected)
 
 dataset = snakemake.wildcards.dataset
 params = snakemake.params

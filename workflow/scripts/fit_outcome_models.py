@@ -1,17 +1,12 @@
 """Rule fit_outcome_models: the x, xa and xa_stratified models (SPEC 4.1) and their test scores."""
 
 import json
-import logging
-import sys
 
 import joblib
 
 from disaggregated_eval import io, models
 
-sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-logging.captureWarnings(True)
-log = logging.getLogger("fit_outcome_models")
+log = io.rule_logger(snakemake.log[0], "fit_outcome_models")  # noqa: F821 (snakemake is injected)
 
 dataset = snakemake.wildcards.dataset
 params = snakemake.params

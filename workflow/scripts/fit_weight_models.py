@@ -1,17 +1,12 @@
 """Rule fit_weight_models: estimated weights P(A = a | V), V in {X, Y, R} (Algorithm 2, SPEC 4.2)."""
 
 import json
-import logging
-import sys
 
 import pandas as pd
 
 from disaggregated_eval import io, models
 
-sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-logging.captureWarnings(True)
-log = logging.getLogger("fit_weight_models")
+log = io.rule_logger(snakemake.log[0], "fit_weight_models")  # noqa: F821 (snakemake is injected)
 
 dataset = snakemake.wildcards.dataset
 params = snakemake.params

@@ -3,15 +3,10 @@
 The file stays in ``acs.data_root`` (never a Snakemake output); the rule's output is a small report.
 """
 
-import logging
-import sys
 
 from disaggregated_eval import acs, io
 
-sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-logging.captureWarnings(True)
-log = logging.getLogger("obtain_pums_file")
+log = io.rule_logger(snakemake.log[0], "obtain_pums_file")  # noqa: F821 (snakemake is injected)
 
 params = snakemake.params
 log.info(

@@ -1,14 +1,9 @@
 """Rule plot_relative_performance: subgroup-aware minus subgroup-agnostic performance (B1, B25)."""
 
-import logging
-import sys
 
 from disaggregated_eval import io, plots
 
-sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-logging.captureWarnings(True)
-log = logging.getLogger("plot_relative_performance")
+log = io.rule_logger(snakemake.log[0], "plot_relative_performance")  # noqa: F821 (snakemake is injected)
 
 params = snakemake.params
 written = plots.plot_relative_performance(

@@ -1,14 +1,9 @@
 """Rule plot_weighted_metrics: one figure per metric (see workflow/rules/common.smk, FIGURES)."""
 
-import logging
-import sys
 
 from disaggregated_eval import io, plots
 
-sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-logging.captureWarnings(True)
-log = logging.getLogger("plot_weighted_metrics")
+log = io.rule_logger(snakemake.log[0], "plot_weighted_metrics")  # noqa: F821 (snakemake is injected)
 
 params = snakemake.params
 written = plots.plot_weighted_population(

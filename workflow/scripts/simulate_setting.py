@@ -1,14 +1,9 @@
 """Rule simulate_setting: draw the train and test sets of one simulation setting (SPEC 2)."""
 
-import logging
-import sys
 
 from disaggregated_eval import io, simulate
 
-sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-logging.captureWarnings(True)
-log = logging.getLogger("simulate_setting")
+log = io.rule_logger(snakemake.log[0], "simulate_setting")  # noqa: F821 (snakemake is injected)
 
 setting = snakemake.wildcards.dataset
 params = snakemake.params

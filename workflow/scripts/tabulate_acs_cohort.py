@@ -1,17 +1,12 @@
 """Rule tabulate_acs_cohort: paper Table B4 (count and prevalence per group and task)."""
 
-import logging
-import sys
 
 import numpy as np
 import pandas as pd
 
 from disaggregated_eval import acs, io
 
-sys.stderr = open(snakemake.log[0], "a", buffering=1)  # noqa: F821 (snakemake is injected)
-logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s")
-logging.captureWarnings(True)
-log = logging.getLogger("tabulate_acs_cohort")
+log = io.rule_logger(snakemake.log[0], "tabulate_acs_cohort")  # noqa: F821 (snakemake is injected)
 
 
 def labels_frame(counts: pd.DataFrame) -> pd.DataFrame:
