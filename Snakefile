@@ -27,6 +27,21 @@ include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/figures.smk"
 
 
+# Light jobs (seconds, little memory) run on the submitting host, not as cluster jobs.
+localrules:
+    all,
+    acs,
+    paper,
+    collect_simulation_tables,
+    collect_acs_tables,
+    tabulate_acs_cohort,
+    plot_controlled_differences,
+    plot_weighted_metrics,
+    plot_shared_space_metrics,
+    plot_relative_performance,
+    plot_calibration_curves,
+
+
 rule all:
     default_target: True
     input:
