@@ -193,6 +193,18 @@ def test_bad_inputs_name_the_value():
     bad.loc[bad.index[0], "p_0"] = 1.5
     with pytest.raises(ValueError, match="probabilities in"):
         controlled_evaluation(y, groups, scores, weights=bad, group_labels=["a", "b", "c"], n_resamples=5, seed=1)
+    bad = weights.copy()
+    bad.loc[bad.index[3], "p_1"] += 0.2
+    with pytest.raises(ValueError, match="row 3 sums to"):
+        controlled_evaluation(y, groups, scores, weights=bad, group_labels=["a", "b", "c"], n_resamples=5, seed=1)
+    bad = weights.copy()
+    bad.loc[bad.index[2], "p_2"] = np.nan
+    with pytest.raises(ValueError, match=r"rows \[2\] hold NaN"):
+        controlled_evaluation(y, groups, scores, weights=bad, group_labels=["a", "b", "c"], n_resamples=5, seed=1)
+    bad = weights.copy()
+    bad.loc[bad.index[:len(y)], "row"] += 1  # X weights shifted by one row
+    with pytest.raises(ValueError, match=r"missing \[0\], out of range \[600\]"):
+        controlled_evaluation(y, groups, scores, weights=bad, group_labels=["a", "b", "c"], n_resamples=5, seed=1)
 
 
 def _oracle_x_evaluation(setting: str, n: int, n_resamples: int):

@@ -391,13 +391,17 @@ def _missing_column_hint(column: str, year: int, header: Sequence[str]) -> str:
 def _check_header(path: Path, header: Sequence[str], year: int, tasks: Sequence[str]) -> list[str]:
     present = set(header)
     needed = list(dict.fromkeys(c for d in tasks for c in required_columns(d)))
-    for column in needed:
-        if column not in present:
-            users = [TASKS[d] for d in tasks if column in required_columns(d)]
-            raise ValueError(
-                f"column {column!r} needed by {', '.join(users)} is missing from {path} "
-                f"(survey year {year}){_missing_column_hint(column, year, header)}"
-            )
+    missing = [c for c in needed if c not in present]
+    if missing:
+        column = missing[0]
+        users = [TASKS[d] for d in tasks if column in required_columns(d)]
+        others = "".join(
+            f"; also missing: {c!r}{_missing_column_hint(c, year, header)}" for c in missing[1:]
+        )
+        raise ValueError(
+            f"column {column!r} needed by {', '.join(users)} is missing from {path} "
+            f"(survey year {year}){_missing_column_hint(column, year, header)}{others}"
+        )
     return needed
 
 

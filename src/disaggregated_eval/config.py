@@ -75,6 +75,19 @@ def known_tasks() -> tuple[str, ...]:
     return tuple(acs.TASKS)
 
 
+def _looks_numeric(value: Any) -> bool:
+    """Whether ``value`` is a string (or a list of strings) that reads as a number."""
+    items = value if isinstance(value, list) else [value]
+    if not items or not all(isinstance(v, str) for v in items):
+        return False
+    try:
+        for v in items:
+            float(v)
+    except ValueError:
+        return False
+    return True
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
@@ -97,7 +110,13 @@ class _Checker:
         return True, node
 
     def error(self, path: str, expected: str, value: Any) -> None:
-        self.errors.append(f"{path} must be {expected}; got {value!r}")
+        hint = ""
+        if _looks_numeric(value):
+            hint = (
+                " (a string: Snakemake passes values nested inside --config as strings; set nested"
+                " keys in a YAML file given with --configfile)"
+            )
+        self.errors.append(f"{path} must be {expected}; got {value!r}{hint}")
 
     def int_at_least(self, path: str, minimum: int) -> None:
         present, value = self.get(path)

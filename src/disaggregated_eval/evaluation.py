@@ -119,7 +119,7 @@ def weight_matrix(
     ------
     ValueError
         If the table has no such weights, does not cover every test row exactly once, lacks a
-        ``p_k`` column, or holds values outside [0, 1].
+        ``p_k`` column, holds values outside [0, 1] or NaN, or a row does not sum to 1.
     """
     model_key = model if control == "R" else "*"
     sel = weights[
@@ -134,9 +134,15 @@ def weight_matrix(
         )
     rows = sel["row"].to_numpy()
     if len(rows) != n_rows or not np.array_equal(np.sort(rows), np.arange(n_rows)):
+        present, counts = np.unique(rows, return_counts=True)
+        missing_rows = np.setdiff1d(np.arange(n_rows), present)
+        extra = present[(present < 0) | (present >= n_rows)]
+        repeated = present[counts > 1]
         raise ValueError(
             f"{weight_source} weights for control {control!r}, model {model_key!r} must cover test rows "
-            f"0..{n_rows - 1} exactly once; got {len(rows)} rows"
+            f"0..{n_rows - 1} exactly once; got {len(rows)} rows (missing {missing_rows[:5].tolist()}"
+            f"{'...' if len(missing_rows) > 5 else ''}, out of range {extra[:5].tolist()}, "
+            f"repeated {repeated[:5].tolist()})"
         )
     cols = [f"p_{k}" for k in range(n_groups)]
     missing = [c for c in cols if c not in sel.columns]
@@ -144,10 +150,21 @@ def weight_matrix(
         raise ValueError(f"weight table lacks the columns {missing} for {n_groups} subgroups")
     out = np.empty((n_rows, n_groups), dtype=np.float64)
     out[rows] = sel[cols].to_numpy(dtype=np.float64)
-    if not np.all(np.isfinite(out)) or out.min() < 0 or out.max() > 1:
+    where = f"{weight_source} weights for control {control!r}, model {model_key!r}"
+    if not np.all(np.isfinite(out)):
+        bad = np.flatnonzero(~np.isfinite(out).all(axis=1))
+        raise ValueError(f"{where} must be finite; rows {bad[:5].tolist()} hold NaN or inf")
+    if out.min() < 0 or out.max() > 1:
         raise ValueError(
-            f"{weight_source} weights for control {control!r}, model {model_key!r} must be "
-            f"probabilities in [0, 1]; got min {np.nanmin(out)!r}, max {np.nanmax(out)!r}"
+            f"{where} must be probabilities in [0, 1]; got min {float(out.min())}, max {float(out.max())}"
+        )
+    # P(A = . | V) is a distribution over the K subgroups; 1e-6 allows float32 round-off.
+    sums = out.sum(axis=1)
+    off = np.flatnonzero(np.abs(sums - 1.0) > 1e-6)
+    if off.size:
+        raise ValueError(
+            f"{where} must sum to 1 over the {n_groups} subgroups in every row; row {int(off[0])} "
+            f"sums to {float(sums[off[0]])} ({off.size} rows off)"
         )
     return out
 
@@ -265,7 +282,10 @@ def controlled_evaluation(
     -------
     pandas.DataFrame
         Tidy table with the columns :data:`TIDY_COLUMNS`: one row per (model, comparison, control,
-        weight source, group, metric). ``estimate`` is the value on the full test set (not the
+        weight source, group, metric). ``comparison`` is one of ``"absolute"`` (unweighted metric of
+        a subgroup or ``"overall"``), ``"weighted_population"`` (``M_a``),
+        ``"controlled_difference"`` (``T_a``), ``"shared_space"`` (Cai et al.) and ``"relative"``
+        (``model - reference``); ``weight_source`` is ``"none"`` for unweighted quantities. ``estimate`` is the value on the full test set (not the
         bootstrap mean); ``ci_low``/``ci_high`` the percentile interval over the resamples where
         the quantity is defined; ``n_undefined`` the number of resamples where it is not.
 

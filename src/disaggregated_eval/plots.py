@@ -531,13 +531,15 @@ def plot_weighted_population(
     groups = _group_order(weighted["group"], include_overall=False)
     groups += [g for g in _group_order(absolute["group"], include_overall=False) if g not in groups]
     entries = ["Subgroup", *(CONTROL_LABELS[c] for c in _CONTROLS)]
+    # Legend: the unweighted subgroup metric, then M_a for each control variable.
+    entry_labels = ["Subgroup (unweighted)", *(f"$M_a$, {CONTROL_LABELS[c].lower()}" for c in _CONTROLS)]
     with mpl.rc_context(_style()):
         fig = _forest_grid(
             rows,
             row_col="setting", row_levels=order, row_labels=[SETTING_LABELS.get(s, s) for s in order],
             col_col="model", col_levels=models, col_titles=[MODEL_LABELS.get(m, m) for m in models],
             cat_col="group", categories=groups, cat_labels=[_group_label(g) for g in groups],
-            hue_col="entry", hues=entries, hue_labels=entries, legend_title="Estimate",
+            hue_col="entry", hues=entries, hue_labels=entry_labels, legend_title="Estimate",
             xlabel=METRIC_LABELS.get(metric, metric), sharex="row", zero_line=False,
         )  # fmt: skip
         return save_figure(fig, targets)
