@@ -159,3 +159,22 @@ def test_calibration_table_validation(groups, scores, labels, match):
     scores = {"x": np.array([0.1, 0.4, 0.6, 0.9])} if scores is None else scores
     with pytest.raises(ValueError, match=match):
         calibration_table(y, groups, scores, group_labels=labels)
+
+
+def test_stack_calibration_tables_leads_with_study_and_setting():
+    from disaggregated_eval.calibration import stack_calibration_tables
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 400)
+    groups = rng.integers(0, 2, 400)
+    tables = {
+        name: calibration_table(y, groups, {"x": rng.random(400)}, group_labels=["A = 0", "A = 1"])
+        for name in ("covariate_shift", "outcome_shift")
+    }
+    stacked = stack_calibration_tables(tables, study="simulation")
+    assert list(stacked.columns[:2]) == ["study", "setting"]
+    assert len(stacked) == sum(len(t) for t in tables.values())
+    assert list(pd.unique(stacked.setting)) == ["covariate_shift", "outcome_shift"]
+    assert (stacked.study == "simulation").all()
+    with pytest.raises(ValueError, match="at least one"):
+        stack_calibration_tables({}, study="acs")

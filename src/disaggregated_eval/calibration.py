@@ -251,3 +251,27 @@ def calibration_table(
             curve.insert(0, "model", model)
             frames.append(curve)
     return pd.concat(frames, ignore_index=True)
+
+
+def stack_calibration_tables(tables: Mapping[str, pd.DataFrame], *, study: str) -> pd.DataFrame:
+    """Stack per-setting calibration tables into one, led by ``study`` and ``setting`` columns.
+
+    Parameters
+    ----------
+    tables : mapping of str to pandas.DataFrame
+        Setting (or ACS task) id -> table of :func:`calibration_table`, in display order.
+    study : str
+        Study name copied into every row (``"simulation"`` or ``"acs"``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``study, setting`` followed by the calibration columns; the input for
+        :func:`disaggregated_eval.plots.plot_calibration_curves`.
+    """
+    if not tables:
+        raise ValueError("tables must hold at least one calibration table")
+    stacked = pd.concat(
+        [t.assign(study=study, setting=setting) for setting, t in tables.items()], ignore_index=True
+    )
+    return stacked[["study", "setting"] + [c for c in stacked.columns if c not in ("study", "setting")]]

@@ -317,6 +317,7 @@ def controlled_evaluation(
 
     evaluations: list[Evaluation] = []
     index: dict[_Key, int] = {}
+    matrices: dict[tuple[str, str, str], np.ndarray] = {}
 
     def add(key: _Key, model: str, w: np.ndarray) -> None:
         index[key] = len(evaluations)
@@ -331,9 +332,13 @@ def controlled_evaluation(
             for control in controls:
                 if control == "none":
                     continue
-                p = weight_matrix(
-                    weights, weight_source=source, control=control, model=m, n_rows=n, n_groups=k
-                )
+                # X and Y weights do not depend on the model: extract and check them once.
+                key = (source, control, m if control == "R" else "*")
+                if key not in matrices:
+                    matrices[key] = weight_matrix(
+                        weights, weight_source=source, control=control, model=m, n_rows=n, n_groups=k
+                    )
+                p = matrices[key]
                 for a in range(k):
                     add(_Key(m, "weighted_population", control, source, group_labels[a]), m, p[:, a])
                     if shared_space:

@@ -34,7 +34,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
+from disaggregated_eval.acs import TASKS
+from disaggregated_eval.evaluation import CONTROLS
 from disaggregated_eval.io import atomic_path
+from disaggregated_eval.metrics import METRIC_LABELS
+from disaggregated_eval.simulate import SETTINGS
 
 __all__ = [
     "SETTING_LABELS",
@@ -49,20 +53,11 @@ __all__ = [
     "plot_calibration_curves",
 ]
 
-#: Display names of simulation settings and ACS tasks (paper Table 1 and Section 5).
+#: Display names of simulation settings and ACS tasks (paper Table 1 and Section 5), taken from the
+#: simulator registry and the ACS task definitions so that each name is written once.
 SETTING_LABELS: dict[str, str] = {
-    "covariate_shift": "Covariate Shift",
-    "outcome_shift": "Outcome Shift",
-    "complex_causal_shift": "Complex Causal",
-    "low_overlap_causal": "Separable",
-    "anticausal_label_shift": "Label Shift",
-    "anticausal_presentation_shift": "Presentation Shift",
-    "complex_anticausal_shift": "Complex Anticausal",
-    "selection_x": "Selection on X",
-    "selection_y": "Selection on Y",
-    "selection_ya": "Selection on Y and A",
-    "acs_income": "ACSIncome",
-    "acs_public_coverage": "ACSPublicCoverage",
+    **{setting_id: dgp.display_name for setting_id, dgp in SETTINGS.items()},
+    **TASKS,
 }
 
 #: Display names of model types.
@@ -82,19 +77,7 @@ CONTROL_LABELS: dict[str, str] = {
     "R": "Control: R",
 }
 
-#: Display names of metrics.
-METRIC_LABELS: dict[str, str] = {
-    "log_loss": "Log loss",
-    "auc": "AUC-ROC",
-    "sensitivity": "Sensitivity",
-    "specificity": "Specificity",
-    "precision": "Precision",
-    "net_benefit": "Net benefit",
-    "label_rate": "Label rate",
-    "predicted_positive_rate": "Predicted positive rate",
-}
-
-_CONTROLS = ("none", "X", "Y", "R")
+_CONTROLS = CONTROLS
 _METRIC_COLUMNS = (
     "setting", "model", "comparison", "control", "weight_source", "group", "metric",
     "estimate", "ci_low", "ci_high",

@@ -51,6 +51,10 @@ def study_of(dataset):
     return "simulation" if is_simulation(dataset) else "acs"
 
 
+# Modules the plotting scripts import (plots takes its labels from metrics, simulate, acs and evaluation).
+PLOT_MODULES = ("plots", "metrics", "simulate", "acs", "evaluation", "bootstrap", "seeds")
+
+
 def library_files(*modules):
     """Library modules a rule's script imports: listed as inputs so that code edits rerun the rule."""
     return [f"src/disaggregated_eval/{m}.py" for m in ("__init__", "io", *modules)]

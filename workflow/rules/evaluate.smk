@@ -65,7 +65,7 @@ rule collect_simulation_tables:
         calibration=expand(
             rules.compute_calibration_curves.output.calibration, dataset=SIMULATION_DATASETS
         ),
-        code=library_files("theory"),
+        code=library_files("calibration", "theory"),
     output:
         metrics="results/tables/simulation_metrics.parquet",
         metrics_csv="results/tables/simulation_metrics.csv",
@@ -87,7 +87,7 @@ rule collect_acs_tables:
         calibration=expand(
             rules.compute_calibration_curves.output.calibration, dataset=ACS_DATASETS
         ),
-        code=library_files(),
+        code=library_files("calibration"),
     output:
         metrics="results/tables/acs_metrics.parquet",
         metrics_csv="results/tables/acs_metrics.csv",

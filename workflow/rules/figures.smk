@@ -5,7 +5,7 @@
 rule plot_controlled_differences:
     input:
         metrics=study_table("metrics"),
-        code=library_files("plots"),
+        code=library_files(*PLOT_MODULES),
     output:
         png=report(
             "figures/{study}/{figure}.png",
@@ -31,7 +31,7 @@ rule plot_controlled_differences:
 rule plot_weighted_metrics:
     input:
         metrics=study_table("metrics"),
-        code=library_files("plots"),
+        code=library_files(*PLOT_MODULES),
     output:
         png=report(
             "figures/{study}/{figure}.png",
@@ -57,7 +57,7 @@ rule plot_weighted_metrics:
 rule plot_shared_space_metrics:
     input:
         metrics=study_table("metrics"),
-        code=library_files("plots"),
+        code=library_files(*PLOT_MODULES),
     output:
         png=report(
             "figures/{study}/{figure}.png",
@@ -83,7 +83,7 @@ rule plot_shared_space_metrics:
 rule plot_relative_performance:
     input:
         metrics=study_table("metrics"),
-        code=library_files("plots"),
+        code=library_files(*PLOT_MODULES),
     output:
         png=report(
             "figures/{study}/{figure}.png",
@@ -109,7 +109,7 @@ rule plot_relative_performance:
 rule plot_calibration_curves:
     input:
         calibration=study_table("calibration"),
-        code=library_files("plots"),
+        code=library_files(*PLOT_MODULES),
     output:
         png=report(
             "figures/{study}/{figure}.png",

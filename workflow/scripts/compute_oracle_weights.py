@@ -1,6 +1,5 @@
 """Rule compute_oracle_weights: oracle weights P(A = a | V) of a simulation (Algorithm 1, SPEC 2.5)."""
 
-
 import joblib
 import pandas as pd
 

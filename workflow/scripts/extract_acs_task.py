@@ -1,6 +1,5 @@
 """Rule extract_acs_task: one folktables task, encoded and split 80/20 (SPEC 3)."""
 
-
 from disaggregated_eval import acs, io
 
 log = io.rule_logger(snakemake.log[0], "extract_acs_task")  # noqa: F821 (snakemake is injected)

@@ -3,7 +3,6 @@
 The file stays in ``acs.data_root`` (never a Snakemake output); the rule's output is a small report.
 """
 
-
 from disaggregated_eval import acs, io
 
 log = io.rule_logger(snakemake.log[0], "obtain_pums_file")  # noqa: F821 (snakemake is injected)

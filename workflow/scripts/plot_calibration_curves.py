@@ -1,6 +1,5 @@
 """Rule plot_calibration_curves: calibration curves per group, model type and setting (B2, B3, B26)."""
 
-
 from disaggregated_eval import io, plots
 
 log = io.rule_logger(snakemake.log[0], "plot_calibration_curves")  # noqa: F821 (snakemake is injected)

@@ -1,6 +1,5 @@
 """Rule plot_controlled_differences: one figure per metric (see workflow/rules/common.smk, FIGURES)."""
 
-
 from disaggregated_eval import io, plots
 
 log = io.rule_logger(snakemake.log[0], "plot_controlled_differences")  # noqa: F821 (snakemake is injected)

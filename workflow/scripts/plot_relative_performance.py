@@ -1,6 +1,5 @@
 """Rule plot_relative_performance: subgroup-aware minus subgroup-agnostic performance (B1, B25)."""
 
-
 from disaggregated_eval import io, plots
 
 log = io.rule_logger(snakemake.log[0], "plot_relative_performance")  # noqa: F821 (snakemake is injected)

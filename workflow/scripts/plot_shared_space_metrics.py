@@ -1,6 +1,5 @@
 """Rule plot_shared_space_metrics: one figure per metric (see workflow/rules/common.smk, FIGURES)."""
 
-
 from disaggregated_eval import io, plots
 
 log = io.rule_logger(snakemake.log[0], "plot_shared_space_metrics")  # noqa: F821 (snakemake is injected)

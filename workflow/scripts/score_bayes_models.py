@@ -1,6 +1,5 @@
 """Rule score_bayes_models: Bayes-optimal scores E[Y | X] and E[Y | X, A] of the test rows (SPEC 2.5)."""
 
-
 from disaggregated_eval import io, simulate
 
 log = io.rule_logger(snakemake.log[0], "score_bayes_models")  # noqa: F821 (snakemake is injected)

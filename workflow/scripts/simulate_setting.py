@@ -1,6 +1,5 @@
 """Rule simulate_setting: draw the train and test sets of one simulation setting (SPEC 2)."""
 
-
 from disaggregated_eval import io, simulate
 
 log = io.rule_logger(snakemake.log[0], "simulate_setting")  # noqa: F821 (snakemake is injected)

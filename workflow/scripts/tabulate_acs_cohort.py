@@ -1,6 +1,5 @@
 """Rule tabulate_acs_cohort: paper Table B4 (count and prevalence per group and task)."""
 
-
 import numpy as np
 import pandas as pd
 
