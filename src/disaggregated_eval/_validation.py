@@ -1,0 +1,340 @@
+"""Input checks shared by every public function of the library (one home, as scikit-learn's
+``sklearn.utils.validation`` and fairlearn's ``utils/_input_validation.py``).
+
+Public functions validate their arguments here, at the boundary, and pass checked arrays to their
+internals, which trust them. Every error names the argument (or ``frame[column]``), the offending
+values (the first few) and what was expected, e.g. ``labels (y) must be 0/1; got values {2}``.
+
+Conventions: the data argument comes first and ``name`` is keyword-or-second; integer checks reject
+``bool``; array checks return a new, typed array and never modify their input.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "format_values",
+    "show_value",
+    "check_1d",
+    "check_length",
+    "check_labels",
+    "check_binary_codes",
+    "check_scores",
+    "check_weights",
+    "check_group_codes",
+    "check_int",
+    "check_positive_int",
+    "check_open_unit",
+    "check_seed",
+    "check_names",
+    "check_columns",
+    "check_unique_labels",
+    "check_choice",
+]
+
+
+# ----------------------------------------------------------------------------------------------
+# Formatting of offending values
+# ----------------------------------------------------------------------------------------------
+
+
+def show_value(value: Any) -> Any:
+    """A hashable, printable stand-in for a bad value (``nan`` and ``missing`` included)."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return "missing"
+    if isinstance(value, (float, np.floating)) and np.isnan(value):
+        return "nan"
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def format_values(values: Iterable[Any], limit: int = 5) -> str:
+    """``{v1, v2, ... (k distinct)}``: the distinct values, sorted, at most ``limit`` shown."""
+    distinct = sorted({show_value(v) for v in values}, key=lambda v: (str(type(v)), str(v)))
+    shown = ", ".join(repr(v) for v in distinct[:limit])
+    more = f", ... ({len(distinct)} distinct)" if len(distinct) > limit else ""
+    return "{" + shown + more + "}"
+
+
+# ----------------------------------------------------------------------------------------------
+# Arrays
+# ----------------------------------------------------------------------------------------------
+
+
+def check_1d(values: Any, name: str) -> np.ndarray:
+    """``values`` as a one-dimensional array.
+
+    Raises
+    ------
+    TypeError
+        If ``values`` is a string, a mapping or a scalar (a common slip: scores given as a dict).
+    ValueError
+        If the array is not one-dimensional.
+    """
+    if isinstance(values, (str, bytes, dict)) or np.isscalar(values):
+        raise TypeError(f"{name} must be a one-dimensional array; got {type(values).__name__} {values!r:.60}")
+    if isinstance(values, (pd.Series, pd.Index)):
+        array = values.to_numpy()
+    else:
+        array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional; got shape {array.shape}")
+    return array
+
+
+def check_length(array: np.ndarray, n: int, name: str, reference: str = "y") -> None:
+    """Raise ``ValueError`` unless ``array`` has ``n`` rows, like ``reference``."""
+    if array.shape[0] != n:
+        raise ValueError(f"{name} has {array.shape[0]} rows but {reference} has {n}; they must match")
+
+
+def _numeric_codes(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float64 values of ``array`` and a mask of entries that are numbers (object arrays included)."""
+    if array.dtype.kind in "biuf":
+        values = array.astype(np.float64)
+        return values, np.isfinite(values)
+    if array.dtype.kind == "O":
+        ok = np.array(
+            [isinstance(v, (numbers.Real, np.number)) and not isinstance(v, (str, bytes)) for v in array],
+            dtype=bool,
+        )
+        values = np.full(array.shape[0], np.nan)
+        if ok.any():
+            values[ok] = np.asarray(array[ok], dtype=np.float64)
+        return values, ok & np.isfinite(values)
+    return np.full(array.shape[0], np.nan), np.zeros(array.shape[0], dtype=bool)
+
+
+def check_labels(y: Any, name: str = "y", *, dtype: Any = np.float64) -> np.ndarray:
+    """Binary labels 0/1 as ``dtype`` (bool, integer, float or numeric object values).
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+    name : str
+        How the argument is named in messages (e.g. ``"y"`` or ``"train['y']"``).
+    dtype : numpy dtype, default float64
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+
+    Raises
+    ------
+    ValueError
+        If an entry is not 0 or 1 (NaN and missing included); the message lists the bad values.
+    """
+    array = check_1d(y, name)
+    values, ok = _numeric_codes(array)
+    bad = ~(ok & ((values == 0) | (values == 1)))
+    if bad.any():
+        raise ValueError(f"labels ({name}) must be 0/1; got values {format_values(array[bad])}")
+    return values.astype(dtype)
+
+
+def check_binary_codes(values: Any, name: str) -> np.ndarray:
+    """0/1 codes (``a`` or ``y`` of a simulation) as int64; ``"{name} must be 0/1; got values ..."``."""
+    array = np.atleast_1d(np.asarray(values))
+    numbers_, ok = _numeric_codes(array.ravel())
+    bad = ~(ok & ((numbers_ == 0) | (numbers_ == 1)))
+    if bad.any():
+        raise ValueError(f"{name} must be 0/1; got values {format_values(array.ravel()[bad])}")
+    return numbers_.reshape(array.shape).astype(np.int64)
+
+
+def check_scores(scores: Any, n: int | None = None, name: str = "scores") -> np.ndarray:
+    """Scores as float64, finite and in [0, 1].
+
+    Raises
+    ------
+    TypeError
+        If ``scores`` is not array-like (e.g. a dict or a string).
+    ValueError
+        If the scores are not numeric, do not have ``n`` rows, or an entry is NaN, infinite or
+        outside [0, 1] (the first such value and its row are named).
+    """
+    array = check_1d(scores, name)
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be numeric scores in [0, 1]; got dtype {array.dtype}")
+    if n is not None:
+        check_length(array, n, name)
+    array = array.astype(np.float64)
+    bad = ~(np.isfinite(array) & (array >= 0.0) & (array <= 1.0))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{name} must be finite and in [0, 1]; got {float(array[row])!r} at row {row} "
+            f"({int(bad.sum())} bad values)"
+        )
+    return array
+
+
+def check_weights(weights: Any, n: int | None = None, name: str = "sample_weight") -> np.ndarray:
+    """Weights as float64, finite and >= 0; errors name the first bad value and its row."""
+    array = check_1d(weights, name)
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be numeric weights >= 0; got dtype {array.dtype}")
+    if n is not None:
+        check_length(array, n, name)
+    array = array.astype(np.float64)
+    bad = ~(np.isfinite(array) & (array >= 0.0))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"{name} must be finite and >= 0; got {float(array[row])!r} at row {row} ({int(bad.sum())} bad values)"
+        )
+    return array
+
+
+def check_group_codes(values: Any, name: str, n_groups: int | None = None, *, max_code: int = 254) -> np.ndarray:
+    """Integer group codes ``0..n_groups-1`` (or ``0..max_code``) as int64.
+
+    Raises
+    ------
+    ValueError
+        ``group codes ({name}) must be integers in 0..K-1 (n_groups=K); got values {...}``.
+    """
+    array = check_1d(values, name)
+    hi = (n_groups - 1) if n_groups is not None else max_code
+    numbers_, ok = _numeric_codes(array)
+    with np.errstate(invalid="ignore"):
+        ok &= (numbers_ == np.round(numbers_)) & (numbers_ >= 0) & (numbers_ <= hi)
+    if array.dtype.kind == "b":
+        ok[:] = False
+    if not ok.all():
+        expected = f"0..{hi} (n_groups={n_groups})" if n_groups is not None else f"0..{hi}"
+        raise ValueError(
+            f"group codes ({name}) must be integers in {expected}; got values {format_values(array[~ok])}"
+        )
+    return numbers_.astype(np.int64)
+
+
+# ----------------------------------------------------------------------------------------------
+# Scalars
+# ----------------------------------------------------------------------------------------------
+
+
+def check_int(value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer (not bool) within ``[minimum, maximum]``; ``ValueError`` naming ``name`` otherwise."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+        raise ValueError(f"{name} must be an integer{_range_text(minimum, maximum)}; got {value!r}")
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise ValueError(f"{name} must be an integer{_range_text(minimum, maximum)}; got {value!r}")
+    return int(value)
+
+
+def _range_text(minimum: int | None, maximum: int | None) -> str:
+    if minimum is not None and maximum is not None:
+        return f" in {minimum}..{maximum}"
+    if minimum is not None:
+        return f" >= {minimum}"
+    if maximum is not None:
+        return f" <= {maximum}"
+    return ""
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """A positive integer (not bool): ``"{name} must be a positive integer; got {value!r}"``."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer; got {value!r}")
+    return int(value)
+
+
+def check_open_unit(value: Any, name: str) -> float:
+    """A real number strictly between 0 and 1 (thresholds, confidence levels, fractions).
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not a real number.
+    ValueError
+        If it is outside the open interval (0, 1).
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+        raise TypeError(f"{name} must be a number in (0, 1); got {value!r}")
+    value = float(value)
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"{name} must be in the open interval (0, 1); got {value!r}")
+    return value
+
+
+def check_seed(seed: Any, name: str = "seed") -> int:
+    """A non-negative integer seed (the configured root seed)."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (numbers.Integral, np.integer)) or seed < 0:
+        raise ValueError(f"{name} must be a non-negative integer; got {seed!r}")
+    return int(seed)
+
+
+def check_choice(value: Any, name: str, choices: Sequence[Any]) -> Any:
+    """``value`` if it is one of ``choices``; else ``ValueError`` listing them."""
+    if value not in tuple(choices):
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+# ----------------------------------------------------------------------------------------------
+# Names and frames
+# ----------------------------------------------------------------------------------------------
+
+
+def check_names(names: Any, what: str) -> list[str]:
+    """A list of distinct column names (a single string is an error, not a list of characters)."""
+    if isinstance(names, str):
+        raise ValueError(f"{what} must be a list of column names, not a single string; got {names!r}")
+    names = list(names)
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise ValueError(f"{what} must be column names (str); got {bad!r}")
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise ValueError(f"{what} contain duplicates: {duplicated!r}")
+    return names
+
+
+def check_columns(df: Any, columns: Sequence[str], frame: str) -> None:
+    """``df`` is a DataFrame holding ``columns``.
+
+    Raises
+    ------
+    TypeError
+        If ``df`` is not a :class:`pandas.DataFrame`.
+    ValueError
+        ``{frame} is missing columns [...]; it has [...]``.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"{frame} must be a pandas DataFrame; got {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{frame} is missing columns {missing!r}; it has {list(df.columns)!r}")
+
+
+def check_unique_labels(labels: Any, what: str, *, reserved: Sequence[str] = ("overall",)) -> list[str]:
+    """Display labels (of subgroups, slices): strings, distinct, and none of ``reserved``.
+
+    Raises
+    ------
+    ValueError
+        If a label repeats, collides with a reserved name such as ``"overall"`` (which labels the
+        whole population in every table), or is not a non-empty string.
+    """
+    if isinstance(labels, str):
+        raise ValueError(f"{what} must be a list of labels, not a single string; got {labels!r}")
+    labels = list(labels)
+    bad = [v for v in labels if not isinstance(v, str) or not v]
+    if bad:
+        raise ValueError(f"{what} must be non-empty strings; got {bad!r}")
+    repeated = sorted({v for v in labels if labels.count(v) > 1})
+    if repeated:
+        raise ValueError(f"{what} must be distinct; {repeated!r} appear more than once in {labels!r}")
+    clash = [v for v in labels if v in reserved]
+    if clash:
+        raise ValueError(
+            f"{what} must not use the reserved name(s) {clash!r} (they label the whole population); "
+            f"got {labels!r}"
+        )
+    return labels

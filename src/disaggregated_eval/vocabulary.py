@@ -1,0 +1,204 @@
+"""The project's vocabulary: every name list and display label, written once.
+
+Model types, control variables, weight sources, comparisons, metrics (order, labels, direction),
+simulation settings and ACS tasks (ids and display names), resampling schemes. This module imports
+nothing heavy (no numpy, pandas, scikit-learn, folktables), so that ``workflow/rules/common.smk``,
+the rule scripts, :mod:`disaggregated_eval.plots` and the command-line tool can import it cheaply,
+and an edit of a computational module does not rerun every figure job.
+
+Sources: paper section 3 (model types, ``V``), section 4.2 and Supplementary A.1 (comparisons),
+Supplementary A.3 (metrics, settings), A.4 (ACS tasks); ``docs/method.md``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "MODEL_TYPES",
+    "BAYES_MODELS",
+    "SIMULATION_MODELS",
+    "RELATIVE_TO",
+    "ACS_RELATIVE_TO",
+    "MODEL_LABELS",
+    "CONTROLS",
+    "WEIGHT_CONTROLS",
+    "CONTROL_LABELS",
+    "WEIGHT_SOURCES",
+    "COMPARISONS",
+    "OVERALL",
+    "METRICS",
+    "PIPELINE_METRICS",
+    "FIGURE_METRICS",
+    "RELATIVE_METRICS",
+    "SCORE_METRICS",
+    "METRIC_LABELS",
+    "METRIC_HIGHER_IS_BETTER",
+    "MAIN_SETTINGS",
+    "SELECTION_SETTINGS",
+    "SETTINGS",
+    "SETTING_LABELS",
+    "TASKS",
+    "TASK_LABELS",
+    "ACS_GROUP_LABELS",
+    "DATASET_LABELS",
+    "RESAMPLING_SCHEMES",
+    "HORIZONS",
+    "STATES",
+]
+
+# ---- models ------------------------------------------------------------------------------------
+#: Fitted outcome model types, always all three (paper section 5, Supplementary A.3).
+MODEL_TYPES: tuple[str, ...] = ("x", "xa", "xa_stratified")
+#: Bayes-optimal scores of the simulations: ``E[Y | X]`` and ``E[Y | X, A]``.
+BAYES_MODELS: tuple[str, ...] = ("bayes_x", "bayes_xa")
+#: Every model evaluated in the simulation study.
+SIMULATION_MODELS: tuple[str, ...] = MODEL_TYPES + BAYES_MODELS
+#: Relative comparisons of the simulation study, model -> reference (paper Figure B1).
+RELATIVE_TO: dict[str, str] = {"xa": "x", "xa_stratified": "x", "bayes_xa": "bayes_x"}
+#: Relative comparisons of the ACS study (paper Figure B25).
+ACS_RELATIVE_TO: dict[str, str] = {"xa": "x", "xa_stratified": "x"}
+#: Display names of model types.
+MODEL_LABELS: dict[str, str] = {
+    "x": "Covariates: X",
+    "xa": "Covariates: X, A",
+    "xa_stratified": "Stratified by A",
+    "bayes_x": "Bayes-optimal: E[Y|X]",
+    "bayes_xa": "Bayes-optimal: E[Y|X,A]",
+}
+
+# ---- control variables, weights, comparisons ---------------------------------------------------
+#: Control variables ``V`` in the order the paper plots them (Figure 1).
+CONTROLS: tuple[str, ...] = ("none", "X", "Y", "R")
+#: Control variables with a weight model ``P(A | V)``.
+WEIGHT_CONTROLS: tuple[str, ...] = ("X", "Y", "R")
+#: Display names of control variables.
+CONTROL_LABELS: dict[str, str] = {
+    "none": "Control: none",
+    "X": "Control: X",
+    "Y": "Control: Y",
+    "R": "Control: R",
+}
+#: Sources of ``P(A | V)``: estimated (paper Algorithm 2) and, for simulations, oracle (Algorithm 1).
+WEIGHT_SOURCES: tuple[str, ...] = ("estimated", "oracle")
+#: The ``comparison`` column of the tidy metrics table.
+COMPARISONS: tuple[str, ...] = (
+    "absolute",
+    "relative",
+    "weighted_population",
+    "controlled_difference",
+    "shared_space",
+)
+#: Label of the whole population in every table (never a subgroup label).
+OVERALL = "overall"
+
+# ---- metrics -----------------------------------------------------------------------------------
+#: Every metric the library computes, in canonical order.
+METRICS: tuple[str, ...] = (
+    "log_loss",
+    "auc",
+    "sensitivity",
+    "specificity",
+    "precision",
+    "net_benefit",
+    "label_rate",
+    "predicted_positive_rate",
+    "accuracy",
+    "false_positive_rate",
+    "false_negative_rate",
+    "brier_score",
+)
+#: Metrics of the paper's pipeline tables (Supplementary A.3 plus the predicted-positive rate).
+PIPELINE_METRICS: tuple[str, ...] = METRICS[:8]
+#: Metric order of the per-metric figures (B4-B10, B11-B17, B18-B24, B27-B33, B34-B40).
+FIGURE_METRICS: tuple[str, ...] = (
+    "log_loss",
+    "auc",
+    "sensitivity",
+    "specificity",
+    "net_benefit",
+    "precision",
+    "label_rate",
+)
+#: Metrics of the relative-performance figures B1 and B25.
+RELATIVE_METRICS: tuple[str, ...] = ("log_loss", "auc", "sensitivity", "specificity", "net_benefit")
+#: Metrics that need a score, not only a hard prediction (left out for 0/1 predictions).
+SCORE_METRICS: tuple[str, ...] = ("log_loss", "auc", "brier_score")
+#: Display name of each metric.
+METRIC_LABELS: dict[str, str] = {
+    "log_loss": "Log loss",
+    "auc": "AUC-ROC",
+    "sensitivity": "Sensitivity",
+    "specificity": "Specificity",
+    "precision": "Precision",
+    "net_benefit": "Net benefit",
+    "label_rate": "Label rate",
+    "predicted_positive_rate": "Predicted positive rate",
+    "accuracy": "Accuracy",
+    "false_positive_rate": "False positive rate",
+    "false_negative_rate": "False negative rate",
+    "brier_score": "Brier score",
+}
+#: Whether a larger value is better; ``None`` for descriptive rates without a direction.
+METRIC_HIGHER_IS_BETTER: dict[str, bool | None] = {
+    "log_loss": False,
+    "auc": True,
+    "sensitivity": True,
+    "specificity": True,
+    "precision": True,
+    "net_benefit": True,
+    "label_rate": None,
+    "predicted_positive_rate": None,
+    "accuracy": True,
+    "false_positive_rate": False,
+    "false_negative_rate": False,
+    "brier_score": False,
+}
+
+# ---- datasets ----------------------------------------------------------------------------------
+#: The seven main simulation settings, in the paper's order (Supplementary A.3.1), with display names.
+_MAIN_SETTING_LABELS: dict[str, str] = {
+    "covariate_shift": "Covariate Shift",
+    "outcome_shift": "Outcome Shift",
+    "complex_causal_shift": "Complex Causal",
+    "low_overlap_causal": "Separable",
+    "anticausal_label_shift": "Label Shift",
+    "anticausal_presentation_shift": "Presentation Shift",
+    "complex_anticausal_shift": "Complex Anticausal",
+}
+#: Selection variants of ``complex_causal_shift`` (Supplementary A.2, A.3.1).
+_SELECTION_SETTING_LABELS: dict[str, str] = {
+    "selection_x": "Selection on X",
+    "selection_y": "Selection on Y",
+    "selection_ya": "Selection on Y and A",
+}
+MAIN_SETTINGS: tuple[str, ...] = tuple(_MAIN_SETTING_LABELS)
+SELECTION_SETTINGS: tuple[str, ...] = tuple(_SELECTION_SETTING_LABELS)
+#: Every simulation setting id: main settings, then selection variants.
+SETTINGS: tuple[str, ...] = MAIN_SETTINGS + SELECTION_SETTINGS
+#: Display name of each simulation setting.
+SETTING_LABELS: dict[str, str] = {**_MAIN_SETTING_LABELS, **_SELECTION_SETTING_LABELS}
+
+#: ACS dataset id -> folktables task name (Supplementary A.4).
+TASKS: dict[str, str] = {"acs_income": "ACSIncome", "acs_public_coverage": "ACSPublicCoverage"}
+#: Display name of each ACS task.
+TASK_LABELS: dict[str, str] = dict(TASKS)
+#: ACS race/ethnicity groups, codes 0..5 in this (alphabetical) order (Supplementary A.4).
+ACS_GROUP_LABELS: tuple[str, ...] = ("Asian", "Black", "Hispanic", "Multiracial", "Other", "White")
+#: Display name of every dataset id (simulation settings and ACS tasks).
+DATASET_LABELS: dict[str, str] = {**SETTING_LABELS, **TASK_LABELS}
+
+# ---- bootstrap ---------------------------------------------------------------------------------
+#: Resampling schemes of the bootstrap (``docs/method.md``, "Bootstrap"): ``population`` draws
+#: the whole evaluation set with replacement (group sizes vary; paired across groups), and
+#: ``within_group`` draws each group's rows within the group (group sizes fixed).
+RESAMPLING_SCHEMES: tuple[str, ...] = ("population", "within_group")
+
+# ---- ACS PUMS files ----------------------------------------------------------------------------
+#: Survey horizons offered by the Census Bureau (and folktables).
+HORIZONS: tuple[str, ...] = ("1-Year", "5-Year")
+#: State abbreviations with PUMS person files (folktables' ``state_list``).
+STATES: tuple[str, ...] = tuple(
+    (
+        "AL AK AZ AR CA CO CT DE FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM "
+        "NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY PR"
+    ).split()
+)
