@@ -28,6 +28,7 @@ import pandas as pd
 
 from .bootstrap import BootstrapResult, Evaluation, bootstrap_evaluations, percentile_interval
 from .metrics import METRICS
+from .weight_table import shared_space_weights, weight_matrix
 
 __all__ = [
     "CONTROLS",
@@ -69,104 +70,6 @@ class _Key:
     weight_source: str
     group: str
     reference: str = ""
-
-
-def shared_space_weights(p: np.ndarray, in_group: np.ndarray, share: float) -> np.ndarray:
-    """Shared-space ("stable") weights of Cai et al. for one subgroup against the rest.
-
-    Parameters
-    ----------
-    p : ndarray of shape (n_samples,)
-        ``P(A = a | V)`` of every row, in [0, 1].
-    in_group : ndarray of shape (n_samples,), bool
-        Whether each row belongs to subgroup ``a``.
-    share : float
-        ``pi_a = P(A = a)``, the subgroup's share of the rows, in (0, 1).
-
-    Returns
-    -------
-    ndarray of shape (n_samples,)
-        ``(1 - p) / (pi_a (1 - p) + (1 - pi_a) p)`` on the rows of subgroup ``a`` and 0 elsewhere
-        (paper Supplementary A.1 with ``a'`` = all other subgroups).
-    """
-    p = np.asarray(p, dtype=np.float64)
-    denom = share * (1.0 - p) + (1.0 - share) * p
-    w = np.divide(1.0 - p, denom, out=np.zeros_like(p), where=denom > 0)
-    return np.where(in_group, w, 0.0)
-
-
-def weight_matrix(
-    weights: pd.DataFrame, *, weight_source: str, control: str, model: str, n_rows: int, n_groups: int
-) -> np.ndarray:
-    """Extract ``P(A = k | V)`` as an ``(n_rows, n_groups)`` array from a long weight table.
-
-    Parameters
-    ----------
-    weights : pandas.DataFrame
-        Long weight table (columns ``weight_source, control, model, row, p_0 .. p_{K-1}``; see
-        ``docs/design.md``). Rows for ``V`` in {X, Y} have ``model == "*"``.
-    weight_source, control, model : str
-        Which weights to extract. For ``control`` X or Y the ``model`` entry ``"*"`` is used.
-    n_rows, n_groups : int
-        Expected number of test rows and of subgroups.
-
-    Returns
-    -------
-    ndarray of shape (n_rows, n_groups)
-        Row ``i`` holds the weights of test row ``i``.
-
-    Raises
-    ------
-    ValueError
-        If the table has no such weights, does not cover every test row exactly once, lacks a
-        ``p_k`` column, holds values outside [0, 1] or NaN, or a row does not sum to 1.
-    """
-    model_key = model if control == "R" else "*"
-    sel = weights[
-        (weights["weight_source"] == weight_source)
-        & (weights["control"] == control)
-        & (weights["model"] == model_key)
-    ]
-    if sel.empty:
-        raise ValueError(
-            f"no {weight_source} weights for control {control!r} and model {model_key!r} in the "
-            f"weight table; it has {sorted(set(zip(weights['weight_source'], weights['control'], weights['model'])))}"
-        )
-    rows = sel["row"].to_numpy()
-    if len(rows) != n_rows or not np.array_equal(np.sort(rows), np.arange(n_rows)):
-        present, counts = np.unique(rows, return_counts=True)
-        missing_rows = np.setdiff1d(np.arange(n_rows), present)
-        extra = present[(present < 0) | (present >= n_rows)]
-        repeated = present[counts > 1]
-        raise ValueError(
-            f"{weight_source} weights for control {control!r}, model {model_key!r} must cover test rows "
-            f"0..{n_rows - 1} exactly once; got {len(rows)} rows (missing {missing_rows[:5].tolist()}"
-            f"{'...' if len(missing_rows) > 5 else ''}, out of range {extra[:5].tolist()}, "
-            f"repeated {repeated[:5].tolist()})"
-        )
-    cols = [f"p_{k}" for k in range(n_groups)]
-    missing = [c for c in cols if c not in sel.columns]
-    if missing:
-        raise ValueError(f"weight table lacks the columns {missing} for {n_groups} subgroups")
-    out = np.empty((n_rows, n_groups), dtype=np.float64)
-    out[rows] = sel[cols].to_numpy(dtype=np.float64)
-    where = f"{weight_source} weights for control {control!r}, model {model_key!r}"
-    if not np.all(np.isfinite(out)):
-        bad = np.flatnonzero(~np.isfinite(out).all(axis=1))
-        raise ValueError(f"{where} must be finite; rows {bad[:5].tolist()} hold NaN or inf")
-    if out.min() < 0 or out.max() > 1:
-        raise ValueError(
-            f"{where} must be probabilities in [0, 1]; got min {float(out.min())}, max {float(out.max())}"
-        )
-    # P(A = . | V) is a distribution over the K subgroups; 1e-6 allows float32 round-off.
-    sums = out.sum(axis=1)
-    off = np.flatnonzero(np.abs(sums - 1.0) > 1e-6)
-    if off.size:
-        raise ValueError(
-            f"{where} must sum to 1 over the {n_groups} subgroups in every row; row {int(off[0])} "
-            f"sums to {float(sums[off[0]])} ({off.size} rows off)"
-        )
-    return out
 
 
 def _validate(y, groups, scores, group_labels, relative_to, controls, weights):

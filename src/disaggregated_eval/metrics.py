@@ -9,7 +9,7 @@ With per-row weights ``w >= 0``, labels ``y`` in {0, 1}, scores ``r`` in [0, 1] 
 
     W  = sum w            Wp = sum w y          Wn = sum w (1 - y)
     TP = sum w y yhat     TN = sum w (1-y)(1-yhat)
-    FP = sum w (1-y) yhat PP = sum w yhat
+    FP = sum w (1-y) yhat FN = sum w y (1-yhat)    PP = sum w yhat
 
 =========================== ============================================= ===================
 metric                      definition                                    undefined (NaN) if
@@ -24,6 +24,10 @@ metric                      definition                                    undefi
                             ``= (TP - FP t / (1 - t)) / W``
 ``label_rate``              ``Wp / W``                                    ``W == 0``
 ``predicted_positive_rate`` ``PP / W``                                    ``W == 0``
+``accuracy``                ``(TP + TN) / W``                             ``W == 0``
+``false_positive_rate``     ``FP / Wn`` (``1 - specificity``)             ``Wn == 0``
+``false_negative_rate``     ``FN / Wp`` (``1 - sensitivity``)             ``Wp == 0``
+``brier_score``             ``sum w (r - y)^2 / W``                       ``W == 0``
 =========================== ============================================= ===================
 
 Here ``pi = Wp / W`` and ``t`` is the preference threshold of the net benefit (Pfohl et al. 2023
@@ -45,6 +49,8 @@ from typing import Any
 
 import numpy as np
 
+from . import vocabulary as _vocabulary
+
 __all__ = [
     "METRICS",
     "METRIC_LABELS",
@@ -53,41 +59,12 @@ __all__ = [
     "compute_metrics",
 ]
 
-#: Names of the available metrics, in their canonical order.
-METRICS: tuple[str, ...] = (
-    "log_loss",
-    "auc",
-    "sensitivity",
-    "specificity",
-    "precision",
-    "net_benefit",
-    "label_rate",
-    "predicted_positive_rate",
-)
-
-#: Display name of each metric (for tables and figures).
-METRIC_LABELS: dict[str, str] = {
-    "log_loss": "Log loss",
-    "auc": "AUC-ROC",
-    "sensitivity": "Sensitivity",
-    "specificity": "Specificity",
-    "precision": "Precision",
-    "net_benefit": "Net benefit",
-    "label_rate": "Label rate",
-    "predicted_positive_rate": "Predicted positive rate",
-}
-
+#: Names of the available metrics, in their canonical order (one home: :mod:`.vocabulary`).
+METRICS: tuple[str, ...] = _vocabulary.METRICS
+#: Display name of each metric.
+METRIC_LABELS: dict[str, str] = _vocabulary.METRIC_LABELS
 #: Whether a larger value is better; ``None`` for descriptive rates that have no direction.
-METRIC_HIGHER_IS_BETTER: dict[str, bool | None] = {
-    "log_loss": False,
-    "auc": True,
-    "sensitivity": True,
-    "specificity": True,
-    "precision": True,
-    "net_benefit": True,
-    "label_rate": None,
-    "predicted_positive_rate": None,
-}
+METRIC_HIGHER_IS_BETTER: dict[str, bool | None] = _vocabulary.METRIC_HIGHER_IS_BETTER
 
 #: Clipping constant of the log loss (as scikit-learn: machine epsilon of float64).
 LOG_LOSS_EPS: float = float(np.finfo(np.float64).eps)
@@ -262,7 +239,8 @@ def compute_metrics(
     -----
     Matches scikit-learn 1.9 with ``sample_weight``: ``log_loss`` (clipping at float64 machine
     epsilon), ``roc_auc_score``, ``recall_score`` (sensitivity), ``recall_score(pos_label=0)``
-    (specificity) and ``precision_score(zero_division=0)``, where those are defined. Definitions
+    (specificity), ``precision_score(zero_division=0)``, ``accuracy_score``, ``brier_score_loss``,
+    and ``1 -`` the recalls for the false positive and false negative rates, where those are defined. Definitions
     from SPEC 5.1 and the paper's supplementary section A.3; net benefit as in Pfohl et al. (2023).
     """
     names = _check_metrics(metrics)
@@ -299,7 +277,15 @@ def compute_metrics(
             value = _ratio(tp - fp * odds, total)
         elif name == "label_rate":
             value = _ratio(wp, total)
-        else:  # predicted_positive_rate
+        elif name == "predicted_positive_rate":
             value = _ratio(pp, total)
+        elif name == "accuracy":
+            value = _ratio(tp + tn, total)
+        elif name == "false_positive_rate":
+            value = _ratio(fp, wn)
+        elif name == "false_negative_rate":
+            value = _ratio(wp - tp, wp)
+        else:  # brier_score
+            value = _ratio(float(np.sum(w * (scores - y) ** 2)), total)
         result[name] = float(value)
     return result
