@@ -6,26 +6,40 @@ group, M_a, with weights P(A = a | X); T_a = group metric - M_a. The reference c
 once per metric, group and weighting on each resample (as the authors' code does); the engine
 computes the same 5 evaluations with :func:`bootstrap_evaluations`. Both use the same resamples,
 and the script checks that they agree to 1e-9 before it prints per-resample costs and ratios.
+``--metrics all`` (default) computes the 12 metrics of ``vocabulary.METRICS`` on both sides,
+``--metrics pipeline`` the 8 of the pipeline's tables (``vocabulary.PIPELINE_METRICS``).
 
 Usage::
 
     python benchmarks/bench_bootstrap.py [--n-rows 20000] [--reference-resamples 50]
-        [--engine-resamples 10000] [--threads 1 2] [--seed 0]
+        [--engine-resamples 10000] [--threads 1 2] [--seed 0] [--metrics all|pipeline]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import sys
 import time
 
 import numba
 import numpy as np
-from sklearn.metrics import log_loss, precision_score, recall_score, roc_auc_score
+from sklearn.metrics import (
+    accuracy_score,
+    brier_score_loss,
+    log_loss,
+    precision_score,
+    recall_score,
+    roc_auc_score,
+)
 
-from disaggregated_eval.bootstrap import Evaluation, bootstrap_evaluations, resample_seed
-from disaggregated_eval.metrics import METRICS
+from disaggregated_eval.bootstrap import (
+    Evaluation,
+    bootstrap_evaluations,
+    resample_seed,
+)
+from disaggregated_eval.vocabulary import METRICS, PIPELINE_METRICS
 
 AGREEMENT_TOL = 1e-9
 
@@ -41,39 +55,42 @@ def synthetic(n: int, seed: int):
     return y, a, score, np.stack([1.0 - p1, p1], axis=1)
 
 
-def sklearn_metrics(y, r, w=None, t=0.5):
-    """All metrics with scikit-learn, one call each (what the authors' code does per resample)."""
+def sklearn_metrics(y, r, w=None, t=0.5, metrics=METRICS):
+    """The metrics with scikit-learn, one call each (what the authors' code does per resample)."""
     yhat = (r >= 0.5).astype(int)
     w_ = np.ones(len(y)) if w is None else w
     tpr = recall_score(y, yhat, sample_weight=w, zero_division=0)
     tnr = recall_score(y, yhat, pos_label=0, sample_weight=w, zero_division=0)
     pi = np.sum(w_ * y) / np.sum(w_)
-    return np.array(
-        [
-            log_loss(y, r, sample_weight=w, labels=[0, 1]),
-            roc_auc_score(y, r, sample_weight=w),
-            tpr,
-            tnr,
-            precision_score(y, yhat, sample_weight=w, zero_division=0),
-            tpr * pi - (1.0 - tnr) * (1.0 - pi) * t / (1.0 - t),
-            pi,
-            np.sum(w_ * yhat) / np.sum(w_),
-        ]
-    )
+    values = {
+        "log_loss": lambda: log_loss(y, r, sample_weight=w, labels=[0, 1]),
+        "auc": lambda: roc_auc_score(y, r, sample_weight=w),
+        "sensitivity": lambda: tpr,
+        "specificity": lambda: tnr,
+        "precision": lambda: precision_score(y, yhat, sample_weight=w, zero_division=0),
+        "net_benefit": lambda: tpr * pi - (1.0 - tnr) * (1.0 - pi) * t / (1.0 - t),
+        "label_rate": lambda: pi,
+        "predicted_positive_rate": lambda: np.sum(w_ * yhat) / np.sum(w_),
+        "accuracy": lambda: accuracy_score(y, yhat, sample_weight=w),
+        "false_positive_rate": lambda: 1.0 - tnr,
+        "false_negative_rate": lambda: 1.0 - tpr,
+        "brier_score": lambda: brier_score_loss(y, r, sample_weight=w),
+    }
+    return np.array([values[name]() for name in metrics])
 
 
-def reference(y, a, score, p, n_resamples, seed):
-    """Per-resample loop: (overall, group 0, group 1, M_0, M_1) x METRICS, and T_a."""
+def reference(y, a, score, p, n_resamples, seed, metrics):
+    """Per-resample loop: (overall, group 0, group 1, M_0, M_1) x metrics, and T_a."""
     n = len(y)
-    out = np.empty((n_resamples, 5, len(METRICS)))
+    out = np.empty((n_resamples, 5, len(metrics)))
     for i in range(n_resamples):
         rows = np.random.Generator(np.random.PCG64(resample_seed(seed, i))).integers(0, n, size=n, dtype=np.int32)
         yr, ar, rr = y[rows], a[rows], score[rows]
-        out[i, 0] = sklearn_metrics(yr, rr)
+        out[i, 0] = sklearn_metrics(yr, rr, metrics=metrics)
         for g in (0, 1):
             in_group = ar == g
-            out[i, 1 + g] = sklearn_metrics(yr[in_group], rr[in_group])
-            out[i, 3 + g] = sklearn_metrics(yr, rr, p[rows, g])
+            out[i, 1 + g] = sklearn_metrics(yr[in_group], rr[in_group], metrics=metrics)
+            out[i, 3 + g] = sklearn_metrics(yr, rr, p[rows, g], metrics=metrics)
     return out
 
 
@@ -84,7 +101,9 @@ def main(argv=None) -> int:
     parser.add_argument("--engine-resamples", type=int, default=10_000)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--metrics", choices=("all", "pipeline"), default="all")
     args = parser.parse_args(argv)
+    metrics = METRICS if args.metrics == "all" else PIPELINE_METRICS
     if args.engine_resamples < args.reference_resamples:
         parser.error("--engine-resamples must be >= --reference-resamples (the shared resamples are compared)")
 
@@ -97,18 +116,18 @@ def main(argv=None) -> int:
         Evaluation("model", p[:, 1]),
     ]
     print(f"workload: {args.n_rows} rows, 2 groups, 1 model, {len(evaluations)} evaluations "
-          f"(overall, 2 groups, M_0, M_1) x {len(METRICS)} metrics; numba {numba.__version__}, "
-          f"NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS}")
+          f"(overall, 2 groups, M_0, M_1) x {len(metrics)} metrics; numba {numba.__version__}, "
+          f"NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS}; load average {os.getloadavg()}")
 
     # First call: numba compiles or loads the on-disk cache (cache=True).
     start = time.perf_counter()
-    bootstrap_evaluations(y, {"model": score}, evaluations[:1], n_resamples=1, seed=args.seed)
+    bootstrap_evaluations(y, {"model": score}, evaluations[:1], n_resamples=1, seed=args.seed, metrics=metrics)
     print(f"first engine call (compile or cache load): {time.perf_counter() - start:.2f} s")
 
     # Wall time is what counts; CPU time (all threads) is printed too because other jobs on a
     # shared machine inflate wall time but hardly CPU time.
     start, cpu = time.perf_counter(), time.process_time()
-    expected = reference(y, a, score, p, args.reference_resamples, args.seed)
+    expected = reference(y, a, score, p, args.reference_resamples, args.seed, metrics)
     reference_cost = (time.perf_counter() - start) / args.reference_resamples
     reference_cpu = (time.process_time() - cpu) / args.reference_resamples
     print(f"reference (scikit-learn per resample): {reference_cost * 1e3:.2f} ms/resample wall, "
@@ -117,7 +136,8 @@ def main(argv=None) -> int:
     for n_threads in args.threads:
         start, cpu = time.perf_counter(), time.process_time()
         result = bootstrap_evaluations(
-            y, {"model": score}, evaluations, n_resamples=args.engine_resamples, seed=args.seed, n_threads=n_threads
+            y, {"model": score}, evaluations, n_resamples=args.engine_resamples, seed=args.seed,
+            n_threads=n_threads, metrics=metrics,
         )
         engine_cost = (time.perf_counter() - start) / args.engine_resamples
         engine_cpu = (time.process_time() - cpu) / args.engine_resamples
@@ -136,7 +156,7 @@ def main(argv=None) -> int:
             return 1
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(f"peak resident memory of this process: {peak:.0f} MiB "
-          f"(replicates array: {result.replicates.nbytes / 2**20:.1f} MiB)")
+          f"(replicates array: {result.replicates.nbytes / 2**20:.1f} MiB); load average {os.getloadavg()}")
     return 0
 
 

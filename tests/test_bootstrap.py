@@ -10,23 +10,32 @@ Tolerances:
   so ~1e-14 in practice. 1e-10 still catches any wrong count, tie or weight, which moves a value by
   at least ~1e-3 here.
 - different batch sizes and thread counts: exact equality (bit-identical by design).
+- metrics_from_sums called from Python or from a user's numba kernel vs compute_metrics: 1e-12
+  (the same ratios of sums, summed in another order).
 """
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
+from disaggregated_eval import vocabulary
 from disaggregated_eval.bootstrap import (
+    METRIC_SLOTS,
+    N_METRIC_SLOTS,
     BootstrapResult,
     Evaluation,
     bootstrap_evaluations,
+    metric_slots,
+    metrics_from_sums,
     percentile_interval,
     resample_counts,
+    resample_indices,
     resample_seed,
 )
-from disaggregated_eval.metrics import METRICS, compute_metrics
+from disaggregated_eval.metrics import METRICS, compute_metrics, pointwise_log_loss
 
 POINT_TOL = 1e-12
 REPLICATE_TOL = 1e-10
@@ -233,14 +242,19 @@ def test_percentile_interval_matches_numpy_over_finite_values():
         (dict(evaluations=[Evaluation("m", np.ones(3))]), ValueError, r"evaluations\[0\]\.weights has 3 rows"),
         (dict(evaluations=[Evaluation("zz", np.ones(4))]), ValueError, r"'zz' is not a key of scores"),
         (dict(evaluations=[]), ValueError, r"evaluations is empty"),
-        (dict(n_resamples=0), ValueError, r"n_resamples must be >= 1; got 0"),
-        (dict(n_resamples=10.0), TypeError, r"n_resamples must be an integer"),
-        (dict(batch_size=0), ValueError, r"batch_size must be >= 1; got 0"),
-        (dict(n_threads=0), ValueError, r"n_threads must be >= 1; got 0"),
+        (dict(n_resamples=0), ValueError, r"n_resamples must be a positive integer; got 0"),
+        (dict(n_resamples=10.0), ValueError, r"n_resamples must be a positive integer; got 10.0"),
+        (dict(batch_size=0), ValueError, r"batch_size must be a positive integer; got 0"),
+        (dict(n_threads=0), ValueError, r"n_threads must be a positive integer; got 0"),
         (dict(n_threads=10_000), ValueError, r"n_threads must be <= .*got 10000"),
         (dict(seed=-1), ValueError, r"seed must be .*got -1"),
         (dict(metrics=("auc", "f1")), ValueError, r"unknown metric 'f1'"),
         (dict(threshold=0.0), ValueError, r"threshold must be in .*got 0.0"),
+        (dict(y=np.array([], dtype=int)), ValueError, r"y is empty"),
+        (dict(scores=[np.array([0.1, 0.2, 0.3, 0.4])]), TypeError, r"scores must be a mapping .*got list"),
+        (dict(strata=np.array([0, 1, 1])), ValueError, r"strata has 3 rows but y has 4"),
+        (dict(strata=np.array([0, -1, 1, 1])), ValueError, r"group codes \(strata\) must be integers .*\{-1\}"),
+        (dict(strata=np.array([0, 0.5, 1, 1])), ValueError, r"group codes \(strata\) must be integers .*\{0.5\}"),
     ],
 )
 def test_validation_messages_name_the_bad_value(change, error, match):
@@ -260,5 +274,182 @@ def test_validation_messages_name_the_bad_value(change, error, match):
 def test_resample_counts_validation():
     with pytest.raises(ValueError, match=r"need 0 <= start <= stop; got start=3, stop=2"):
         resample_counts(5, seed=0, start=3, stop=2)
-    with pytest.raises(ValueError, match=r"n must be >= 1; got 0"):
+    with pytest.raises(ValueError, match=r"n must be a positive integer; got 0"):
         resample_counts(0, seed=0, start=0, stop=1)
+    with pytest.raises(ValueError, match=r"start must be an integer >= 0; got -1"):
+        resample_indices(5, seed=0, start=-1, stop=1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Named output slots and the sums -> metrics function
+# ----------------------------------------------------------------------------------------------
+
+
+def test_metric_slots_are_named_and_cover_every_metric():
+    assert set(METRIC_SLOTS) == set(vocabulary.METRICS)
+    assert sorted(METRIC_SLOTS.values()) == list(range(N_METRIC_SLOTS))
+    np.testing.assert_array_equal(metric_slots(["brier_score", "auc"]), [METRIC_SLOTS["brier_score"], METRIC_SLOTS["auc"]])
+    with pytest.raises(ValueError, match="unknown metric 'f1'"):
+        metric_slots(["f1"])
+
+
+def test_any_metric_order_gives_the_same_values():
+    # The kernel's output follows the requested names, not the order of vocabulary.METRICS.
+    y, scores, evaluations = _problem()
+    forward = bootstrap_evaluations(y, scores, evaluations, n_resamples=3, seed=8)
+    backward = bootstrap_evaluations(y, scores, evaluations, n_resamples=3, seed=8, metrics=METRICS[::-1])
+    np.testing.assert_array_equal(backward.replicates, forward.replicates[:, :, ::-1])
+    np.testing.assert_array_equal(backward.point, forward.point[:, ::-1])
+
+
+def _sums(y, r, w, threshold=0.5):
+    """The inputs of metrics_from_sums, computed directly with numpy."""
+    yhat = r >= threshold
+    order = np.argsort(r, kind="stable")
+    rs, ys, ws = r[order], y[order], w[order]
+    starts = np.concatenate(([0], np.flatnonzero(np.diff(rs) != 0.0) + 1))
+    pos = np.add.reduceat(ws * ys, starts)
+    neg = np.add.reduceat(ws * (1 - ys), starts)
+    auc = float(np.sum(pos * (np.cumsum(neg) - neg + 0.5 * neg)))
+    return (
+        float(np.sum(w * y)), float(np.sum(w * (1 - y))),
+        float(np.sum(w * y * yhat)), float(np.sum(w * y * ~yhat)),
+        float(np.sum(w * (1 - y) * ~yhat)), float(np.sum(w * (1 - y) * yhat)),
+        float(np.sum(w * pointwise_log_loss(y, r))), float(np.sum(w * (r - y) ** 2)), auc,
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_metrics_from_sums_equals_compute_metrics(seed):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, 300).astype(float)
+    r = np.round(np.clip(0.3 * y + 0.7 * rng.random(300), 0, 1), 2)
+    w = rng.gamma(2.0, 1.0, 300)
+    out = np.full(N_METRIC_SLOTS, -1.0)
+    metrics_from_sums(*_sums(y, r, w), 0.25 / 0.75, out)
+    expected = compute_metrics(y, r, sample_weight=w, preference_threshold=0.25)
+    for name, value in expected.items():
+        assert out[METRIC_SLOTS[name]] == pytest.approx(value, abs=POINT_TOL), name
+    # Undefined metrics: no negatives -> AUC, specificity, FPR NaN; no weight at all -> all NaN.
+    metrics_from_sums(2.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.5, 0.3, 0.0, 1.0, out)
+    for name in ("auc", "specificity", "false_positive_rate"):
+        assert np.isnan(out[METRIC_SLOTS[name]])
+    assert out[METRIC_SLOTS["sensitivity"]] == 0.5 and out[METRIC_SLOTS["false_negative_rate"]] == 0.5
+    metrics_from_sums(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, out)
+    assert np.isnan(out).all()
+
+
+@numba.njit
+def _user_kernel(y, r, w, threshold, odds, out):
+    # What a specialised kernel (e.g. the audit's slice kernel) does: accumulate its own sums and
+    # call the engine's formulas. Rows are given in increasing score order without ties here.
+    wp = 0.0
+    wn = 0.0
+    tp = 0.0
+    fn = 0.0
+    tn = 0.0
+    fp = 0.0
+    ll = 0.0
+    br = 0.0
+    auc = 0.0
+    for j in range(y.shape[0]):
+        pos = w[j] * y[j]
+        neg = w[j] - pos
+        auc += pos * wn
+        wp += pos
+        wn += neg
+        if r[j] >= threshold:
+            tp += pos
+            fp += neg
+        else:
+            fn += pos
+            tn += neg
+        eps = 2.220446049250313e-16
+        p = min(max(r[j], eps), 1.0 - eps)
+        q = min(max(1.0 - r[j], eps), 1.0 - eps)
+        ll += w[j] * (-np.log(p) if y[j] == 1.0 else -np.log(q))
+        br += w[j] * (r[j] - y[j]) ** 2
+    metrics_from_sums(wp, wn, tp, fn, tn, fp, ll, br, auc, odds, out)
+
+
+def test_metrics_from_sums_is_callable_from_another_numba_kernel():
+    rng = np.random.default_rng(3)
+    r = np.sort(rng.random(200))  # distinct scores, increasing
+    y = (rng.random(200) < r).astype(float)
+    w = rng.gamma(1.0, 1.0, 200)
+    out = np.empty(N_METRIC_SLOTS)
+    _user_kernel(y, r, w, 0.5, 1.0, out)
+    expected = compute_metrics(y, r, sample_weight=w)
+    for name, value in expected.items():
+        assert out[METRIC_SLOTS[name]] == pytest.approx(value, abs=POINT_TOL), name
+
+
+# ----------------------------------------------------------------------------------------------
+# The within_group (stratified) scheme
+# ----------------------------------------------------------------------------------------------
+
+
+def test_within_group_resamples_keep_every_stratum_size():
+    rng = np.random.default_rng(0)
+    strata = rng.choice([0, 3, 7], size=120, p=[0.6, 0.3, 0.1])  # codes need not be 0..K-1
+    counts = resample_counts(120, seed=4, start=0, stop=20, strata=strata)
+    indices = resample_indices(120, seed=4, start=0, stop=20, strata=strata)
+    assert indices.dtype == np.int32 and indices.shape == (20, 120)
+    for code in (0, 3, 7):
+        members = strata == code
+        # every resample draws exactly as many rows from a stratum as it has, and only its rows
+        np.testing.assert_array_equal(counts[:, members].sum(axis=1), members.sum())
+    for i in range(20):
+        np.testing.assert_array_equal(counts[i], np.bincount(indices[i], minlength=120))
+    # Draws vary across resamples (a stratum of 72 rows is not always drawn once each).
+    assert not (counts == 1).all()
+    # The draws of stratum 3 (the second in code order): 36 uniform draws from its rows with the
+    # generator of (seed, i), after those of stratum 0.
+    rows0, rows3 = np.flatnonzero(strata == 0), np.flatnonzero(strata == 3)
+    generator = np.random.Generator(np.random.PCG64(resample_seed(4, 5)))
+    first = rows0[generator.integers(0, rows0.size, size=rows0.size, dtype=np.int32)]
+    second = rows3[generator.integers(0, rows3.size, size=rows3.size, dtype=np.int32)]
+    np.testing.assert_array_equal(indices[5, : rows0.size], first)
+    np.testing.assert_array_equal(indices[5, rows0.size : rows0.size + rows3.size], second)
+
+
+def test_one_stratum_equals_the_population_scheme():
+    y, scores, evaluations = _problem()
+    population = bootstrap_evaluations(y, scores, evaluations, n_resamples=6, seed=3)
+    one = bootstrap_evaluations(y, scores, evaluations, n_resamples=6, seed=3, strata=np.zeros(len(y), dtype=int))
+    np.testing.assert_array_equal(one.replicates, population.replicates)
+    np.testing.assert_array_equal(one.point, population.point)
+
+
+@pytest.mark.parametrize("extra", [0, 8])
+def test_within_group_replicates_equal_metrics_on_the_stratified_resample(extra):
+    y, scores, evaluations = _problem(seed=5, extra=extra)
+    strata = evaluations[2].weights.astype(int)  # the group a == 1 mask
+    result = bootstrap_evaluations(y, scores, evaluations, n_resamples=4, seed=6, strata=strata)
+    counts = resample_counts(len(y), seed=6, start=0, stop=4, strata=strata)
+    for i in range(4):
+        rows = np.repeat(np.arange(len(y)), counts[i])
+        for e, evaluation in enumerate(evaluations):
+            np.testing.assert_allclose(
+                result.replicates[i, e], _reference(y, scores, evaluation, rows), rtol=0, atol=REPLICATE_TOL
+            )
+    # Group sizes are fixed: each group's rows are drawn exactly as often as it has rows.
+    for g, mask in ((0, strata == 0), (1, strata == 1)):
+        np.testing.assert_array_equal(counts[:, mask].sum(axis=1), mask.sum(), err_msg=f"group {g}")
+    # batch size and threads do not change the stratified draws either
+    other = bootstrap_evaluations(y, scores, evaluations, n_resamples=4, seed=6, strata=strata, batch_size=3, n_threads=2)
+    np.testing.assert_array_equal(other.replicates, result.replicates)
+
+
+def test_resample_indices_into_a_given_buffer():
+    buffer = np.full((3, 40), -1, dtype=np.int32)
+    got = resample_indices(40, seed=2, start=4, stop=7, out=buffer)
+    assert got is buffer
+    np.testing.assert_array_equal(buffer, resample_indices(40, seed=2, start=4, stop=7))
+    strata = np.arange(40) % 3
+    resample_indices(40, seed=2, start=4, stop=7, strata=strata, out=buffer)
+    np.testing.assert_array_equal(buffer, resample_indices(40, seed=2, start=4, stop=7, strata=strata))
+    with pytest.raises(ValueError, match=r"out must be a writeable C-contiguous int32 array of shape \(3, 40\)"):
+        resample_indices(40, seed=2, start=4, stop=7, out=np.empty((3, 40), dtype=np.int64))
+    with pytest.raises(ValueError, match=r"shape \(3, 40\); got ndarray int32 \(2, 40\)"):
+        resample_indices(40, seed=2, start=4, stop=7, out=np.empty((2, 40), dtype=np.int32))

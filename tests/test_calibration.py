@@ -1,4 +1,4 @@
-"""Tests of calibration curves (SPEC 5.4): binning, Wilson intervals, ties, validation."""
+"""Tests of calibration curves (paper Supplementary A.3): binning, Wilson intervals, ties, validation."""
 
 from __future__ import annotations
 
@@ -7,7 +7,11 @@ import pandas as pd
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from disaggregated_eval.calibration import CALIBRATION_COLUMNS, calibration_curve, calibration_table
+from disaggregated_eval.calibration import (
+    CALIBRATION_COLUMNS,
+    calibration_curve,
+    calibration_table,
+)
 
 
 @pytest.fixture
@@ -124,13 +128,13 @@ def test_calibration_table_per_group_and_overall(data):
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"y": np.array([0, 1, 2])}, r"labels must be 0/1; got values \[2\]"),
+        ({"y": np.array([0, 1, 2])}, r"labels \(y\) must be 0/1; got values \{2\}"),
         ({"scores": np.array([0.1, 0.5, 1.5])}, r"\[0, 1\]"),
         ({"scores": np.array([0.1, np.nan, 0.5])}, "finite"),
-        ({"scores": np.array([0.1, 0.5])}, "length 2 but y has length 3"),
-        ({"n_bins": 0}, "n_bins must be an integer >= 1; got 0"),
-        ({"n_bins": 2.5}, "n_bins must be an integer"),
-        ({"n_bins": True}, "n_bins must be an integer"),
+        ({"scores": np.array([0.1, 0.5])}, "scores has 2 rows but y has 3"),
+        ({"n_bins": 0}, "n_bins must be a positive integer; got 0"),
+        ({"n_bins": 2.5}, "n_bins must be a positive integer; got 2.5"),
+        ({"n_bins": True}, "n_bins must be a positive integer; got True"),
         ({"confidence": 1.5}, "confidence must be in"),
         ({"y": np.array([], dtype=int), "scores": np.array([])}, "must not be empty"),
     ],
@@ -145,11 +149,11 @@ def test_calibration_curve_validation(kwargs, match):
 @pytest.mark.parametrize(
     ("groups", "scores", "labels", "match"),
     [
-        (np.array([0, 1, 2, 0]), None, ["a", "b"], r"integer codes 0..1.*\[2\]"),
-        (np.array([0, 1, 0]), None, ["a", "b"], "groups has shape"),
+        (np.array([0, 1, 2, 0]), None, ["a", "b"], r"group codes \(groups\) must be integers in 0\.\.1.*\{2\}"),
+        (np.array([0, 1, 0]), None, ["a", "b"], "groups has 3 rows but y has 4"),
         (np.array([0, 0, 0, 0]), None, ["a", "b"], r"groups with no rows: \['b'\]"),
-        (np.array([0, 1, 0, 1]), None, ["a", "overall"], "reserved"),
-        (np.array([0, 1, 0, 1]), None, ["a", "a"], "unique"),
+        (np.array([0, 1, 0, 1]), None, ["a", "overall"], r"must not use the reserved name\(s\) \['overall'\]"),
+        (np.array([0, 1, 0, 1]), None, ["a", "a"], r"group_labels must be distinct; \['a'\] appear more than once"),
         (np.array([0, 1, 0, 1]), {}, ["a", "b"], "non-empty mapping"),
         (np.array([0, 1, 0, 1]), {"x": np.array([0.1, 0.2, 0.3, -0.1])}, ["a", "b"], r"scores\['x'\]"),
     ],
@@ -161,7 +165,7 @@ def test_calibration_table_validation(groups, scores, labels, match):
         calibration_table(y, groups, scores, group_labels=labels)
 
 
-def test_stack_calibration_tables_leads_with_study_and_setting():
+def test_stack_calibration_tables_leads_with_study_and_dataset():
     from disaggregated_eval.calibration import stack_calibration_tables
 
     rng = np.random.default_rng(3)
@@ -172,9 +176,9 @@ def test_stack_calibration_tables_leads_with_study_and_setting():
         for name in ("covariate_shift", "outcome_shift")
     }
     stacked = stack_calibration_tables(tables, study="simulation")
-    assert list(stacked.columns[:2]) == ["study", "setting"]
+    assert list(stacked.columns[:2]) == ["study", "dataset"]
     assert len(stacked) == sum(len(t) for t in tables.values())
-    assert list(pd.unique(stacked.setting)) == ["covariate_shift", "outcome_shift"]
+    assert list(pd.unique(stacked.dataset)) == ["covariate_shift", "outcome_shift"]
     assert (stacked.study == "simulation").all()
     with pytest.raises(ValueError, match="at least one"):
         stack_calibration_tables({}, study="acs")

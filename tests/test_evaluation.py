@@ -8,14 +8,28 @@ values through the public table.
 
 from __future__ import annotations
 
+import runpy
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 from sklearn.metrics import log_loss, precision_score, recall_score, roc_auc_score
 
-from disaggregated_eval import seeds
+from disaggregated_eval import seeds, vocabulary
 from disaggregated_eval.bootstrap import resample_counts
-from disaggregated_eval.evaluation import TIDY_COLUMNS, controlled_evaluation, shared_space_weights
+from disaggregated_eval.evaluation import (
+    SUMMARY_CHUNK_COPIES,
+    SUMMARY_CHUNK_VALUES,
+    TIDY_COLUMNS,
+    _build_evaluations,
+    _check_inputs,
+    check_replicate_memory,
+    controlled_evaluation,
+    evaluations_per_model,
+    replicate_memory_bytes,
+    shared_space_weights,
+)
 from disaggregated_eval.simulate import get_dgp
 
 
@@ -64,17 +78,22 @@ def _weights(table, control, model, n, k):
     return sel[[f"p_{j}" for j in range(k)]].to_numpy()
 
 
-@pytest.mark.parametrize("seed", [11, 12, 13])
-def test_replicate_values_match_sklearn_on_the_resample(seed):
+@pytest.mark.parametrize(
+    ("seed", "resampling"), [(11, "population"), (12, "population"), (13, "within_group"), (14, "within_group")]
+)
+def test_replicate_values_match_sklearn_on_the_resample(seed, resampling):
     y, groups, scores, weights = _toy()
     n, k = len(y), 3
     labels = ["g0", "g1", "g2"]
     boot_seed = seeds.seed_sequence(seed, "bootstrap", "toy")
     table = controlled_evaluation(
         y, groups, scores, weights=weights, group_labels=labels,
-        relative_to={"xa": "x"}, n_resamples=1, seed=boot_seed,
+        relative_to={"xa": "x"}, n_resamples=1, seed=boot_seed, resampling=resampling,
     )
-    counts = resample_counts(n, seed=boot_seed, start=0, stop=1)[0]
+    strata = groups if resampling == "within_group" else None
+    counts = resample_counts(n, seed=boot_seed, start=0, stop=1, strata=strata)[0]
+    if strata is not None:  # the stratified resample keeps every group's size
+        np.testing.assert_array_equal(np.bincount(groups, weights=counts, minlength=k), np.bincount(groups, minlength=k))
     idx = np.repeat(np.arange(n), counts)
     yy, gg = y[idx], groups[idx]
 
@@ -176,35 +195,191 @@ def test_undefined_resamples_are_counted_not_fatal():
     assert ll.n_undefined == int(np.sum(counts[:, :3].sum(axis=1) == 0))
 
 
-def test_bad_inputs_name_the_value():
+# ----------------------------------------------------------------------------------------------
+# Bad inputs: one test each; every error names the bad value and comes before any work
+# ----------------------------------------------------------------------------------------------
+
+LABELS = ["a", "b", "c"]
+
+
+def _never_called(done, total):  # progress callback: the bootstrap must not start
+    raise AssertionError("the bootstrap started before the bad input was reported")
+
+
+def _evaluate(**change):
     y, groups, scores, weights = _toy(seed=5)
-    with pytest.raises(ValueError, match=r"group codes must be in 0\.\.1"):
-        controlled_evaluation(y, groups, scores, weights=weights, group_labels=["a", "b"], n_resamples=5, seed=1)
-    with pytest.raises(ValueError, match="'nope'"):
-        controlled_evaluation(y, groups, scores, weights=weights, group_labels=["a", "b", "c"],
-                              relative_to={"nope": "x"}, n_resamples=5, seed=1)
-    with pytest.raises(ValueError, match="controls"):
-        controlled_evaluation(y, groups, scores, weights=weights, group_labels=["a", "b", "c"],
-                              controls=("none", "Z"), n_resamples=5, seed=1)
-    with pytest.raises(ValueError, match="need a weight table"):
-        controlled_evaluation(y, groups, scores, weights=None, group_labels=["a", "b", "c"],
-                              controls=("none", "X"), n_resamples=5, seed=1)
+    arguments = dict(y=y, groups=groups, scores=scores, weights=weights, group_labels=LABELS, n_resamples=5,
+                     seed=1, progress=_never_called)
+    arguments.update(change)
+    return controlled_evaluation(
+        arguments.pop("y"), arguments.pop("groups"), arguments.pop("scores"), **arguments
+    )
+
+
+def test_group_codes_beyond_the_labels_are_rejected():
+    with pytest.raises(ValueError, match=r"group codes \(groups\) must be integers in 0\.\.1 \(n_groups=2\); got values \{2\}"):
+        _evaluate(group_labels=["a", "b"])
+
+
+def test_group_labels_must_not_be_overall():
+    # 'overall' labels the whole population; a subgroup called so would be mistaken for it.
+    with pytest.raises(ValueError, match=r"group_labels must not use the reserved name\(s\) \['overall'\]"):
+        _evaluate(group_labels=["overall", "b", "c"])
+
+
+def test_group_labels_must_be_distinct():
+    # Two subgroups with one label would silently merge into one row of the table.
+    with pytest.raises(ValueError, match=r"group_labels must be distinct; \['a'\] appear more than once"):
+        _evaluate(group_labels=["a", "a", "c"])
+
+
+def test_group_without_rows_is_named():
+    y, groups, scores, weights = _toy(seed=5)
+    with pytest.raises(ValueError, match=r"no rows for \['c'\]"):
+        _evaluate(groups=np.minimum(groups, 1))
+
+
+def test_scores_as_a_list_are_a_type_error_naming_scores():
+    y, groups, scores, weights = _toy(seed=5)
+    with pytest.raises(TypeError, match=r"scores must be a mapping of model name to scores.*got list"):
+        _evaluate(scores=[scores["x"], scores["xa"]])
+
+
+def test_scores_of_the_wrong_length_name_the_model():
+    y, groups, scores, weights = _toy(seed=5)
+    with pytest.raises(ValueError, match=r"scores\['xa'\] has 599 rows but y has 600"):
+        _evaluate(scores={"x": scores["x"], "xa": scores["xa"][:-1]})
+
+
+def test_scores_outside_the_unit_interval_name_the_row():
+    y, groups, scores, weights = _toy(seed=5)
+    bad = scores["x"].copy()
+    bad[7] = 1.5
+    with pytest.raises(ValueError, match=r"scores\['x'\] must be finite and in \[0, 1\]; got 1.5 at row 7"):
+        _evaluate(scores={"x": bad, "xa": scores["xa"]})
+
+
+def test_unknown_relative_model_is_named():
+    with pytest.raises(ValueError, match="relative_to names model 'nope'"):
+        _evaluate(relative_to={"nope": "x"})
+
+
+def test_unknown_control_is_named():
+    with pytest.raises(ValueError, match=r"controls must be one of .*got 'Z'"):
+        _evaluate(controls=("none", "Z"))
+
+
+def test_weighted_controls_need_a_weight_table():
+    with pytest.raises(ValueError, match=r"controls \['X'\] need a weight table"):
+        _evaluate(weights=None, controls=("none", "X"))
+
+
+def test_unknown_resampling_scheme_is_named():
+    with pytest.raises(ValueError, match=r"resampling must be one of 'population', 'within_group'; got 'stratified'"):
+        _evaluate(resampling="stratified")
+
+
+def test_unknown_metric_is_named():
+    with pytest.raises(ValueError, match=r"unknown metric 'f1'"):
+        _evaluate(metrics=("auc", "f1"))
+
+
+def test_weights_outside_the_unit_interval_are_rejected():
+    y, groups, scores, weights = _toy(seed=5)
     bad = weights.copy()
     bad.loc[bad.index[0], "p_0"] = 1.5
     with pytest.raises(ValueError, match="probabilities in"):
-        controlled_evaluation(y, groups, scores, weights=bad, group_labels=["a", "b", "c"], n_resamples=5, seed=1)
+        _evaluate(weights=bad)
+
+
+def test_weights_that_do_not_sum_to_one_name_the_row():
+    y, groups, scores, weights = _toy(seed=5)
     bad = weights.copy()
     bad.loc[bad.index[3], "p_1"] += 0.2
     with pytest.raises(ValueError, match="row 3 sums to"):
-        controlled_evaluation(y, groups, scores, weights=bad, group_labels=["a", "b", "c"], n_resamples=5, seed=1)
+        _evaluate(weights=bad)
+
+
+def test_missing_weights_name_the_rows():
+    y, groups, scores, weights = _toy(seed=5)
     bad = weights.copy()
     bad.loc[bad.index[2], "p_2"] = np.nan
     with pytest.raises(ValueError, match=r"rows \[2\] hold NaN"):
-        controlled_evaluation(y, groups, scores, weights=bad, group_labels=["a", "b", "c"], n_resamples=5, seed=1)
+        _evaluate(weights=bad)
+
+
+def test_weights_shifted_by_a_row_are_rejected():
+    y, groups, scores, weights = _toy(seed=5)
     bad = weights.copy()
     bad.loc[bad.index[:len(y)], "row"] += 1  # X weights shifted by one row
     with pytest.raises(ValueError, match=r"missing \[0\], out of range \[600\]"):
-        controlled_evaluation(y, groups, scores, weights=bad, group_labels=["a", "b", "c"], n_resamples=5, seed=1)
+        _evaluate(weights=bad)
+
+
+# ----------------------------------------------------------------------------------------------
+# Memory of the replicates
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("controls", "shared_space"), [(("none", "X", "Y", "R"), True), (("none", "Y"), False), (("none",), True)])
+def test_evaluation_count_formula_matches_the_evaluations_built(controls, shared_space):
+    y, groups, scores, weights = _toy(seed=5)
+    two_sources = pd.concat([weights, weights.assign(weight_source="oracle")], ignore_index=True)
+    inputs = _check_inputs(y, groups, scores, weights=two_sources, group_labels=LABELS, relative_to=None,
+                           controls=controls, metrics=vocabulary.PIPELINE_METRICS)
+    evaluations, _ = _build_evaluations(inputs, two_sources, shared_space=shared_space)
+    per_model = evaluations_per_model(n_groups=3, n_controls=len(controls) - 1, n_weight_sources=2,
+                                      shared_space=shared_space)
+    assert len(evaluations) == 2 * per_model
+
+
+def test_replicate_memory_of_the_issue_examples():
+    # Simulation study: 5 models, 2 groups, X/Y/R, estimated + oracle, 8 metrics -> 27 evaluations
+    # per model, 135 in all; 8 bytes per replicate.
+    sizes = dict(n_models=5, n_groups=2, n_controls=3, n_weight_sources=2, n_metrics=8)
+    replicates = 8 * 135 * 8
+    for n_resamples in (10_000, 2_000_000, 1_000_000_000):
+        got = replicate_memory_bytes(n_resamples=n_resamples, **sizes)
+        # The replicate array plus the summary's working set: SUMMARY_CHUNK_COPIES arrays of about
+        # 2^22 values, or of one quantity's n_resamples x 8 values when that is larger.
+        summary = SUMMARY_CHUNK_COPIES * 8 * max(SUMMARY_CHUNK_VALUES, n_resamples * 8)
+        assert replicates * n_resamples < got <= replicates * n_resamples + summary
+    # 2,000,000 resamples: the issue's 16 GiB of replicates (17.28e9 bytes) plus 4 summary copies of
+    # one quantity (4 x 8 x 1.6e7 = 0.512e9 bytes).
+    assert replicate_memory_bytes(n_resamples=2_000_000, **sizes) == 17_280_000_000 + 512_000_000
+    assert check_replicate_memory(n_resamples=10_000, mem_mb=4000, **sizes) < 250e6
+
+
+def test_too_many_resamples_are_rejected_before_any_work():
+    sizes = dict(n_models=5, n_groups=2, n_controls=3, n_weight_sources=2, n_metrics=8)
+    # 8 bytes x 135 evaluations x 8 metrics x 10^9 = 8.64e12 bytes, plus the summary (4 copies of
+    # one quantity's 8 x 10^9 values: 2.56e11) = 8.896e12 bytes = 8,896,000 MB (the issue's 7.86 TiB
+    # was the replicate array alone).
+    with pytest.raises(ValueError, match=r"evaluation\.n_resamples = 1,000,000,000 needs about 8,896,000 MB .*"
+                                         r"more than resources\.simulation\.bootstrap\.mem_mb = 4000 MB"):
+        check_replicate_memory(n_resamples=1_000_000_000, mem_mb=4000, what="evaluation.n_resamples",
+                               limit="resources.simulation.bootstrap.mem_mb", **sizes)
+    with pytest.raises(ValueError, match=r"n_resamples = 2,000,000 needs about 17,792 MB .*at most about \d{3},\d{3} fit"):
+        check_replicate_memory(n_resamples=2_000_000, mem_mb=4000, **sizes)
+    # The suggested largest count does fit.
+    with pytest.raises(ValueError, match=r"at most about \d{3},\d{3} fit") as error:
+        check_replicate_memory(n_resamples=2_000_000, mem_mb=4000, **sizes)
+    largest = int(error.value.args[0].split("at most about ")[1].split(" fit")[0].replace(",", ""))
+    assert 400_000 < largest < 462_963  # 4e9 / (8 x 135 x 8) = 462,962 without the summary
+    assert check_replicate_memory(n_resamples=largest, mem_mb=4000, **sizes) <= 4000e6
+    with pytest.raises(ValueError, match=r"mem_mb must be a positive number of megabytes; got 0"):
+        check_replicate_memory(n_resamples=10, mem_mb=0, **sizes)
+    with pytest.raises(ValueError, match=r"n_controls must be an integer >= 0; got -1"):
+        replicate_memory_bytes(n_models=1, n_groups=2, n_controls=-1, n_weight_sources=1, n_metrics=8, n_resamples=10)
+
+
+def test_controlled_evaluation_checks_its_memory_limit_before_the_bootstrap():
+    # 8 evaluations per model (1 + 3 + 1 source x 1 control x 3 groups x ... ) x 8 metrics x 10^6
+    # resamples is far above 1 MB; the error comes before any resample is drawn.
+    with pytest.raises(ValueError, match=r"n_resamples = 1,000,000 needs about .* more than memory_limit_mb = 1 MB"):
+        _evaluate(n_resamples=1_000_000, memory_limit_mb=1)
+    table = _evaluate(n_resamples=5, memory_limit_mb=1000, progress=None)
+    assert (table.n_resamples == 5).all()
 
 
 def _oracle_x_evaluation(setting: str, n: int, n_resamples: int):
@@ -246,3 +421,194 @@ def test_oracle_control_for_x_explains_covariate_shift_but_not_outcome_shift():
     ll = out[out.metric == "log_loss"]
     assert ((ll.ci_low > 0) | (ll.ci_high < 0)).all(), ll
     assert (ll.estimate.abs() > 0.04).all()
+
+
+def test_default_metrics_are_the_pipeline_metrics():
+    table = _evaluate(progress=None)
+    assert tuple(pd.unique(table.metric)) == vocabulary.PIPELINE_METRICS
+    every = _evaluate(progress=None, metrics=vocabulary.METRICS, controls=("none",))
+    assert tuple(pd.unique(every.metric)) == vocabulary.METRICS
+    # the first eight metrics do not change when the other four are added
+    common = table[table.control == "none"].merge(
+        every, on=[c for c in TIDY_COLUMNS if c not in ("estimate", "ci_low", "ci_high", "n_undefined")]
+    )
+    assert len(common) == len(table[table.control == "none"])
+    np.testing.assert_array_equal(common.estimate_x, common.estimate_y)
+    np.testing.assert_array_equal(common.ci_low_x, common.ci_low_y)
+
+
+# ----------------------------------------------------------------------------------------------
+# The two resampling schemes
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_within_group_and_population_widths_agree_for_absolute_metrics_at_n_20000():
+    """At n = 20,000 the two schemes give the same interval widths for absolute metrics, within
+    Monte-Carlo error (``docs/method.md``, "Bootstrap").
+
+    Why they should agree: under ``population`` a group's size is Binomial(n, pi_a), which changes
+    the variance of a ratio metric only at order 1/n^2; for the overall metrics, stratifying removes
+    the between-group part of the variance, here at most a few percent (e.g. label rates 0.3 vs 0.5
+    in groups of 30% and 70%: 0.21 x 0.2^2 / 0.24 = 3.5% of the variance, 1.7% of the width).
+
+    Monte-Carlo error: with B resamples the q-quantile's standard error is
+    sqrt(q (1 - q) / B) / f(x_q); for a near-normal replicate distribution (sd s, width 3.92 s)
+    and q = 0.025, 0.975 each endpoint has SE 0.0845 s sqrt(2000 / B), the two nearly
+    independent. With B = 4,000 the width's SE is 0.085 s = 2.2% of the width per scheme, and the
+    difference of two independent schemes has SE 3.1%. We allow 4 SE = 12.3% (a false alarm has
+    probability ~6e-5 per quantity, ~2e-3 over the 24; the seed is fixed, so the test is
+    deterministic). A scheme that drew n rows within each group, or the group's rows only once,
+    would change a group width by a factor sqrt(0.3) or more and fail by far.
+    """
+    rng = seeds.generator(2025, "test_evaluation", "schemes")
+    n = 20_000
+    groups = (rng.random(n) < 0.3).astype(np.int64)
+    x = rng.normal(size=n) + 0.4 * groups
+    y = (rng.random(n) < 1 / (1 + np.exp(-(x - 0.5 - 0.8 * groups)))).astype(np.int64)
+    scores = {"m": 1 / (1 + np.exp(-(0.8 * x - 0.4 + 0.3 * rng.normal(size=n))))}
+    widths = {}
+    for scheme in vocabulary.RESAMPLING_SCHEMES:
+        table = controlled_evaluation(
+            y, groups, scores, weights=None, group_labels=["A = 0", "A = 1"], controls=("none",),
+            n_resamples=4_000, seed=seeds.seed_sequence(2025, "bootstrap", scheme), resampling=scheme,
+        )
+        absolute = table[table.comparison == "absolute"].set_index(["group", "metric"])
+        assert (absolute.n_undefined == 0).all()
+        widths[scheme] = absolute.ci_high - absolute.ci_low
+    ratio = widths["within_group"] / widths["population"]
+    assert len(ratio) == 3 * 8
+    assert ((ratio - 1).abs() < 0.123).all(), ratio.sort_values()
+    # ... and the agreement is not an accident of the two schemes drawing the same rows.
+    assert not np.array_equal(widths["within_group"].to_numpy(), widths["population"].to_numpy())
+
+
+# ----------------------------------------------------------------------------------------------
+# The rule script (workflow/scripts/bootstrap_metrics.py) with a stand-in for Snakemake's object
+# ----------------------------------------------------------------------------------------------
+
+SCRIPT = Path(__file__).resolve().parents[1] / "workflow" / "scripts" / "bootstrap_metrics.py"
+
+
+class _Namespace(dict):
+    """Attribute and item access, like Snakemake's named lists."""
+
+    def __getattr__(self, name):
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+def _script_inputs(tmp_path, *, n_score_rows=None):
+    y, groups, scores, weights = _toy(n=300, k=2, seed=9)
+    test = pd.DataFrame({"x": np.zeros(len(y)), "a": groups, "y": y})
+    test.to_parquet(tmp_path / "test.parquet")
+    (tmp_path / "schema.json").write_text(
+        '{"dataset": "toy", "label": "y", "group": "a", "group_labels": ["A = 0", "A = 1"]}'
+    )
+    frame = pd.DataFrame(scores)
+    if n_score_rows is not None:
+        frame = frame.iloc[:n_score_rows]
+    frame.to_parquet(tmp_path / "scores.parquet")
+    weights.to_parquet(tmp_path / "weights_estimated.parquet")
+    return _Namespace(
+        input=_Namespace(
+            scores=str(tmp_path / "scores.parquet"),
+            weights_estimated=str(tmp_path / "weights_estimated.parquet"),
+            test=str(tmp_path / "test.parquet"),
+            schema=str(tmp_path / "schema.json"),
+        ),
+        output=_Namespace(parquet=str(tmp_path / "metrics.parquet"), csv=str(tmp_path / "metrics.csv")),
+        log=[str(tmp_path / "log.txt")],
+        wildcards=_Namespace(dataset="toy"),
+        params=_Namespace(
+            seed=3, study="simulation", models=["x", "xa"], relative_to={"xa": "x"},
+            weight_sources=["estimated"], n_resamples=20, confidence=0.95, threshold=0.5,
+            preference_threshold=0.5,
+        ),
+        threads=1,
+        resources=_Namespace(mem_mb=500),
+        config={"evaluation": {"batch_size": 7}},
+    )
+
+
+def _run_script(snakemake):
+    runpy.run_path(str(SCRIPT), init_globals={"snakemake": snakemake}, run_name="__main__")
+
+
+def test_script_writes_the_table_and_reads_batch_size_from_the_config(tmp_path):
+    snakemake = _script_inputs(tmp_path)
+    _run_script(snakemake)
+    table = pd.read_parquet(tmp_path / "metrics.parquet")
+    assert list(table.columns) == list(TIDY_COLUMNS)
+    assert set(table.dataset) == {"toy"} and tuple(pd.unique(table.metric)) == vocabulary.PIPELINE_METRICS
+    # batch_size is not a result-changing parameter: another value gives the same bits.
+    snakemake.config["evaluation"]["batch_size"] = None
+    snakemake.output["parquet"] = str(tmp_path / "again.parquet")
+    snakemake.output["csv"] = str(tmp_path / "again.csv")
+    _run_script(snakemake)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "again.parquet"), table, check_exact=True)
+
+
+def test_script_rejects_a_score_file_with_the_wrong_number_of_rows(tmp_path):
+    snakemake = _script_inputs(tmp_path, n_score_rows=299)
+    with pytest.raises(ValueError, match=r"score file .*scores\.parquet has 299 rows but the test set .*test\.parquet has 300"):
+        _run_script(snakemake)
+    assert not (tmp_path / "metrics.parquet").exists()
+
+
+def test_script_rejects_too_many_resamples_for_the_jobs_memory(tmp_path):
+    snakemake = _script_inputs(tmp_path)
+    snakemake.params["n_resamples"] = 50_000_000
+    with pytest.raises(ValueError, match=r"n_resamples = 50,000,000 needs about .* more than memory_limit_mb = 500 MB"):
+        _run_script(snakemake)
+
+
+def test_sample_weight_equals_repeated_rows_for_point_estimates():
+    """Integer sample weights are the same as repeating rows (every comparison, every metric)."""
+    rng = np.random.default_rng(11)
+    n = 300
+    groups = rng.integers(0, 2, n)
+    y = rng.binomial(1, 0.4, n)
+    scores = {"m": rng.uniform(0.01, 0.99, n)}
+    p = np.clip(rng.uniform(size=n), 0.05, 0.95)
+    counts = rng.integers(0, 4, n)
+    counts[:4] = 1  # keep both groups present
+
+    def weights_for(prob):
+        from disaggregated_eval.weight_table import weight_table
+
+        return weight_table(np.column_stack([1 - prob, prob]), weight_source="estimated", control="X")
+
+    weighted = controlled_evaluation(
+        y, groups, scores, weights=weights_for(p), group_labels=["a", "b"], n_resamples=5, seed=0,
+        sample_weight=counts.astype(float),
+    )
+    rows = np.repeat(np.arange(n), counts)
+    repeated = controlled_evaluation(
+        y[rows], groups[rows], {"m": scores["m"][rows]}, weights=weights_for(p[rows]), group_labels=["a", "b"],
+        n_resamples=5, seed=0,
+    )
+    np.testing.assert_allclose(weighted["estimate"], repeated["estimate"], rtol=1e-10, atol=1e-12)
+
+
+def test_strata_need_within_group_and_fix_stratum_sizes():
+    rng = np.random.default_rng(3)
+    n = 200
+    groups = rng.integers(0, 2, n)
+    y = rng.binomial(1, 0.5, n)
+    scores = {"m": rng.uniform(size=n)}
+    strata = rng.integers(0, 3, n)
+    with pytest.raises(ValueError, match="strata are only used with resampling='within_group'"):
+        controlled_evaluation(y, groups, scores, weights=None, group_labels=["a", "b"], n_resamples=5, seed=0,
+                              controls=("none",), strata=strata)
+    with pytest.raises(ValueError, match=r"strata has 3 rows but y has 200"):
+        controlled_evaluation(y, groups, scores, weights=None, group_labels=["a", "b"], n_resamples=5, seed=0,
+                              controls=("none",), resampling="within_group", strata=strata[:3])
+    # With the subgroups as strata the result equals the default within_group scheme.
+    a = controlled_evaluation(y, groups, scores, weights=None, group_labels=["a", "b"], n_resamples=20, seed=0,
+                              controls=("none",), resampling="within_group")
+    b = controlled_evaluation(y, groups, scores, weights=None, group_labels=["a", "b"], n_resamples=20, seed=0,
+                              controls=("none",), resampling="within_group", strata=groups)
+    pd.testing.assert_frame_equal(a, b)

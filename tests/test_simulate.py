@@ -1,5 +1,7 @@
 """Tests of the simulated DGPs, their closed-form oracles, selection, seeding and oracle weights.
 
+The exact oracle P(A | R) and the population metrics are tested in ``test_population.py``.
+
 Statistical tolerances. Every Monte Carlo check compares an empirical mean with its closed-form
 expectation and allows 5 standard errors. Under a correct implementation each check fails with
 probability about 6e-7 (normal tail), so even the ~2,000 checks below fail together with probability
@@ -25,7 +27,8 @@ from disaggregated_eval import simulate as sm
 N_MC = 200_000
 Z_TOL = 5.0
 
-# SPEC 2.1 / 2.2 tables, written out independently of the module.
+# Parameter tables of paper Supplementary A.3.1 (anticausal prevalences as in the authors' code),
+# written out independently of the module.
 CAUSAL_TABLE = {
     # id: (display, mu_0, mu_1, gamma_A, beta_0, beta_1, alpha_0, alpha_1)
     "covariate_shift": ("Covariate Shift", -2, 0, 1, 0.5, 0.5, 0, 0),
@@ -65,7 +68,7 @@ def _binned_z(x: np.ndarray, target: np.ndarray, prob: np.ndarray, n_bins: int =
 # --------------------------------------------------------------------------------------------
 def test_registry_order_and_parameters():
     assert tuple(sm.SETTINGS) == sm.MAIN_SETTINGS + sm.SELECTION_SETTINGS
-    assert sm.MAIN_SETTINGS == tuple(CAUSAL_TABLE) + tuple(ANTICAUSAL_TABLE)
+    assert tuple(CAUSAL_TABLE) + tuple(ANTICAUSAL_TABLE) == sm.MAIN_SETTINGS
     assert sm.SELECTION_SETTINGS == ("selection_x", "selection_y", "selection_ya")
     for sid, (name, m0, m1, g, b0, b1, a0, a1) in CAUSAL_TABLE.items():
         d = sm.get_dgp(sid)
@@ -331,7 +334,7 @@ def test_simulate_setting_deterministic_and_independent():
     assert not np.array_equal(tr1["x"], tr3["x"])
     # complex_causal_shift draws U and X exactly like covariate_shift, so shared generators would
     # give identical x columns; independent draws have |corr| ~ N(0, 1/n): 5 / sqrt(n) bound.
-    tr4, te4 = sm.simulate_setting("complex_causal_shift", n_train=5_000, n_test=2_000, seed=7)
+    tr4, _ = sm.simulate_setting("complex_causal_shift", n_train=5_000, n_test=2_000, seed=7)
     assert not np.array_equal(tr1["x"], tr4["x"])
     assert abs(np.corrcoef(tr1["x"], tr4["x"])[0, 1]) < 5 / math.sqrt(5_000)
     # train and test are independent of each other
@@ -360,7 +363,7 @@ def test_simulate_setting_rejects_bad_sizes(kwargs, pattern):
 
 
 def test_simulate_setting_rejects_unknown_setting():
-    with pytest.raises(ValueError, match="'covariate'.*valid settings"):
+    with pytest.raises(ValueError, match=r"'covariate'.*valid settings"):
         sm.simulate_setting("covariate", n_train=10, n_test=10, seed=0)
 
 
@@ -379,7 +382,7 @@ def test_bayes_scores(setting):
     np.testing.assert_allclose(out["bayes_xa"], d.selected_p_y_given_xa(test["x"], test["a"]), rtol=1e-14)
     if setting in sm.SELECTION_SETTINGS:
         assert not np.allclose(out["bayes_x"], d.p_y_given_x(test["x"]))
-    with pytest.raises(ValueError, match="missing columns.*'a'"):
+    with pytest.raises(ValueError, match=r"missing columns.*'a'"):
         sm.bayes_scores(setting, test[["x"]])
 
 
@@ -390,7 +393,7 @@ def test_oracle_weights_closed_form_rows_and_format():
     setting = "complex_anticausal_shift"
     d = sm.get_dgp(setting)
     _, test = sm.simulate_setting(setting, n_train=10, n_test=1_000, seed=5)
-    w = sm.oracle_weights(setting, test, score_fns={}, test_scores={}, seed=5)
+    w = sm.oracle_weights(setting, test, test_scores={})
     assert list(w.columns) == ["weight_source", "control", "model", "row", "p_0", "p_1"]
     assert (w["weight_source"] == "oracle").all() and (w["model"] == "*").all()
     assert w["row"].dtype == np.int64 and w["p_0"].dtype == np.float64
@@ -402,95 +405,79 @@ def test_oracle_weights_closed_form_rows_and_format():
     np.testing.assert_allclose(w["p_0"] + w["p_1"], 1.0, atol=1e-15)
 
 
-def test_oracle_weights_continuous_score_approximates_p_a_given_x():
-    # In covariate_shift, E[Y|X] = sigmoid(X / 2) is strictly increasing in X, so P(A|R) = P(A|X).
-    # 100 quantile bins of 1e6 Monte Carlo rows hold 10,000 rows each: Monte Carlo sd of a bin
-    # share <= 0.005 (5 sd = 0.025). Between the modes the bins are <= ~0.09 wide in X and
-    # P(A=1|x) = sigmoid(2x + 2) has slope <= 0.5, so the within-bin spread is <= ~0.025; the two
-    # open tail bins lie where P(A=1|x) < 0.003 or > 0.997. Hence max error < 0.05; the average
-    # error (dominated by within-bin spread/2 and sd) is well below 0.01.
+def test_oracle_weights_monotone_bayes_score_is_p_a_given_x():
+    # In covariate_shift, E[Y|X] = sigmoid(X / 2) is strictly increasing in X, so R determines X
+    # and P(A | R) = P(A | X) exactly; the change of variables reproduces it up to rounding
+    # (the preimage is found to a logit residual of 1e-11, so 1e-9 is a loose bound).
     setting = "covariate_shift"
     d = sm.get_dgp(setting)
     _, test = sm.simulate_setting(setting, n_train=10, n_test=20_000, seed=11)
-
-    def score(frame: pd.DataFrame) -> np.ndarray:
-        return d.p_y_given_x(frame["x"].to_numpy())
-
-    w = sm.oracle_weights(
-        setting, test, score_fns={"bayes_x": score}, test_scores={"bayes_x": score(test)}, seed=11
-    )
+    scores = sm.bayes_scores(setting, test)
+    w = sm.oracle_weights(setting, test, test_scores={"bayes_x": scores["bayes_x"].to_numpy()})
     wr = w[w["control"] == "R"]
     assert (wr["model"] == "bayes_x").all() and len(wr) == len(test)
-    err = np.abs(wr["p_1"].to_numpy() - d.p_a_given_x(test["x"])[:, 1])
-    assert err.max() < 0.05 and err.mean() < 0.01, (err.max(), err.mean())
-    # deterministic given the seed
-    w2 = sm.oracle_weights(
-        setting, test, score_fns={"bayes_x": score}, test_scores={"bayes_x": score(test)}, seed=11
+    np.testing.assert_array_equal(wr["row"], np.arange(len(test)))
+    np.testing.assert_allclose(wr[["p_0", "p_1"]].to_numpy(), d.p_a_given_x(test["x"]), rtol=0, atol=1e-9)
+    # no randomness: the same call gives the same bits
+    again = sm.oracle_weights(setting, test, test_scores={"bayes_x": scores["bayes_x"].to_numpy()})
+    pd.testing.assert_frame_equal(w, again)
+
+
+@pytest.fixture(scope="module")
+def small_fit():
+    """Outcome models of complex_causal_shift fitted on 3,000 rows: still step functions of x."""
+    from disaggregated_eval import models
+
+    setting = "complex_causal_shift"
+    train, test = sm.simulate_setting(setting, n_train=3_000, n_test=5_000, seed=4)
+    fitted, _ = models.fit_outcome_models(
+        train, features=["x"], grid=(8,), n_splits=2, seed=4, dataset=setting, n_threads=1
     )
-    pd.testing.assert_frame_equal(w, w2)
+    return setting, fitted, test
 
 
-def test_oracle_weights_discrete_score_matches_exact_bin_probabilities():
-    # A score with 11 distinct values (like a small tree model): R = round(sigmoid(X / 2), 1).
-    # R = k/10 iff X lies in an interval, so P(A=1 | R = k/10) is exact from normal CDFs.
-    setting = "covariate_shift"
-    d = sm.get_dgp(setting)
-    n_mc = 400_000
-    _, test = sm.simulate_setting(setting, n_train=10, n_test=5_000, seed=2)
+def test_oracle_weights_of_fitted_models(small_fit):
+    from disaggregated_eval import population
 
-    def score(frame: pd.DataFrame) -> np.ndarray:
-        return np.round(expit(0.5 * frame["x"].to_numpy()), 1)
-
-    w = sm.oracle_weights(
-        setting, test, score_fns={"r": score}, test_scores={"r": score(test)},
-        n_monte_carlo=n_mc, n_bins=20, seed=2,
-    )
-    got = w.loc[w["control"] == "R", "p_1"].to_numpy()
-    r = score(test)
-    k = np.rint(r * 10)
-    lo = 2 * logit(np.clip(k / 10 - 0.05, 0, 1))
-    hi = 2 * logit(np.clip(k / 10 + 0.05, 0, 1))
-    mass = [0.5 * (norm.cdf(hi - m) - norm.cdf(lo - m)) for m in d.mu]
-    exact = mass[1] / (mass[0] + mass[1])
-    n_bin = n_mc * (mass[0] + mass[1])  # expected Monte Carlo rows in the bin
-    ok = n_bin > 200  # bins with almost no Monte Carlo rows are not a fair test of the estimate
-    assert ok.mean() > 0.99
-    se = np.sqrt(exact * (1 - exact) / n_bin + 1e-12)
-    assert (np.abs(got - exact)[ok] <= Z_TOL * se[ok] + 1e-12).all()
+    setting, fitted, test = small_fit
+    predicted = fitted.predict(test)
+    test_scores = {m: predicted[m].to_numpy() for m in ("x", "xa", "xa_stratified")}
+    test_scores.update({m: v.to_numpy() for m, v in sm.bayes_scores(setting, test).items()})
+    w = sm.oracle_weights(setting, test, test_scores=test_scores, fitted=fitted)
+    blocks = list(dict.fromkeys(zip(w["control"], w["model"])))
+    assert blocks == [("X", "*"), ("Y", "*")] + [("R", m) for m in test_scores]
+    assert len(w) == len(blocks) * len(test)
+    np.testing.assert_allclose(w["p_0"] + w["p_1"], 1.0, atol=1e-12)
+    for model, scores in test_scores.items():
+        wr = w[(w["control"] == "R") & (w["model"] == model)]
+        np.testing.assert_array_equal(
+            wr[["p_0", "p_1"]].to_numpy(), population.score_oracle(setting, model, fitted=fitted)(scores)
+        )
+    # xa and xa_stratified take disjoint score values in the two groups, so R reveals A
+    for model in ("xa", "xa_stratified"):
+        wr = w[(w["control"] == "R") & (w["model"] == model)]
+        np.testing.assert_array_equal(wr["p_1"].to_numpy(), test["a"].to_numpy().astype(float))
+    # prebuilt oracles give the same table
+    oracles = {m: population.score_oracle(setting, m, fitted=fitted) for m in test_scores}
+    pd.testing.assert_frame_equal(w, sm.oracle_weights(setting, test, test_scores=test_scores, oracles=oracles))
 
 
-def test_binned_group_shares_merges_empty_bins():
-    # Ties at the minimum make the first quantile bin (scores < min) empty; it borrows the
-    # shares of the bin above it.
-    mc = np.concatenate([np.zeros(500), np.linspace(0.5, 1.0, 500)])
-    groups = np.concatenate([np.ones(500, dtype=np.int64), np.zeros(500, dtype=np.int64)])
-    shares = sm._binned_group_shares(mc, groups, np.array([-0.1, 0.0, 0.99]), n_bins=4)
-    np.testing.assert_allclose(shares[0], shares[1])
-    np.testing.assert_allclose(shares[1], [0.0, 1.0])
-    np.testing.assert_allclose(shares[2], [1.0, 0.0])
-    # distinct-value path: a query between values maps to the nearest one
-    mc2 = np.array([0.2, 0.2, 0.8, 0.8, 0.8, 0.8])
-    g2 = np.array([0, 1, 1, 1, 1, 0])
-    np.testing.assert_allclose(
-        sm._binned_group_shares(mc2, g2, np.array([0.2, 0.3, 0.7]), n_bins=10),
-        [[0.5, 0.5], [0.5, 0.5], [0.25, 0.75]],
-    )
-
-
-def test_oracle_weights_validation():
-    setting = "covariate_shift"
-    _, test = sm.simulate_setting(setting, n_train=10, n_test=100, seed=0)
-
-    def fn(frame: pd.DataFrame) -> np.ndarray:
-        return np.full(len(frame), 0.5)
-
-    with pytest.raises(ValueError, match="same models"):
-        sm.oracle_weights(setting, test, score_fns={"x": fn}, test_scores={}, seed=0)
-    with pytest.raises(ValueError, match=r"test_scores\['x'\].*\(100,\)"):
-        sm.oracle_weights(setting, test, score_fns={"x": fn}, test_scores={"x": np.zeros(3)}, seed=0)
-    with pytest.raises(ValueError, match="n_monte_carlo.*0"):
-        sm.oracle_weights(setting, test, score_fns={}, test_scores={}, n_monte_carlo=0, seed=0)
-    with pytest.raises(ValueError, match="missing columns.*'y'"):
-        sm.oracle_weights(setting, test[["x", "a"]], score_fns={}, test_scores={}, seed=0)
+def test_oracle_weights_validation(small_fit):
+    setting, fitted, test = small_fit
+    half = np.full(len(test), 0.5)
+    with pytest.raises(ValueError, match=r"test_scores\['x'\] has 3 rows but y has 5000"):
+        sm.oracle_weights(setting, test, test_scores={"x": np.zeros(3)}, fitted=fitted)
+    with pytest.raises(ValueError, match=r"model .*must be one of.*got 'tree'"):
+        sm.oracle_weights(setting, test, test_scores={"tree": half})
+    with pytest.raises(ValueError, match=r"fitted .* needed .* model 'xa'"):
+        sm.oracle_weights(setting, test, test_scores={"xa": half})
+    with pytest.raises(ValueError, match=r"scores\[0\] = 0.5 is not a value of the fitted model 'x'"):
+        sm.oracle_weights(setting, test, test_scores={"x": half}, fitted=fitted)
+    with pytest.raises(ValueError, match=r"test_scores\['bayes_x'\] must be finite and in \[0, 1\]"):
+        sm.oracle_weights(setting, test, test_scores={"bayes_x": half + 1.0})
+    with pytest.raises(ValueError, match=r"missing columns.*'y'"):
+        sm.oracle_weights(setting, test[["x", "a"]], test_scores={})
     with pytest.raises(ValueError, match="unknown simulation setting 'bad'"):
-        sm.oracle_weights("bad", test, score_fns={}, test_scores={}, seed=0)
+        sm.oracle_weights("bad", test, test_scores={})
+    with pytest.raises(ValueError, match=r"test\['a'\] must be 0/1; got values \{2\}"):
+        sm.oracle_weights(setting, test.assign(a=2), test_scores={})

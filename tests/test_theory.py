@@ -8,7 +8,7 @@ from disaggregated_eval.theory import expected_table, theory_coverage
 
 def test_expected_cells_match_the_paper():
     t = expected_table()
-    t2 = t[t.table == "Table 2"].set_index(["setting", "model", "control"]).expected
+    t2 = t[t.table == "Table 2"].set_index(["dataset", "model", "control"]).expected
     # Covariate shift: control for X explains differences for f*, f and f_A*, not for fitted xa.
     assert t2[("covariate_shift", "bayes_x", "X")] and t2[("covariate_shift", "x", "X")]
     assert t2[("covariate_shift", "bayes_xa", "X")] and not t2[("covariate_shift", "xa", "X")]
@@ -18,10 +18,10 @@ def test_expected_cells_match_the_paper():
     assert all(t2[(s, "bayes_xa", "R")] for s in t2.index.get_level_values(0).unique())
     # No model and setting has {R, Y} independent of A without a control.
     assert not t2.xs("none", level="control").any()
-    b1 = t[t.table == "Table B1"].set_index(["setting", "model", "property"]).expected
+    b1 = t[t.table == "Table B1"].set_index(["dataset", "model", "property"]).expected
     assert b1[("anticausal_label_shift", "bayes_x", "separation")]
     assert b1.xs("separation", level="property").sum() == 1
-    b2 = t[t.table == "Table B2"].set_index(["setting", "model", "property"]).expected
+    b2 = t[t.table == "Table B2"].set_index(["dataset", "model", "property"]).expected
     assert b2[("selection_y", "bayes_xa", "sufficiency")] and not b2[("selection_ya", "bayes_xa", "sufficiency")]
     assert len(t) == 6 * 4 * 4 + 6 * 4 + 3 * 4
 
@@ -29,14 +29,44 @@ def test_expected_cells_match_the_paper():
 def test_coverage_flags_intervals_around_zero():
     rows = [
         # covers zero
-        dict(setting="covariate_shift", model="bayes_x", comparison="controlled_difference", control="X",
-             weight_source="oracle", group="A = 0", metric="auc", estimate=0.001, ci_low=-0.01, ci_high=0.012),
+        dict(
+            dataset="covariate_shift",
+            model="bayes_x",
+            comparison="controlled_difference",
+            control="X",
+            weight_source="oracle",
+            group="A = 0",
+            metric="auc",
+            estimate=0.001,
+            ci_low=-0.01,
+            ci_high=0.012,
+        ),
         # excludes zero
-        dict(setting="covariate_shift", model="bayes_x", comparison="controlled_difference", control="Y",
-             weight_source="oracle", group="A = 0", metric="auc", estimate=0.05, ci_low=0.04, ci_high=0.06),
+        dict(
+            dataset="covariate_shift",
+            model="bayes_x",
+            comparison="controlled_difference",
+            control="Y",
+            weight_source="oracle",
+            group="A = 0",
+            metric="auc",
+            estimate=0.05,
+            ci_low=0.04,
+            ci_high=0.06,
+        ),
         # not a controlled difference: ignored
-        dict(setting="covariate_shift", model="bayes_x", comparison="absolute", control="none",
-             weight_source="none", group="A = 0", metric="auc", estimate=0.6, ci_low=0.5, ci_high=0.7),
+        dict(
+            dataset="covariate_shift",
+            model="bayes_x",
+            comparison="absolute",
+            control="none",
+            weight_source="none",
+            group="A = 0",
+            metric="auc",
+            estimate=0.6,
+            ci_low=0.5,
+            ci_high=0.7,
+        ),
     ]
     cov = theory_coverage(pd.DataFrame(rows))
     # The V = Y row is a cell of Table 2 and of Table B1 (separation of f* with Z = X).
@@ -50,4 +80,4 @@ def test_coverage_flags_intervals_around_zero():
 
 def test_missing_columns_raise():
     with pytest.raises(ValueError, match="lacks the columns"):
-        theory_coverage(pd.DataFrame({"setting": ["covariate_shift"]}))
+        theory_coverage(pd.DataFrame({"dataset": ["covariate_shift"]}))

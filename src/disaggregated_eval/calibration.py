@@ -1,4 +1,4 @@
-"""Calibration curves with Wilson intervals (paper Supplementary A.3, SPEC section 5.4).
+"""Calibration curves with Wilson intervals (paper Supplementary A.3).
 
 A calibration curve bins the scores into quantile bins and plots, per bin, the mean score (x) against
 the fraction of positive labels (y), with a 95% Wilson score interval for the fraction.
@@ -19,11 +19,22 @@ Binning rule (matches ``pandas.qcut(scores, n_bins, duplicates="drop")``):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from numbers import Integral
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from statsmodels.stats.proportion import proportion_confint
+
+from . import vocabulary
+from ._validation import (
+    check_group_codes,
+    check_labels,
+    check_length,
+    check_open_unit,
+    check_positive_int,
+    check_scores,
+    check_unique_labels,
+)
 
 __all__ = ["CALIBRATION_COLUMNS", "calibration_curve", "calibration_table"]
 
@@ -31,56 +42,14 @@ __all__ = ["CALIBRATION_COLUMNS", "calibration_curve", "calibration_table"]
 CALIBRATION_COLUMNS = ["bin", "n", "mean_score", "fraction_positive", "ci_low", "ci_high"]
 
 
-# --------------------------------------------------------------------------------------------------
-# validation helpers (public boundary only)
-# --------------------------------------------------------------------------------------------------
-def _check_n_bins(n_bins: object) -> int:
-    if isinstance(n_bins, bool) or not isinstance(n_bins, Integral) or n_bins < 1:
-        raise ValueError(f"n_bins must be an integer >= 1; got {n_bins!r}")
-    return int(n_bins)
-
-
-def _check_confidence(confidence: object) -> float:
-    try:
-        value = float(confidence)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"confidence must be a number in (0, 1); got {confidence!r}") from None
-    if not 0.0 < value < 1.0:
-        raise ValueError(f"confidence must be in (0, 1); got {confidence!r}")
-    return value
-
-
-def _check_labels(y: object) -> np.ndarray:
-    arr = np.asarray(y)
-    if arr.ndim != 1:
-        raise ValueError(f"y must be one-dimensional; got shape {arr.shape}")
-    if arr.size == 0:
-        raise ValueError("y must not be empty")
-    if arr.dtype == bool:
-        return arr.astype(np.int64)
-    if not np.issubdtype(arr.dtype, np.number):
-        raise ValueError(f"labels must be 0/1; got dtype {arr.dtype}")
-    bad = set(np.unique(arr[~np.isin(arr, (0, 1))]).tolist())
-    if bad:
-        shown = sorted(bad, key=repr)[:5]
-        raise ValueError(f"labels must be 0/1; got values {shown}")
-    return arr.astype(np.int64)
-
-
-def _check_scores(scores: object, n: int, name: str = "scores") -> np.ndarray:
-    arr = np.asarray(scores)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional; got shape {arr.shape}")
-    if arr.shape[0] != n:
-        raise ValueError(f"{name} has length {arr.shape[0]} but y has length {n}")
-    if not np.issubdtype(arr.dtype, np.number) or arr.dtype == bool:
-        raise ValueError(f"{name} must be numeric scores in [0, 1]; got dtype {arr.dtype}")
-    arr = arr.astype(np.float64)
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"{name} must be finite; got {int(np.sum(~np.isfinite(arr)))} NaN/inf values")
-    if arr.min() < 0.0 or arr.max() > 1.0:
-        raise ValueError(f"{name} must lie in [0, 1]; got range [{arr.min():.6g}, {arr.max():.6g}]")
-    return arr
+def _check_curve_inputs(y: Any, n_bins: Any, confidence: Any) -> tuple[np.ndarray, int, float]:
+    """Labels (non-empty), ``n_bins`` and ``confidence`` of a calibration curve or table."""
+    n_bins = check_positive_int(n_bins, "n_bins")
+    confidence = check_open_unit(confidence, "confidence")
+    y_arr = check_labels(y, "y")
+    if y_arr.shape[0] == 0:
+        raise ValueError("y must not be empty; a calibration curve needs at least one row")
+    return y_arr, n_bins, confidence
 
 
 # --------------------------------------------------------------------------------------------------
@@ -151,16 +120,16 @@ def calibration_curve(
     ------
     ValueError
         If labels are not 0/1, scores are not finite numbers in [0, 1], lengths differ, the input
-        is empty, ``n_bins`` is not an integer >= 1 or ``confidence`` is not in (0, 1).
+        is empty, ``n_bins`` is not a positive integer or ``confidence`` is not in (0, 1).
+    TypeError
+        If ``confidence`` is not a number or ``scores`` is not array-like.
 
     Notes
     -----
-    Paper Supplementary A.3; SPEC section 5.4. Bins follow ``pandas.qcut(..., duplicates="drop")``.
+    Paper Supplementary A.3. Bins follow ``pandas.qcut(..., duplicates="drop")``.
     """
-    n_bins = _check_n_bins(n_bins)
-    confidence = _check_confidence(confidence)
-    y_arr = _check_labels(y)
-    s_arr = _check_scores(scores, y_arr.shape[0])
+    y_arr, n_bins, confidence = _check_curve_inputs(y, n_bins, confidence)
+    s_arr = check_scores(scores, y_arr.shape[0], "scores")
     return _curve(y_arr, s_arr, n_bins, confidence)
 
 
@@ -203,48 +172,28 @@ def calibration_table(
     ------
     ValueError
         On invalid labels, scores or arguments (as :func:`calibration_curve`), if ``scores`` is
-        empty, if group codes are not integers in ``0 .. K-1``, if a group has no rows, or if
-        ``group_labels`` are not unique or contain ``"overall"``.
+        empty, if group codes are not integers in ``0 .. K-1`` or their length differs from ``y``,
+        if a group has no rows, or if ``group_labels`` are not distinct non-empty strings or
+        contain ``"overall"``.
     """
-    n_bins = _check_n_bins(n_bins)
-    confidence = _check_confidence(confidence)
-    y_arr = _check_labels(y)
+    y_arr, n_bins, confidence = _check_curve_inputs(y, n_bins, confidence)
     n = y_arr.shape[0]
-
-    labels = [str(label) for label in group_labels]
-    if len(labels) == 0:
+    labels = check_unique_labels(group_labels, "group_labels", reserved=(vocabulary.OVERALL,))
+    if not labels:
         raise ValueError("group_labels must not be empty")
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"group_labels must be unique; got {labels}")
-    if "overall" in labels:
-        raise ValueError("'overall' is reserved for the all-rows curve and cannot be a group label")
-
-    g = np.asarray(groups)
-    if g.ndim != 1 or g.shape[0] != n:
-        raise ValueError(f"groups has shape {g.shape} but y has length {n}")
-    if not np.issubdtype(g.dtype, np.integer):
-        if np.issubdtype(g.dtype, np.floating) and np.all(np.isfinite(g)) and np.all(g == np.round(g)):
-            g = g.astype(np.int64)
-        else:
-            raise ValueError(f"groups must be integer codes 0..{len(labels) - 1}; got dtype {g.dtype}")
-    out_of_range = np.unique(g[(g < 0) | (g >= len(labels))])
-    if out_of_range.size:
-        raise ValueError(
-            f"groups must be integer codes 0..{len(labels) - 1} (one per group label); "
-            f"got values {out_of_range[:5].tolist()}"
-        )
+    g = check_group_codes(groups, "groups", n_groups=len(labels))
+    check_length(g, n, "groups")
     counts = np.bincount(g, minlength=len(labels))
     empty = [labels[k] for k in np.flatnonzero(counts == 0)]
     if empty:
         raise ValueError(f"groups with no rows: {empty}")
-
     if not isinstance(scores, Mapping) or len(scores) == 0:
         raise ValueError("scores must be a non-empty mapping of model name to score array")
-    checked = {str(m): _check_scores(s, n, name=f"scores[{m!r}]") for m, s in scores.items()}
+    checked = {str(m): check_scores(s, n, f"scores[{m!r}]") for m, s in scores.items()}
 
     frames = []
     for model, s in checked.items():
-        for code, label in [*enumerate(labels), (None, "overall")]:
+        for code, label in [*enumerate(labels), (None, vocabulary.OVERALL)]:
             mask = slice(None) if code is None else (g == code)
             curve = _curve(y_arr[mask], s[mask], n_bins, confidence)
             curve.insert(0, "group", label)
@@ -254,24 +203,30 @@ def calibration_table(
 
 
 def stack_calibration_tables(tables: Mapping[str, pd.DataFrame], *, study: str) -> pd.DataFrame:
-    """Stack per-setting calibration tables into one, led by ``study`` and ``setting`` columns.
+    """Stack per-dataset calibration tables into one, led by ``study`` and ``dataset`` columns.
 
     Parameters
     ----------
     tables : mapping of str to pandas.DataFrame
-        Setting (or ACS task) id -> table of :func:`calibration_table`, in display order.
+        Dataset id (simulation setting or ACS task) -> table of :func:`calibration_table`, in
+        display order.
     study : str
         Study name copied into every row (``"simulation"`` or ``"acs"``).
 
     Returns
     -------
     pandas.DataFrame
-        Columns ``study, setting`` followed by the calibration columns; the input for
+        Columns ``study, dataset`` followed by the calibration columns; the input for
         :func:`disaggregated_eval.plots.plot_calibration_curves`.
+
+    Raises
+    ------
+    ValueError
+        If ``tables`` is empty.
     """
     if not tables:
         raise ValueError("tables must hold at least one calibration table")
     stacked = pd.concat(
-        [t.assign(study=study, setting=setting) for setting, t in tables.items()], ignore_index=True
+        [t.assign(study=study, dataset=dataset) for dataset, t in tables.items()], ignore_index=True
     )
-    return stacked[["study", "setting"] + [c for c in stacked.columns if c not in ("study", "setting")]]
+    return stacked[["study", "dataset"] + [c for c in stacked.columns if c not in ("study", "dataset")]]

@@ -1,8 +1,9 @@
 """Weighted performance metrics of a binary classifier, matching scikit-learn.
 
-This is the plain (non-bootstrap) reference of the metric definitions (SPEC 5.1, paper A.3). The
-bootstrap engine (:mod:`disaggregated_eval.bootstrap`) computes the same quantities from weighted
-sums and is tested against :func:`compute_metrics`.
+This is the plain (non-bootstrap) reference of the metric definitions (paper Supplementary A.3;
+``docs/method.md``). The bootstrap engine (:mod:`disaggregated_eval.bootstrap`) computes the same
+quantities from weighted sums (:func:`disaggregated_eval.bootstrap.metrics_from_sums`) and is tested
+against :func:`compute_metrics`, which is tested against scikit-learn.
 
 With per-row weights ``w >= 0``, labels ``y`` in {0, 1}, scores ``r`` in [0, 1] and
 ``yhat = 1[r >= threshold]``::
@@ -39,7 +40,8 @@ In the log loss, ``r`` and ``1 - r`` are each clipped to ``[eps, 1 - eps]`` with
 ``log_loss`` does (it forms the two columns ``[1 - r, r]`` and clips them).
 
 Undefined values are NaN, never an exception and never 0, so that a bootstrap resample on which a
-metric is undefined is visible and can be counted.
+metric is undefined is visible and can be counted. An empty input (no rows at all) is an error, not
+NaN: it is a caller's mistake, not an undefined metric.
 """
 
 from __future__ import annotations
@@ -50,13 +52,16 @@ from typing import Any
 import numpy as np
 
 from . import vocabulary as _vocabulary
+from ._validation import check_labels, check_open_unit, check_scores, check_weights
 
 __all__ = [
-    "METRICS",
-    "METRIC_LABELS",
-    "METRIC_HIGHER_IS_BETTER",
     "LOG_LOSS_EPS",
+    "METRICS",
+    "METRIC_HIGHER_IS_BETTER",
+    "METRIC_LABELS",
+    "check_metric_names",
     "compute_metrics",
+    "pointwise_log_loss",
 ]
 
 #: Names of the available metrics, in their canonical order (one home: :mod:`.vocabulary`).
@@ -70,96 +75,39 @@ METRIC_HIGHER_IS_BETTER: dict[str, bool | None] = _vocabulary.METRIC_HIGHER_IS_B
 LOG_LOSS_EPS: float = float(np.finfo(np.float64).eps)
 
 
-# ----------------------------------------------------------------------------------------------
-# Validation helpers (shared with the bootstrap engine)
-# ----------------------------------------------------------------------------------------------
+def check_metric_names(metrics: Any, name: str = "metrics") -> tuple[str, ...]:
+    """Metric names as a tuple: known (from :data:`METRICS`), distinct, at least one.
 
+    Parameters
+    ----------
+    metrics : sequence of str
+        Requested metric names, in the order the caller wants them.
+    name : str, default "metrics"
+        How the argument is named in messages.
 
-def _format_values(values: np.ndarray, limit: int = 5) -> str:
-    shown = ", ".join(repr(v.item()) if hasattr(v, "item") else repr(v) for v in values[:limit])
-    more = f", ... ({len(values)} distinct)" if len(values) > limit else ""
-    return "{" + shown + more + "}"
+    Returns
+    -------
+    tuple of str
 
-
-def _check_1d(values: Any, name: str) -> np.ndarray:
-    array = np.asarray(values)
-    if array.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional; got shape {array.shape}")
-    return array
-
-
-def _check_labels(y: Any, name: str = "y") -> np.ndarray:
-    """Return ``y`` as float64 0/1 labels, or raise naming the bad values."""
-    array = _check_1d(y, name)
-    if array.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must hold numeric 0/1 labels; got dtype {array.dtype}")
-    bad = ~((array == 0) | (array == 1))
-    if bad.any():
-        raise ValueError(f"labels ({name}) must be 0/1; got values {_format_values(np.unique(array[bad]))}")
-    return array.astype(np.float64)
-
-
-def _check_length(array: np.ndarray, n: int, name: str, reference: str = "y") -> None:
-    if array.shape[0] != n:
-        raise ValueError(f"{name} has {array.shape[0]} rows but {reference} has {n}; they must match")
-
-
-def _check_scores(scores: Any, n: int, name: str = "scores") -> np.ndarray:
-    """Return ``scores`` as float64 in [0, 1], or raise naming the first bad value and its row."""
-    array = _check_1d(scores, name)
-    if array.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be numeric scores in [0, 1]; got dtype {array.dtype}")
-    _check_length(array, n, name)
-    array = array.astype(np.float64, copy=False)
-    bad = ~(np.isfinite(array) & (array >= 0.0) & (array <= 1.0))
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise ValueError(
-            f"{name} must be finite and in [0, 1]; got {float(array[row])!r} at row {row} "
-            f"({int(bad.sum())} bad values)"
-        )
-    return array
-
-
-def _check_weights(weights: Any, n: int, name: str = "sample_weight") -> np.ndarray:
-    """Return ``weights`` as float64, finite and >= 0, or raise naming the first bad value."""
-    array = _check_1d(weights, name)
-    if array.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be numeric weights >= 0; got dtype {array.dtype}")
-    _check_length(array, n, name)
-    array = array.astype(np.float64, copy=False)
-    bad = ~(np.isfinite(array) & (array >= 0.0))
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise ValueError(
-            f"{name} must be finite and >= 0; got {float(array[row])!r} at row {row} ({int(bad.sum())} bad values)"
-        )
-    return array
-
-
-def _check_metrics(metrics: Any) -> tuple[str, ...]:
-    """Return ``metrics`` as a tuple of known, distinct metric names."""
+    Raises
+    ------
+    TypeError
+        If ``metrics`` is a single string (``"auc"`` is not ``("auc",)``).
+    ValueError
+        If it is empty, names an unknown metric or repeats one.
+    """
     if isinstance(metrics, str):
-        raise TypeError(f"metrics must be a sequence of metric names, not a string; did you mean ({metrics!r},)?")
+        raise TypeError(f"{name} must be a sequence of metric names, not a string; did you mean ({metrics!r},)?")
     names = tuple(metrics)
     if not names:
-        raise ValueError(f"metrics must name at least one metric; expected some of {METRICS}")
-    for name in names:
-        if name not in METRIC_LABELS:
-            raise ValueError(f"unknown metric {name!r}; expected one of {METRICS}")
+        raise ValueError(f"{name} must name at least one metric; expected some of {METRICS}")
+    for metric in names:
+        if metric not in METRIC_LABELS:
+            raise ValueError(f"unknown metric {metric!r} in {name}; expected one of {METRICS}")
     if len(set(names)) != len(names):
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        raise ValueError(f"metrics must be distinct; got duplicates {duplicates}")
+        duplicates = sorted({metric for metric in names if names.count(metric) > 1})
+        raise ValueError(f"{name} must be distinct; got duplicates {duplicates}")
     return names
-
-
-def _check_threshold(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a number in (0, 1); got {value!r}")
-    value = float(value)
-    if not 0.0 < value < 1.0:
-        raise ValueError(f"{name} must be in the open interval (0, 1); got {value!r}")
-    return value
 
 
 # ----------------------------------------------------------------------------------------------
@@ -167,8 +115,23 @@ def _check_threshold(value: Any, name: str) -> float:
 # ----------------------------------------------------------------------------------------------
 
 
-def _pointwise_log_loss(y: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Per-row log loss with scikit-learn's clipping of ``r`` and ``1 - r`` to ``[eps, 1 - eps]``."""
+def pointwise_log_loss(y: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Per-row log loss with scikit-learn's clipping of ``r`` and ``1 - r`` to ``[eps, 1 - eps]``.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_samples,), float64
+        Checked 0/1 labels.
+    scores : ndarray of shape (n_samples,), float64
+        Checked scores in [0, 1].
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+        ``-log(clip(r))`` where ``y == 1`` and ``-log(clip(1 - r))`` where ``y == 0`` (nats); the
+        weighted log loss is ``sum w * pointwise_log_loss(y, r) / sum w`` (as scikit-learn 1.9's
+        ``log_loss``). The bootstrap engine accumulates these terms.
+    """
     eps = LOG_LOSS_EPS
     positive = -np.log(np.clip(scores, eps, 1.0 - eps))
     negative = -np.log(np.clip(1.0 - scores, eps, 1.0 - eps))
@@ -229,9 +192,9 @@ def compute_metrics(
     Raises
     ------
     ValueError
-        If labels are not 0/1, scores are non-finite or outside [0, 1], weights are negative or
-        non-finite, lengths differ, a metric name is unknown or repeated, or a threshold is outside
-        (0, 1).
+        If ``y`` is empty, labels are not 0/1, scores are non-finite or outside [0, 1], weights are
+        negative or non-finite, lengths differ, a metric name is unknown or repeated, or a threshold
+        is outside (0, 1).
     TypeError
         If ``metrics`` is a single string or a threshold is not a number.
 
@@ -240,16 +203,19 @@ def compute_metrics(
     Matches scikit-learn 1.9 with ``sample_weight``: ``log_loss`` (clipping at float64 machine
     epsilon), ``roc_auc_score``, ``recall_score`` (sensitivity), ``recall_score(pos_label=0)``
     (specificity), ``precision_score(zero_division=0)``, ``accuracy_score``, ``brier_score_loss``,
-    and ``1 -`` the recalls for the false positive and false negative rates, where those are defined. Definitions
-    from SPEC 5.1 and the paper's supplementary section A.3; net benefit as in Pfohl et al. (2023).
+    and ``1 -`` the recalls for the false positive and false negative rates, where those are
+    defined. Definitions from the paper's Supplementary A.3 (``docs/method.md``); net benefit as in
+    Pfohl et al. (2023).
     """
-    names = _check_metrics(metrics)
-    threshold = _check_threshold(threshold, "threshold")
-    preference_threshold = _check_threshold(preference_threshold, "preference_threshold")
-    y = _check_labels(y)
+    names = check_metric_names(metrics)
+    threshold = check_open_unit(threshold, "threshold")
+    preference_threshold = check_open_unit(preference_threshold, "preference_threshold")
+    y = check_labels(y, "y")
     n = y.shape[0]
-    scores = _check_scores(scores, n)
-    w = np.ones(n) if sample_weight is None else _check_weights(sample_weight, n)
+    if n == 0:
+        raise ValueError("y is empty; compute_metrics needs at least one row (got y and scores of length 0)")
+    scores = check_scores(scores, n, "scores")
+    w = np.ones(n) if sample_weight is None else check_weights(sample_weight, n, "sample_weight")
 
     yhat = (scores >= threshold).astype(np.float64)
     total = float(np.sum(w))
@@ -264,7 +230,7 @@ def compute_metrics(
     result: dict[str, float] = {}
     for name in names:
         if name == "log_loss":
-            value = _ratio(float(np.sum(w * _pointwise_log_loss(y, scores))), total)
+            value = _ratio(float(np.sum(w * pointwise_log_loss(y, scores))), total)
         elif name == "auc":
             value = _weighted_auc(y, scores, w, wp, wn)
         elif name == "sensitivity":

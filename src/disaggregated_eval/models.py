@@ -1,26 +1,42 @@
 """Outcome models and weight models ``P(A | V)``.
 
-Outcome models predict ``Y`` from the covariates ``X`` in three ways (SPEC 1, 4.1): ``x`` uses ``X``
-only, ``xa`` uses ``X`` and the group ``A`` as a categorical feature, and ``xa_stratified`` is one
-model on ``X`` per group, each row being scored by its own group's model. Weight models estimate
-``P(A = a | V)`` for the control variables ``V in {X, Y, R}`` (SPEC 4.2): for ``X`` and ``Y`` they are
-fitted on the training split and predict the test split; for the score ``R`` they are cross-fitted on
-the test split (paper Supplementary A.3 and Algorithm 2).
+Outcome models predict ``Y`` from the covariates ``X`` in three ways (paper sections 2 and 5,
+Supplementary A.3): ``x`` uses ``X`` only, ``xa`` uses ``X`` and the group ``A`` as a categorical
+feature, and ``xa_stratified`` is one model on ``X`` per group, each row being scored by its own
+group's model. Weight models estimate ``P(A = a | V)`` for the control variables
+``V in {X, Y, R}`` of the evaluated population (paper Algorithm 2; ``docs/method.md``, "Weights"):
+
+- for the score ``R`` they are always cross-fitted on the evaluation (test) set (paper
+  Supplementary A.3): no row is weighted by a model that saw it;
+- for ``X`` and ``Y`` they are fitted on the training split and predict the test split when both
+  come from the evaluated population (``fit_xy_on="train"``), and cross-fitted on the test split
+  like ``R`` when the training split is a selected sample ``S = 1`` of it (``fit_xy_on="test"``; the
+  selection settings of paper Supplementary A.2: weights fitted on the training split would be
+  ``P(A | V, S = 1)``, not the ``P(A | V)`` of the population being evaluated).
 
 Every model is a :class:`sklearn.ensemble.HistGradientBoostingClassifier` whose ``max_leaf_nodes``
 is chosen from a grid by stratified k-fold cross-validation with the lowest mean log loss, then refit
-on all of its training data (paper A.3; :class:`sklearn.model_selection.GridSearchCV`). Every
-``random_state`` comes from :func:`disaggregated_eval.seeds.sklearn_seed` with the name paths of
-``docs/design.md``:
+on all of its training data (paper Supplementary A.3; :class:`sklearn.model_selection.GridSearchCV`);
+or, for cheap refits on new evaluation sets, given (``max_leaf_nodes=``), which reproduces the grid
+search's refit bit for bit. Every ``random_state`` comes from :mod:`disaggregated_eval.seeds` with
+the name paths of ``docs/design.md``:
 
 - ``("outcome_models", dataset, model)`` and ``("outcome_models", dataset, "xa_stratified", group)``;
-- ``("weight_models", dataset, "X")``, ``("weight_models", dataset, "Y")``;
-- ``("weight_models", dataset, "R", model)`` for the outer cross-fitting split of the test rows and
-  ``("weight_models", dataset, "R", model, fold)`` for the grid search fitted without outer fold
-  ``fold``.
+- ``("weight_models", dataset, "X")``, ``("weight_models", dataset, "Y")`` for fits on the training
+  split;
+- cross-fitting below a branch ``b``: the outer split of the evaluation rows uses ``b`` and the fit
+  without outer fold ``k`` uses ``b + (k,)``, with ``b = ("weight_models", dataset, "R", model)`` for
+  ``R`` and ``b = ("weight_models", dataset, "X" | "Y", "test")`` for ``X`` and ``Y``.
 
 Missing feature values (NaN) stay missing: the gradient boosting handles them natively. Categorical
 features are integer-coded columns (codes ``0..254``, NaN for missing).
+
+Threads: ``n_jobs`` parallel fits of each grid search run in joblib's ``loky`` worker processes with
+one OpenMP thread each (``joblib.parallel_config(inner_max_num_threads=1)``); without that limit the
+workers inherit ``OMP_NUM_THREADS`` (which Snakemake sets to the job's threads), so ``n_jobs = t``
+workers would run ``t * t`` OpenMP threads on ``t`` cores. ``n_threads`` sets the OpenMP threads of
+the fits and predictions in the calling process (the refit of each grid search). Results do not
+depend on either.
 """
 
 from __future__ import annotations
@@ -33,100 +49,122 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+from joblib import parallel_config
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from threadpoolctl import threadpool_limits
 
-from disaggregated_eval import seeds
+from . import seeds
+from ._validation import (
+    check_1d,
+    check_choice,
+    check_columns,
+    check_group_codes,
+    check_int,
+    check_labels,
+    check_length,
+    check_names,
+    check_scores,
+    check_seed,
+    check_unique_labels,
+    format_values,
+)
+from .vocabulary import MODEL_TYPES, WEIGHT_CONTROLS
+from .weight_table import ANY_MODEL, concat_weight_tables, weight_table
 
 __all__ = [
-    "MODEL_TYPES",
-    "WEIGHT_CONTROLS",
     "R_FEATURE",
     "R_CLIP",
+    "FITTED_ON_TRAIN",
+    "FITTED_ON_TEST",
+    "SELECTION_COLUMNS",
     "fit_classifier",
     "OutcomeModels",
     "fit_outcome_models",
-    "fit_weight_models",
-    "crossfit_fold_ids",
     "logit_score",
+    "score_frame",
+    "crossfit_fold_ids",
+    "crossfit_group_proba",
+    "fit_weight_models",
+    "selected_max_leaf_nodes",
 ]
 
-#: Outcome model types, always all three (SPEC 1).
-MODEL_TYPES: tuple[str, ...] = ("x", "xa", "xa_stratified")
-#: Control variables for which weight models ``P(A | V)`` are fitted.
-WEIGHT_CONTROLS: tuple[str, ...] = ("X", "Y", "R")
 #: Name of the single feature ``logit(clip(R))`` of the cross-fitted ``P(A | R)`` models.
 R_FEATURE = "logit_r"
 #: Scores are clipped to ``[R_CLIP, 1 - R_CLIP]`` before the logit.
 R_CLIP = 1e-6
+#: ``fitted_on`` entry of weight models fitted on the training split and predicting the test split.
+FITTED_ON_TRAIN = "train"
+#: ``fitted_on`` entry of weight models cross-fitted on the test split.
+FITTED_ON_TEST = "test (cross-fitted)"
+#: Columns of the weight-model selection table (``weight_model_selection.csv``).
+SELECTION_COLUMNS: tuple[str, ...] = (
+    "control",
+    "model",
+    "fitted_on",
+    "fold",
+    "max_leaf_nodes",
+    "mean_cv_log_loss",
+    "std_cv_log_loss",
+    "selected",
+)
 #: Largest categorical code HistGradientBoosting accepts (``max_bins - 1`` with the default 255 bins).
 _MAX_CATEGORY_CODE = 254
-
+#: Rows each class needs in a fit without a grid search: HistGradientBoosting's early stopping
+#: (on for more than 10,000 rows) holds out a validation set stratified by class.
+_MIN_ROWS_FIXED = 2
+#: Where ``fit_xy_on`` can fit the weight models of X and Y.
+_XY_SOURCES: tuple[str, ...] = ("train", "test")
 
 
 # ----------------------------------------------------------------------------------------------
-# Validation helpers (public functions validate; the internals trust their callers)
+# Checks specific to this module (the generic ones are in ``_validation``)
 # ----------------------------------------------------------------------------------------------
-
-
-def _format_values(values: Iterable, limit: int = 10) -> str:
-    values = sorted(set(values), key=lambda v: (str(type(v)), v))
-    shown = ", ".join(repr(v.item() if isinstance(v, np.generic) else v) for v in values[:limit])
-    more = f", ... ({len(values) - limit} more)" if len(values) > limit else ""
-    return "{" + shown + more + "}"
 
 
 def _check_grid(grid) -> list[int]:
+    message = "grid must be a non-empty list of integers >= 2 (max_leaf_nodes)"
     if isinstance(grid, (str, bytes)) or not isinstance(grid, Iterable):
-        raise ValueError(f"grid must be a non-empty list of integers >= 2 (max_leaf_nodes); got {grid!r}")
+        raise ValueError(f"{message}; got {grid!r}")
     values = list(grid)
     if not values:
-        raise ValueError(f"grid must be a non-empty list of integers >= 2 (max_leaf_nodes); got {grid!r}")
-    bad = [
-        v
-        for v in values
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 2
-    ]
+        raise ValueError(f"{message}; got {grid!r}")
+    bad = [v for v in values if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 2]
     if bad:
-        raise ValueError(
-            f"grid must be a non-empty list of integers >= 2 (max_leaf_nodes); got bad values {bad!r} in {grid!r}"
-        )
-    if len(set(int(v) for v in values)) != len(values):
+        raise ValueError(f"{message}; got bad values {bad!r} in {grid!r}")
+    if len({int(v) for v in values}) != len(values):
         raise ValueError(f"grid values must be distinct; got {grid!r}")
     return [int(v) for v in values]
 
 
-def _check_n_splits(n_splits, name: str = "n_splits") -> int:
-    if isinstance(n_splits, (bool, np.bool_)) or not isinstance(n_splits, (int, np.integer)) or n_splits < 2:
-        raise ValueError(f"{name} must be an integer >= 2; got {n_splits!r}")
-    return int(n_splits)
+def _check_n_threads(n_threads) -> int | None:
+    if n_threads is None:
+        return None
+    if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
+        raise ValueError(f"n_threads must be None or an integer >= 1; got {n_threads!r}")
+    return int(n_threads)
 
 
-def _check_names(names, what: str) -> list[str]:
-    if isinstance(names, str):
-        raise ValueError(f"{what} must be a list of column names, not a single string; got {names!r}")
-    names = list(names)
-    bad = [n for n in names if not isinstance(n, str)]
-    if bad:
-        raise ValueError(f"{what} must be column names (str); got {bad!r}")
-    duplicated = sorted({n for n in names if names.count(n) > 1})
-    if duplicated:
-        raise ValueError(f"{what} contain duplicates: {duplicated!r}")
-    return names
+def _check_dataset(dataset) -> str:
+    if not isinstance(dataset, str) or not dataset:
+        raise ValueError(f"dataset must be a non-empty string; got {dataset!r}")
+    return dataset
 
 
-def _check_columns(df, columns: Sequence[str], frame: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"{frame} must be a pandas DataFrame; got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{frame} is missing columns {missing!r}; it has {list(df.columns)!r}")
+def _check_feature_names(features, categorical, *, reserved: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """Distinct feature names, categorical ones among them, none of the ``reserved`` columns."""
+    features = check_names(features, "features")
+    categorical = check_names(categorical, "categorical")
+    for what, name in reserved.items():
+        if name in features:
+            raise ValueError(f"the {what} column {name!r} must not be among features {features!r}")
+    stray = [c for c in categorical if c not in features]
+    if stray:
+        raise ValueError(f"categorical features {stray!r} are not among features {features!r}")
+    return features, categorical
 
 
-def _check_features(
-    df: pd.DataFrame, features: Sequence[str], categorical: Sequence[str], frame: str
-) -> None:
+def _check_features(df: pd.DataFrame, features: Sequence[str], categorical: Sequence[str], frame: str) -> None:
     """Features must be numeric; categorical features integer codes in 0..254 or NaN."""
     for name in features:
         if not pd.api.types.is_numeric_dtype(df[name].dtype):
@@ -141,84 +179,41 @@ def _check_features(
         if bad.size:
             raise ValueError(
                 f"categorical feature {name!r} of {frame} must hold integer codes 0..{_MAX_CATEGORY_CODE} "
-                f"(NaN for missing); got values {_format_values(bad.tolist())}"
+                f"(NaN for missing); got values {format_values(bad.tolist())}"
             )
 
 
-def _integer_codes(values, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return ``(codes, bad)``: int64 codes and the values that are not integers in ``lo..hi``."""
-    s = pd.Series(values)
-    if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
-        arr = s.to_numpy(dtype=np.float64, na_value=np.nan)
-        with np.errstate(invalid="ignore"):
-            ok = np.isfinite(arr) & (arr == np.round(arr)) & (arr >= lo) & (arr <= hi)
-        bad = s.to_numpy()[~ok]
-        return np.where(ok, arr, -1).astype(np.int64), bad
-    arr = s.to_numpy(dtype=object)
-    ok = np.array([_is_int_in(v, lo, hi) for v in arr], dtype=bool)
-    codes = np.array([int(v) if k else -1 for v, k in zip(arr, ok)], dtype=np.int64)
-    return codes, arr[~ok]
-
-
-def _check_labels(values, frame: str, label: str) -> np.ndarray:
-    codes, bad = _integer_codes(values, 0, 1)
-    if bad.size:
-        raise ValueError(f"labels ({frame}[{label!r}]) must be 0/1; got values {_format_values(map(_show, bad))}")
-    return codes
-
-
-def _check_groups(values, frame: str, group: str, n_groups: int | None) -> np.ndarray:
-    hi = (n_groups - 1) if n_groups is not None else _MAX_CATEGORY_CODE
-    codes, bad = _integer_codes(values, 0, hi)
-    if bad.size:
-        expected = f"0..{n_groups - 1} (n_groups={n_groups})" if n_groups is not None else f"0..{hi}"
-        raise ValueError(
-            f"group codes ({frame}[{group!r}]) must be integers in {expected}; "
-            f"got values {_format_values(map(_show, bad))}"
-        )
-    return codes
-
-
-def _show(v):
-    """A hashable, printable stand-in for a bad value (NaN and None included)."""
-    if v is None or v is pd.NA:
-        return "missing"
-    if isinstance(v, (float, np.floating)) and np.isnan(v):
-        return "nan"
-    return v.item() if isinstance(v, np.generic) else v
-
-
-def _is_int_in(v, lo: int, hi: int) -> bool:
-    if v is None or v is pd.NA or isinstance(v, (bool, np.bool_, str, bytes)):
-        return False
-    if isinstance(v, (int, np.integer)):
-        return lo <= int(v) <= hi
-    if isinstance(v, (float, np.floating)):
-        return bool(np.isfinite(v)) and float(v).is_integer() and lo <= v <= hi
-    return False
-
-
-def _check_class_counts(y: np.ndarray, n_splits: int, what: str, name: str = "class") -> None:
+def _check_class_counts(y: np.ndarray, n_splits: int, what: str, name: str = "class", need: str | None = None) -> None:
     classes, counts = np.unique(y, return_counts=True)
     small = [(c, n) for c, n in zip(classes.tolist(), counts.tolist()) if n < n_splits]
     if small:
         detail = ", ".join(f"{name} {c} has {n} rows" for c, n in small)
-        raise ValueError(f"{what}: {detail}, fewer than n_splits={n_splits} (stratified cross-validation)")
+        need = need or f"n_splits={n_splits} (stratified cross-validation)"
+        raise ValueError(f"{what}: {detail}, fewer than {need}")
 
 
-def _check_seed_args(seed, dataset) -> None:
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer; got {seed!r}")
-    if not isinstance(dataset, str) or not dataset:
-        raise ValueError(f"dataset must be a non-empty string; got {dataset!r}")
+def _row_requirement(n_splits: int, fixed: bool) -> tuple[int, str]:
+    """Rows each class needs in a fit, and how to say it: ``n_splits`` for a grid search, 2 for a
+    fit with a given ``max_leaf_nodes`` (``fixed``)."""
+    if not fixed:
+        return n_splits, f"n_splits={n_splits}"
+    return _MIN_ROWS_FIXED, (
+        f"{_MIN_ROWS_FIXED} (a fit with a given max_leaf_nodes holds out a stratified early-stopping set)"
+    )
 
 
-def _check_n_threads(n_threads) -> int | None:
-    if n_threads is None:
+def _check_group_labels(group_labels, n_groups: int) -> list[str] | None:
+    if group_labels is None:
         return None
-    if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
-        raise ValueError(f"n_threads must be None or an integer >= 1; got {n_threads!r}")
-    return int(n_threads)
+    labels = check_unique_labels(group_labels, "group_labels")
+    if len(labels) != n_groups:
+        raise ValueError(f"group_labels must name the {n_groups} groups (n_groups); got {len(labels)}: {labels!r}")
+    return labels
+
+
+def _group_name(code: int, labels: Sequence[str] | None) -> str:
+    """``group 3`` or, with display labels, ``group 3 ('Multiracial')``: used in error messages."""
+    return f"group {code}" if labels is None else f"group {code} ({labels[code]!r})"
 
 
 def _openmp_threads(n_threads: int | None):
@@ -228,13 +223,20 @@ def _openmp_threads(n_threads: int | None):
     return threadpool_limits(limits=n_threads, user_api="openmp")
 
 
+def _worker_threads(n_jobs: int):
+    """joblib workers with one OpenMP thread each (they would inherit ``OMP_NUM_THREADS``)."""
+    if n_jobs == 1:
+        return contextlib.nullcontext()
+    return parallel_config(backend="loky", inner_max_num_threads=1)
+
+
 def _report(progress: Callable[[str], object] | None, message: str) -> None:
     if progress is not None:
         progress(message)
 
 
 # ----------------------------------------------------------------------------------------------
-# One grid-searched classifier
+# One classifier: grid-searched or with a given max_leaf_nodes
 # ----------------------------------------------------------------------------------------------
 
 
@@ -244,6 +246,7 @@ def fit_classifier(
     *,
     categorical_features: Sequence[str] = (),
     grid: Sequence[int] = (10, 25, 50),
+    max_leaf_nodes: int | None = None,
     n_splits: int = 5,
     random_state: int,
     n_jobs: int = 1,
@@ -255,6 +258,8 @@ def fit_classifier(
     categorical_features=...), {"max_leaf_nodes": grid}, scoring="neg_log_loss",
     cv=StratifiedKFold(n_splits, shuffle=True, random_state=random_state), refit=True)``: the grid
     value with the lowest mean held-out log loss is refit on all rows (paper Supplementary A.3).
+    With ``max_leaf_nodes`` given, only that refit is done (no cross-validation): the estimator is
+    then bit-identical to the grid search's when the grid search selected the same value.
     Works for binary targets (outcome models) and multiclass targets (weight models ``P(A | V)``).
 
     Parameters
@@ -262,46 +267,51 @@ def fit_classifier(
     X : DataFrame of shape (n_samples, n_features)
         Numeric features. NaN means missing and is handled natively by the gradient boosting.
     y : array-like of shape (n_samples,)
-        Class labels (two or more classes, each with at least ``n_splits`` rows).
+        Class labels (two or more classes, each with at least ``n_splits`` rows; at least 2 rows
+        with ``max_leaf_nodes`` given).
     categorical_features : sequence of str, default=()
         Names of integer-coded categorical features (codes 0..254, NaN for missing). Names that
         are not columns of ``X`` are ignored, so one list can serve models with and without ``A``.
     grid : sequence of int, default=(10, 25, 50)
-        Candidate values of ``max_leaf_nodes`` (integers >= 2).
+        Candidate values of ``max_leaf_nodes`` (integers >= 2); not used if ``max_leaf_nodes`` is given.
+    max_leaf_nodes : int or None, default=None
+        Fit this value directly instead of searching ``grid``.
     n_splits : int, default=5
         Folds of the stratified cross-validation (>= 2).
     random_state : int
         Seed of both the classifier and the cross-validation splitter (from
         :func:`disaggregated_eval.seeds.sklearn_seed`).
     n_jobs : int, default=1
-        Parallel fits of ``GridSearchCV``.
+        Parallel fits of ``GridSearchCV``, in worker processes with one OpenMP thread each.
     n_threads : int or None, default=None
-        OpenMP threads of each HistGradientBoosting fit and prediction (via :mod:`threadpoolctl`);
-        ``None`` leaves the process default (all cores unless ``OMP_NUM_THREADS`` is set). Set it to
-        the cores actually available: oversubscribed OpenMP threads slow the fits by an order of
-        magnitude on a shared machine.
+        OpenMP threads of the fits in this process (the refit); ``None`` leaves the process default
+        (all cores unless ``OMP_NUM_THREADS`` is set). The result does not depend on it.
 
     Returns
     -------
     estimator : HistGradientBoostingClassifier
         The selected configuration refit on all of ``X``.
-    table : DataFrame of shape (len(grid), 4)
+    table : DataFrame of shape (len(grid), 4), or (1, 4) with ``max_leaf_nodes`` given
         Columns ``max_leaf_nodes`` (int64), ``mean_cv_log_loss`` and ``std_cv_log_loss`` (float64,
-        mean and standard deviation over the held-out folds), ``selected`` (bool, exactly one True:
-        the lowest mean log loss, the first in grid order on ties).
+        mean and standard deviation over the held-out folds; NaN without a grid search),
+        ``selected`` (bool, exactly one True: the lowest mean log loss, the first in grid order on
+        ties).
 
     Raises
     ------
     TypeError
         If ``X`` is not a DataFrame.
     ValueError
-        If ``grid`` or ``n_splits`` is invalid, ``y`` does not have one entry per row, contains
-        missing values, has fewer than two classes, or a class has fewer than ``n_splits`` rows.
+        If ``grid``, ``max_leaf_nodes`` or ``n_splits`` is invalid, ``y`` does not have one entry per
+        row, contains missing values, has fewer than two classes, or a class has too few rows.
     """
-    grid = _check_grid(grid)
-    n_splits = _check_n_splits(n_splits)
-    if not isinstance(X, pd.DataFrame):
-        raise TypeError(f"X must be a pandas DataFrame; got {type(X).__name__}")
+    check_columns(X, [], "X")
+    if max_leaf_nodes is None:
+        grid = _check_grid(grid)
+    else:
+        max_leaf_nodes = check_int(max_leaf_nodes, "max_leaf_nodes", minimum=2)
+    n_splits = check_int(n_splits, "n_splits", minimum=2)
+    n_jobs = check_int(n_jobs, "n_jobs")
     y = np.asarray(y)
     if y.ndim != 1 or y.shape[0] != X.shape[0]:
         raise ValueError(f"y must have shape ({X.shape[0]},) to match X; got shape {y.shape}")
@@ -309,10 +319,48 @@ def fit_classifier(
         raise ValueError("y contains missing values")
     classes = np.unique(y)
     if classes.size < 2:
-        raise ValueError(f"y must contain at least two classes; got only {_format_values(classes.tolist())}")
-    _check_class_counts(y, n_splits, "cannot cross-validate")
+        raise ValueError(f"y must contain at least two classes; got only {format_values(classes.tolist())}")
+    min_rows, need = _row_requirement(n_splits, max_leaf_nodes is not None)
+    _check_class_counts(y, min_rows, "cannot cross-validate" if max_leaf_nodes is None else "cannot fit", need=need)
+    with _openmp_threads(_check_n_threads(n_threads)):
+        return _fit_classifier(
+            X,
+            y,
+            categorical_features=categorical_features,
+            grid=grid,
+            max_leaf_nodes=max_leaf_nodes,
+            n_splits=n_splits,
+            random_state=random_state,
+            n_jobs=n_jobs,
+        )
+
+
+def _fit_classifier(
+    X: pd.DataFrame,
+    y: np.ndarray,
+    *,
+    categorical_features: Sequence[str],
+    grid: list[int],
+    max_leaf_nodes: int | None,
+    n_splits: int,
+    random_state: int,
+    n_jobs: int,
+) -> tuple[HistGradientBoostingClassifier, pd.DataFrame]:
+    """:func:`fit_classifier` on checked arguments."""
     categorical = [c for c in categorical_features if c in X.columns] or None
     estimator = HistGradientBoostingClassifier(random_state=random_state, categorical_features=categorical)
+    if max_leaf_nodes is not None:
+        # GridSearchCV's refit is clone(estimator).set_params(**best_params).fit(X, y): the same fit.
+        estimator.set_params(max_leaf_nodes=max_leaf_nodes).fit(X, y)
+        table = pd.DataFrame(
+            {
+                "max_leaf_nodes": np.array([max_leaf_nodes], dtype=np.int64),
+                "mean_cv_log_loss": np.array([np.nan]),
+                "std_cv_log_loss": np.array([np.nan]),
+                "selected": np.array([True]),
+            }
+        )
+        return estimator, table
     search = GridSearchCV(
         estimator,
         {"max_leaf_nodes": grid},
@@ -322,7 +370,7 @@ def fit_classifier(
         n_jobs=n_jobs,
         error_score="raise",
     )
-    with _openmp_threads(_check_n_threads(n_threads)):
+    with _worker_threads(n_jobs):
         search.fit(X, y)
     results = search.cv_results_
     table = pd.DataFrame(
@@ -334,6 +382,10 @@ def fit_classifier(
         }
     )
     return search.best_estimator_, table
+
+
+def _selected(table: pd.DataFrame) -> int:
+    return int(table.loc[table["selected"], "max_leaf_nodes"].iloc[0])
 
 
 def _positive_proba(estimator: HistGradientBoostingClassifier, X: pd.DataFrame) -> np.ndarray:
@@ -349,7 +401,7 @@ def _positive_proba(estimator: HistGradientBoostingClassifier, X: pd.DataFrame) 
 
 @dataclass
 class OutcomeModels:
-    """The three fitted outcome model types of one dataset (SPEC 1, 4.1).
+    """The three fitted outcome model types of one dataset (paper sections 2 and 5, Supplementary A.3).
 
     Attributes
     ----------
@@ -405,8 +457,8 @@ class OutcomeModels:
             no ``xa_stratified`` model.
         """
         features = list(self.features)
-        _check_columns(df, features + [self.group], "df")
-        groups = _check_groups(df[self.group], "df", self.group, None)
+        check_columns(df, features + [self.group], "df")
+        groups = check_group_codes(df[self.group], f"df[{self.group!r}]", max_code=_MAX_CATEGORY_CODE)
         unknown = sorted(set(np.unique(groups).tolist()) - set(self.xa_stratified))
         if unknown:
             raise ValueError(
@@ -414,7 +466,6 @@ class OutcomeModels:
                 f"models exist for groups {list(self.groups)}"
             )
         X = df[features]
-        xa_frame = df[features + [self.group]]
         stratified = np.empty(len(df), dtype=np.float64)
         for code in np.unique(groups):
             rows = groups == code
@@ -422,7 +473,7 @@ class OutcomeModels:
         return pd.DataFrame(
             {
                 "x": _positive_proba(self.x, X),
-                "xa": _positive_proba(self.xa, xa_frame),
+                "xa": _positive_proba(self.xa, df[features + [self.group]]),
                 "xa_stratified": stratified,
             },
             index=df.index,
@@ -472,12 +523,11 @@ def fit_outcome_models(
     dataset : str
         Dataset name (part of the seed path).
     n_jobs : int, default=1
-        Parallel fits of each grid search.
+        Parallel fits of each grid search (worker processes with one OpenMP thread each).
     n_threads : int or None, default=None
-        OpenMP threads of each HistGradientBoosting fit and prediction (via :mod:`threadpoolctl`);
-        ``None`` leaves the process default (all cores unless ``OMP_NUM_THREADS`` is set). Set it to
-        the cores actually available: oversubscribed OpenMP threads slow the fits by an order of
-        magnitude on a shared machine.
+        OpenMP threads of the fits in this process (the refits; via :mod:`threadpoolctl`);
+        ``None`` leaves the process default (all cores unless ``OMP_NUM_THREADS`` is set). Results
+        do not depend on it or on ``n_jobs``.
     progress : callable, optional
         Called with one log line per fitted model.
 
@@ -497,24 +547,19 @@ def fit_outcome_models(
         group codes are not integers in 0..254, ``grid`` or ``n_splits`` is invalid, or a group (or
         a label within a group) has fewer than ``n_splits`` rows.
     """
-    features = _check_names(features, "features")
-    categorical = _check_names(categorical, "categorical")
+    features, categorical = _check_feature_names(features, categorical, reserved={"group": group, "label": label})
     if not features:
         raise ValueError("features must name at least one column")
-    for name, what in ((group, "group"), (label, "label")):
-        if name in features:
-            raise ValueError(f"the {what} column {name!r} must not be among features {features!r}")
-    stray = [c for c in categorical if c not in features]
-    if stray:
-        raise ValueError(f"categorical features {stray!r} are not among features {features!r}")
     grid = _check_grid(grid)
-    n_splits = _check_n_splits(n_splits)
+    n_splits = check_int(n_splits, "n_splits", minimum=2)
+    n_jobs = check_int(n_jobs, "n_jobs")
     n_threads = _check_n_threads(n_threads)
-    _check_seed_args(seed, dataset)
-    _check_columns(train, features + [group, label], "train")
+    seed = check_seed(seed)
+    dataset = _check_dataset(dataset)
+    check_columns(train, features + [group, label], "train")
     _check_features(train, features, categorical, "train")
-    y = _check_labels(train[label], "train", label)
-    a = _check_groups(train[group], "train", group, None)
+    y = check_labels(train[label], f"train[{label!r}]", dtype=np.int64)
+    a = check_group_codes(train[group], f"train[{group!r}]", max_code=_MAX_CATEGORY_CODE)
     _check_class_counts(y, n_splits, "train", name="label")
     codes, counts = np.unique(a, return_counts=True)
     for code, count in zip(codes.tolist(), counts.tolist()):
@@ -523,26 +568,24 @@ def fit_outcome_models(
         _check_class_counts(y[a == code], n_splits, f"group {code} in train", name="label")
 
     X = train[features]
-    X_a = train[features + [group]]
-    categorical_a = categorical + [group]
     tables = []
 
     def fit(name: str, frame: pd.DataFrame, target: np.ndarray, cats: list[str], group_name: str, *path):
         start = time.perf_counter()
-        estimator, table = fit_classifier(
+        estimator, table = _fit_classifier(
             frame,
             target,
             categorical_features=cats,
             grid=grid,
+            max_leaf_nodes=None,
             n_splits=n_splits,
             random_state=seeds.sklearn_seed(seed, "outcome_models", dataset, name, *path),
             n_jobs=n_jobs,
         )
-        chosen = int(table.loc[table["selected"], "max_leaf_nodes"].iloc[0])
         _report(
             progress,
             f"outcome model {name} (group {group_name}): {len(frame)} rows x {frame.shape[1]} features, "
-            f"max_leaf_nodes={chosen}, {time.perf_counter() - start:.1f} s",
+            f"max_leaf_nodes={_selected(table)}, {time.perf_counter() - start:.1f} s",
         )
         table.insert(0, "group", group_name)
         table.insert(0, "model", name)
@@ -551,7 +594,7 @@ def fit_outcome_models(
 
     with _openmp_threads(n_threads):
         model_x = fit("x", X, y, categorical, "overall")
-        model_xa = fit("xa", X_a, y, categorical_a, "overall")
+        model_xa = fit("xa", train[features + [group]], y, categorical + [group], "overall")
         stratified = {}
         for code in codes.tolist():
             rows = a == code
@@ -571,7 +614,7 @@ def fit_outcome_models(
 
 
 # ----------------------------------------------------------------------------------------------
-# Weight models P(A | V)
+# Cross-fitting P(A = a | V) on an evaluation set
 # ----------------------------------------------------------------------------------------------
 
 
@@ -591,17 +634,34 @@ def logit_score(scores) -> np.ndarray:
     return np.log(r) - np.log1p(-r)
 
 
+def score_frame(scores) -> pd.DataFrame:
+    """The ``V = R`` frame of a score: one column :data:`R_FEATURE` = :func:`logit_score` (scores).
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_samples,)
+        Scores in [0, 1].
+
+    Returns
+    -------
+    DataFrame of shape (n_samples, 1)
+        With a fresh ``RangeIndex``; pass it to :func:`crossfit_group_proba` to cross-fit
+        ``P(A | R)`` as :func:`fit_weight_models` does.
+    """
+    return pd.DataFrame({R_FEATURE: logit_score(scores)})
+
+
 def crossfit_fold_ids(groups, *, crossfit_folds: int, random_state: int) -> np.ndarray:
-    """Outer fold of each test row for cross-fitting ``P(A | R)`` (paper Algorithm 2).
+    """Outer fold of each evaluation row for cross-fitting ``P(A | V)`` (paper Algorithm 2).
 
     ``StratifiedKFold(crossfit_folds, shuffle=True, random_state=random_state)`` on the rows,
     stratified by group. :func:`fit_weight_models` uses ``random_state = sklearn_seed(seed,
-    "weight_models", dataset, "R", model)``.
+    "weight_models", dataset, "R", model)`` for ``V = R``.
 
     Parameters
     ----------
     groups : array-like of shape (n_samples,)
-        Group codes of the test rows.
+        Group codes of the evaluation rows.
     crossfit_folds : int
         Number of outer folds (>= 2).
     random_state : int
@@ -617,9 +677,13 @@ def crossfit_fold_ids(groups, *, crossfit_folds: int, random_state: int) -> np.n
     ValueError
         If ``crossfit_folds`` is not an integer >= 2 or a group has fewer rows than folds.
     """
-    crossfit_folds = _check_n_splits(crossfit_folds, "crossfit_folds")
-    groups = np.asarray(groups)
+    crossfit_folds = check_int(crossfit_folds, "crossfit_folds", minimum=2)
+    groups = check_1d(groups, "groups")
     _check_class_counts(groups, crossfit_folds, "cannot cross-fit", name="group")
+    return _fold_ids(groups, crossfit_folds, random_state)
+
+
+def _fold_ids(groups: np.ndarray, crossfit_folds: int, random_state: int) -> np.ndarray:
     fold = np.full(groups.shape[0], -1, dtype=np.int64)
     splitter = StratifiedKFold(n_splits=crossfit_folds, shuffle=True, random_state=random_state)
     for k, (_, held_out) in enumerate(splitter.split(np.zeros((groups.shape[0], 1)), groups)):
@@ -627,38 +691,537 @@ def crossfit_fold_ids(groups, *, crossfit_folds: int, random_state: int) -> np.n
     return fold
 
 
-def _group_proba(
-    estimator: HistGradientBoostingClassifier, X: pd.DataFrame, n_groups: int, where: str
-) -> np.ndarray:
+def _group_proba(estimator: HistGradientBoostingClassifier, X: pd.DataFrame, n_groups: int, where: str) -> np.ndarray:
     """``predict_proba`` with column ``k`` = P(A = k | V), whatever classes the model saw."""
     classes = np.asarray(estimator.classes_).astype(np.int64)
     absent = sorted(set(range(n_groups)) - set(classes.tolist()))
     if absent:
         raise ValueError(
-            f"group(s) {absent} absent from the training data of {where}; "
-            f"P(A = a | V) cannot be estimated for them"
+            f"group(s) {absent} absent from the training data of {where}; P(A = a | V) cannot be estimated for them"
         )
     proba = np.zeros((X.shape[0], n_groups), dtype=np.float64)
     proba[:, classes] = estimator.predict_proba(X)
     return proba
 
 
-def _weights_frame(control: str, model: str, proba: np.ndarray) -> pd.DataFrame:
-    frame = pd.DataFrame(
-        {
-            "weight_source": "estimated",
-            "control": control,
-            "model": model,
-            "row": np.arange(proba.shape[0], dtype=np.int64),
-        }
+@dataclass(frozen=True)
+class _Crossfit:
+    """The checked plan of one cross-fitting: outer folds and seeds, fixed before any fit."""
+
+    fold_ids: np.ndarray  # (n_rows,) outer fold of every row
+    seed: np.random.SeedSequence  # branch: outer split at the branch, fold k at branch + (k,)
+
+    def fold_seed(self, k: int) -> int:
+        return seeds.sklearn_seed(self.seed, k)
+
+
+def _plan_crossfit(
+    groups: np.ndarray,
+    *,
+    n_groups: int,
+    crossfit_folds: int,
+    n_splits: int,
+    max_leaf_nodes: int | None,
+    seed: np.random.SeedSequence,
+    where: str,
+    variable: str,
+    context: str,
+    labels: Sequence[str] | None,
+) -> _Crossfit:
+    """Outer folds of ``groups``, checked before any fit: every group needs ``crossfit_folds`` rows,
+    and ``n_splits`` rows (2 with a given ``max_leaf_nodes``) in the training part of every outer
+    fold. Errors name the group (with its label), the fold and the control variable.
+    """
+    counts = np.bincount(groups, minlength=n_groups)
+    for code in range(n_groups):
+        if counts[code] < crossfit_folds:
+            raise ValueError(
+                f"{_group_name(code, labels)} has {counts[code]} rows in {where}, fewer than "
+                f"crossfit_folds={crossfit_folds}; P(A = {code} | {variable}) cannot be cross-fitted"
+            )
+    fold_ids = _fold_ids(groups, crossfit_folds, seeds.sklearn_seed(seed))
+    min_rows, need = _row_requirement(n_splits, max_leaf_nodes is not None)
+    for k in range(crossfit_folds):
+        counts = np.bincount(groups[fold_ids != k], minlength=n_groups)
+        for code in range(n_groups):
+            if counts[code] < min_rows:
+                raise ValueError(
+                    f"{_group_name(code, labels)} has {counts[code]} rows in the training part of outer fold {k} "
+                    f"({context}), fewer than {need}; P(A = {code} | {variable}) cannot be estimated"
+                )
+    return _Crossfit(fold_ids=fold_ids, seed=seed)
+
+
+def _crossfit(
+    V: pd.DataFrame,
+    groups: np.ndarray,
+    plan: _Crossfit,
+    *,
+    n_groups: int,
+    categorical: Sequence[str],
+    grid: list[int],
+    max_leaf_nodes: int | None,
+    n_splits: int,
+    n_jobs: int,
+    variable: str,
+    context: str,
+    progress: Callable[[str], object] | None,
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """Cross-fitting on checked inputs: for each outer fold, fit on the other folds, predict it."""
+    proba = np.full((len(V), n_groups), np.nan, dtype=np.float64)
+    tables = []
+    for k in range(int(plan.fold_ids.max()) + 1):
+        held_out = plan.fold_ids == k
+        start = time.perf_counter()
+        estimator, table = _fit_classifier(
+            V.loc[~held_out],
+            groups[~held_out],
+            categorical_features=categorical,
+            grid=grid,
+            max_leaf_nodes=max_leaf_nodes,
+            n_splits=n_splits,
+            random_state=plan.fold_seed(k),
+            n_jobs=n_jobs,
+        )
+        proba[held_out] = _group_proba(estimator, V.loc[held_out], n_groups, f"{context}, outer fold {k}")
+        _report(
+            progress,
+            f"weight model P(A | {variable}) {context}, outer fold {k}: fit on {int((~held_out).sum())} rows, "
+            f"predict {int(held_out.sum())} rows, max_leaf_nodes={_selected(table)}, "
+            f"{time.perf_counter() - start:.1f} s",
+        )
+        table.insert(0, "fold", k)
+        tables.append(table)
+    return proba, pd.concat(tables, ignore_index=True)
+
+
+def crossfit_group_proba(
+    V: pd.DataFrame,
+    groups,
+    *,
+    n_groups: int,
+    categorical: Sequence[str] = (),
+    grid: Sequence[int] = (10, 25, 50),
+    max_leaf_nodes: int | None = None,
+    n_splits: int = 5,
+    crossfit_folds: int = 5,
+    seed: int | np.random.SeedSequence,
+    group_labels: Sequence[str] | None = None,
+    n_jobs: int = 1,
+    n_threads: int | None = None,
+    progress: Callable[[str], object] | None = None,
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """Cross-fitted ``P(A = a | V)`` of every row of an evaluation set, for any ``V`` (Algorithm 2).
+
+    The rows are split into ``crossfit_folds`` outer folds stratified by group
+    (:func:`crossfit_fold_ids` with ``random_state = sklearn_seed(seed)``); for each outer fold
+    ``k`` a multiclass :func:`fit_classifier` of the group on the columns of ``V`` is fitted on the
+    other folds (inner ``n_splits``-fold grid search with ``random_state = sklearn_seed(seed, k)``,
+    or the given ``max_leaf_nodes``) and predicts fold ``k``, so no row is weighted by a model that
+    saw it (paper Supplementary A.3; ``docs/method.md``, "Weights"). :func:`fit_weight_models`
+    calls the same steps, so with ``seed = seeds.seed_sequence(root, "weight_models", dataset, "R",
+    model)`` and ``V = score_frame(scores)`` this reproduces its ``P(A | R)`` bit for bit.
+
+    Parameters
+    ----------
+    V : DataFrame of shape (n_samples, n_columns)
+        The control variable: covariates (``df[features]``), the label (``df[["y"]]``), or a score
+        (:func:`score_frame`: the logit of the clipped score, as :func:`fit_weight_models` uses).
+        Numeric columns; NaN means missing.
+    groups : array-like of shape (n_samples,)
+        Group codes ``0..n_groups-1`` of the rows.
+    n_groups : int
+        Number of groups ``K`` (2..255).
+    categorical : sequence of str, default=()
+        Integer-coded categorical columns of ``V`` (codes 0..254, NaN missing).
+    grid : sequence of int, default=(10, 25, 50)
+        Candidate ``max_leaf_nodes`` of each inner grid search; not used with ``max_leaf_nodes``.
+    max_leaf_nodes : int or None, default=None
+        Fit this value in every outer fold instead of a grid search (e.g. the value selected in a
+        main run, :func:`selected_max_leaf_nodes`): ``crossfit_folds`` fits instead of
+        ``crossfit_folds * (len(grid) * n_splits + 1)``.
+    n_splits : int, default=5
+        Folds of each inner grid search.
+    crossfit_folds : int, default=5
+        Outer folds.
+    seed : int or numpy.random.SeedSequence
+        Seed branch: a root seed, or (as in the pipeline) ``seeds.seed_sequence(root, *path)``.
+    group_labels : sequence of str, optional
+        Display labels of the ``n_groups`` groups, used in error messages.
+    n_jobs : int, default=1
+        Parallel fits of each grid search (worker processes with one OpenMP thread each).
+    n_threads : int or None, default=None
+        OpenMP threads of the fits in this process; ``None`` leaves the process default. Results
+        depend on neither.
+    progress : callable, optional
+        Called with one log line per outer fold.
+
+    Returns
+    -------
+    proba : ndarray of shape (n_samples, n_groups)
+        Column ``k`` holds ``P(A = k | V)`` of the row; rows sum to 1.
+    selection : DataFrame
+        One row per outer fold and ``max_leaf_nodes``: ``fold`` (int64), ``max_leaf_nodes``,
+        ``mean_cv_log_loss``, ``std_cv_log_loss`` (NaN with ``max_leaf_nodes`` given), ``selected``.
+
+    Raises
+    ------
+    TypeError
+        If ``V`` is not a DataFrame.
+    ValueError
+        If ``V`` has no columns, a non-numeric column or invalid categorical codes; ``groups`` has
+        the wrong length or codes outside ``0..n_groups-1``; a group has fewer than
+        ``crossfit_folds`` rows, or fewer than ``n_splits`` rows (2 with ``max_leaf_nodes``) in the
+        training part of an outer fold (the message names the group, with its label if given, and
+        the fold); or another argument is invalid.
+    """
+    check_columns(V, [], "V")
+    columns = check_names(list(V.columns), "V's columns")
+    if not columns:
+        raise ValueError("V must have at least one column")
+    categorical = check_names(categorical, "categorical")
+    check_columns(V, categorical, "V")
+    _check_features(V, columns, categorical, "V")
+    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=_MAX_CATEGORY_CODE + 1)
+    codes = check_group_codes(groups, "groups", n_groups)
+    check_length(codes, len(V), "groups", reference="V")
+    labels = _check_group_labels(group_labels, n_groups)
+    grid, max_leaf_nodes, n_splits = _check_search(grid, max_leaf_nodes, n_splits)
+    crossfit_folds = check_int(crossfit_folds, "crossfit_folds", minimum=2)
+    n_jobs = check_int(n_jobs, "n_jobs")
+    n_threads = _check_n_threads(n_threads)
+    variable = columns[0] if len(columns) == 1 else "V"
+    context = f"V = {variable}" if len(columns) == 1 else f"V = ({', '.join(columns)})"
+    plan = _plan_crossfit(
+        codes,
+        n_groups=n_groups,
+        crossfit_folds=crossfit_folds,
+        n_splits=n_splits,
+        max_leaf_nodes=max_leaf_nodes,
+        seed=_seed_branch(seed),
+        where="V",
+        variable=variable,
+        context=context,
+        labels=labels,
     )
-    for k in range(proba.shape[1]):
-        frame[f"p_{k}"] = proba[:, k]
-    return frame
+    with _openmp_threads(n_threads):
+        return _crossfit(
+            V,
+            codes,
+            plan,
+            n_groups=n_groups,
+            categorical=categorical,
+            grid=grid,
+            max_leaf_nodes=max_leaf_nodes,
+            n_splits=n_splits,
+            n_jobs=n_jobs,
+            variable=variable,
+            context=context,
+            progress=progress,
+        )
+
+
+def _check_search(grid, max_leaf_nodes, n_splits) -> tuple[list[int], int | None, int]:
+    """``(grid, None, n_splits)`` for a grid search, ``([], max_leaf_nodes, n_splits)`` without."""
+    n_splits = check_int(n_splits, "n_splits", minimum=2)
+    if max_leaf_nodes is None:
+        return _check_grid(grid), None, n_splits
+    return [], check_int(max_leaf_nodes, "max_leaf_nodes", minimum=2), n_splits
+
+
+def _seed_branch(seed) -> np.random.SeedSequence:
+    """A seed branch from a root seed (int >= 0) or a SeedSequence."""
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    return seeds.seed_sequence(check_seed(seed))
+
+
+# ----------------------------------------------------------------------------------------------
+# Weight models of a dataset: X, Y (on train or cross-fitted on test) and R (cross-fitted)
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _WeightSettings:
+    """The checked scalar arguments of :func:`fit_weight_models`."""
+
+    features: list[str]
+    categorical: list[str]
+    group: str
+    label: str
+    n_groups: int
+    labels: list[str] | None
+    grid: list[int]
+    max_leaf_nodes: int | Mapping | None
+    n_splits: int
+    crossfit_folds: int
+    fit_xy_on: str
+    seed: int
+    dataset: str
+    n_jobs: int
+    controls: list[str]
+
+    def fitted_on(self, control: str) -> str:
+        return FITTED_ON_TRAIN if control != "R" and self.fit_xy_on == "train" else FITTED_ON_TEST
+
+    def leaves(self, control: str, model: str) -> int | None:
+        """The given ``max_leaf_nodes`` of a weight model, ``None`` for a grid search."""
+        if self.max_leaf_nodes is None or isinstance(self.max_leaf_nodes, int):
+            return self.max_leaf_nodes
+        for key in ((control, model), control):
+            if key in self.max_leaf_nodes:
+                return self.max_leaf_nodes[key]
+        raise ValueError(
+            f"max_leaf_nodes has no entry for control {control!r}, model {model!r}; give ({control!r}, "
+            f"{model!r}) or {control!r} (keys: {list(self.max_leaf_nodes)!r})"
+        )
+
+
+@dataclass(frozen=True)
+class _WeightFit:
+    """One weight model P(A | V) to fit, with its data, checked before any fit."""
+
+    control: str
+    model: str
+    fitted_on: str
+    V_fit: pd.DataFrame  # the rows the model is fitted on (train, or all test rows when cross-fitted)
+    groups_fit: np.ndarray
+    V_predict: pd.DataFrame | None  # test rows to predict (train-fitted only)
+    categorical: list[str]
+    max_leaf_nodes: int | None
+    random_state: int | None  # train-fitted: the grid search's seed
+    crossfit: _Crossfit | None  # cross-fitted: outer folds and seeds
+    variable: str
+    context: str
+
+
+def _check_weight_settings(
+    *,
+    features,
+    categorical,
+    group,
+    label,
+    n_groups,
+    group_labels,
+    grid,
+    max_leaf_nodes,
+    n_splits,
+    crossfit_folds,
+    fit_xy_on,
+    seed,
+    dataset,
+    n_jobs,
+    controls,
+) -> _WeightSettings:
+    """Step 1 of :func:`fit_weight_models`: every scalar argument."""
+    features, categorical = _check_feature_names(features, categorical, reserved={"group": group})
+    n_splits = check_int(n_splits, "n_splits", minimum=2)
+    if max_leaf_nodes is None:
+        grid = _check_grid(grid)
+    elif isinstance(max_leaf_nodes, Mapping):
+        grid = []
+        max_leaf_nodes = {key: check_int(v, f"max_leaf_nodes[{key!r}]", minimum=2) for key, v in max_leaf_nodes.items()}
+    else:
+        grid = []
+        max_leaf_nodes = check_int(max_leaf_nodes, "max_leaf_nodes", minimum=2)
+    crossfit_folds = check_int(crossfit_folds, "crossfit_folds", minimum=2)
+    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=_MAX_CATEGORY_CODE + 1)
+    if isinstance(controls, str):
+        controls = [controls]
+    controls = list(controls)
+    if not controls or len(set(controls)) != len(controls) or any(c not in WEIGHT_CONTROLS for c in controls):
+        raise ValueError(
+            f"controls must be a non-empty list of distinct values from {list(WEIGHT_CONTROLS)}; got {controls!r}"
+        )
+    if "X" in controls and not features:
+        raise ValueError("features must name at least one column for control 'X'")
+    return _WeightSettings(
+        features=features,
+        categorical=categorical,
+        group=group,
+        label=label,
+        n_groups=n_groups,
+        labels=_check_group_labels(group_labels, n_groups),
+        grid=grid,
+        max_leaf_nodes=max_leaf_nodes,
+        n_splits=n_splits,
+        crossfit_folds=crossfit_folds,
+        fit_xy_on=check_choice(fit_xy_on, "fit_xy_on", _XY_SOURCES),
+        seed=check_seed(seed),
+        dataset=_check_dataset(dataset),
+        n_jobs=check_int(n_jobs, "n_jobs"),
+        controls=controls,
+    )
+
+
+def _control_frames(
+    train: pd.DataFrame | None, test: pd.DataFrame, test_scores, s: _WeightSettings
+) -> tuple[dict[tuple[str, str], tuple[pd.DataFrame | None, pd.DataFrame]], np.ndarray | None, np.ndarray | None]:
+    """Step 2: check the data and build the ``V`` frames of every (control, model).
+
+    Returns ``{(control, model): (V on train or None, V on test)}`` in output order, and the checked
+    group codes of train (if needed) and test (if needed).
+    """
+    on_train = [c for c in s.controls if c != "R" and s.fit_xy_on == "train"]
+    crossfitted = [c for c in s.controls if c not in on_train]
+    needs = {"X": s.features, "Y": [s.label], "R": []}
+    a_train = a_test = None
+    if on_train:
+        if train is None:
+            raise ValueError(f"train is needed for the weight models of {on_train} (fit_xy_on='train'); got None")
+        check_columns(train, list(dict.fromkeys([s.group] + [c for k in on_train for c in needs[k]])), "train")
+        a_train = check_group_codes(train[s.group], f"train[{s.group!r}]", s.n_groups)
+        min_rows, need = _row_requirement(s.n_splits, s.max_leaf_nodes is not None)
+        counts = np.bincount(a_train, minlength=s.n_groups)
+        for code in range(s.n_groups):
+            if counts[code] < min_rows:
+                raise ValueError(
+                    f"{_group_name(code, s.labels)} has {counts[code]} rows in train, fewer than {need}; "
+                    f"P(A = {code} | V) cannot be estimated"
+                )
+    test_columns = [c for k in s.controls if k != "R" for c in needs[k]] + ([s.group] if crossfitted else [])
+    check_columns(test, list(dict.fromkeys(test_columns)), "test")
+    frames: dict[tuple[str, str], tuple[pd.DataFrame | None, pd.DataFrame]] = {}
+    for control in s.controls:
+        fit_on_train = control in on_train
+        if control == "X":
+            if fit_on_train:
+                _check_features(train, s.features, s.categorical, "train")
+            _check_features(test, s.features, s.categorical, "test")
+            frames[("X", ANY_MODEL)] = (train[s.features] if fit_on_train else None, test[s.features])
+        elif control == "Y":
+            y_train = check_labels(train[s.label], f"train[{s.label!r}]", dtype=np.int64) if fit_on_train else None
+            y_test = check_labels(test[s.label], f"test[{s.label!r}]", dtype=np.int64)
+            frames[("Y", ANY_MODEL)] = (
+                pd.DataFrame({s.label: y_train}, index=train.index) if fit_on_train else None,
+                pd.DataFrame({s.label: y_test}, index=test.index),
+            )
+        else:
+            for model, r in _check_test_scores(test_scores, len(test)).items():
+                frames[("R", model)] = (None, score_frame(r))
+    if crossfitted:
+        a_test = check_group_codes(test[s.group], f"test[{s.group!r}]", s.n_groups)
+    return frames, a_train, a_test
+
+
+def _check_test_scores(test_scores, n_test: int) -> dict[str, np.ndarray]:
+    if not isinstance(test_scores, Mapping) or not test_scores:
+        raise ValueError("test_scores must be a non-empty mapping of model type to scores for control 'R'")
+    scores = {}
+    for model, values in test_scores.items():
+        if not isinstance(model, str) or model == ANY_MODEL:
+            raise ValueError(f"test_scores keys must be model names (str, not {ANY_MODEL!r}); got {model!r}")
+        name = f"test_scores[{model!r}]"
+        array = check_1d(values, name)
+        check_length(array, n_test, name, reference="test")
+        scores[model] = check_scores(array, name=name)
+    return scores
+
+
+def _plan_weight_fits(train, test, test_scores, s: _WeightSettings) -> list[_WeightFit]:
+    """Steps 2 and 3 of :func:`fit_weight_models`: data checks, ``V`` frames, outer folds."""
+    frames, a_train, a_test = _control_frames(train, test, test_scores, s)
+    fits = []
+    for (control, model), (V_train, V_test) in frames.items():
+        fitted_on = s.fitted_on(control)
+        leaves = s.leaves(control, model)
+        categorical = s.categorical if control == "X" else []
+        if fitted_on == FITTED_ON_TRAIN:
+            fits.append(
+                _WeightFit(
+                    control=control,
+                    model=model,
+                    fitted_on=fitted_on,
+                    V_fit=V_train,
+                    groups_fit=a_train,
+                    V_predict=V_test,
+                    categorical=categorical,
+                    max_leaf_nodes=leaves,
+                    random_state=seeds.sklearn_seed(s.seed, "weight_models", s.dataset, control),
+                    crossfit=None,
+                    variable=control,
+                    context=f"V = {control} (train)",
+                )
+            )
+            continue
+        branch = (control, model) if control == "R" else (control, "test")
+        context = f"V = R for model {model!r}" if control == "R" else f"V = {control} (test, cross-fitted)"
+        plan = _plan_crossfit(
+            a_test,
+            n_groups=s.n_groups,
+            crossfit_folds=s.crossfit_folds,
+            n_splits=s.n_splits,
+            max_leaf_nodes=leaves,
+            seed=seeds.seed_sequence(s.seed, "weight_models", s.dataset, *branch),
+            where="test",
+            variable=control,
+            context=context,
+            labels=s.labels,
+        )
+        fits.append(
+            _WeightFit(
+                control=control,
+                model=model,
+                fitted_on=fitted_on,
+                V_fit=V_test,
+                groups_fit=a_test,
+                V_predict=None,
+                categorical=categorical,
+                max_leaf_nodes=leaves,
+                random_state=None,
+                crossfit=plan,
+                variable=control,
+                context=context,
+            )
+        )
+    return fits
+
+
+def _run_weight_fit(fit: _WeightFit, s: _WeightSettings, progress) -> tuple[np.ndarray, pd.DataFrame]:
+    """Step 4: fit one weight model; ``P(A | V)`` of every test row and its selection rows."""
+    if fit.crossfit is not None:
+        proba, table = _crossfit(
+            fit.V_fit,
+            fit.groups_fit,
+            fit.crossfit,
+            n_groups=s.n_groups,
+            categorical=fit.categorical,
+            grid=s.grid,
+            max_leaf_nodes=fit.max_leaf_nodes,
+            n_splits=s.n_splits,
+            n_jobs=s.n_jobs,
+            variable=fit.variable,
+            context=fit.context,
+            progress=progress,
+        )
+    else:
+        start = time.perf_counter()
+        estimator, table = _fit_classifier(
+            fit.V_fit,
+            fit.groups_fit,
+            categorical_features=fit.categorical,
+            grid=s.grid,
+            max_leaf_nodes=fit.max_leaf_nodes,
+            n_splits=s.n_splits,
+            random_state=fit.random_state,
+            n_jobs=s.n_jobs,
+        )
+        proba = _group_proba(estimator, fit.V_predict, s.n_groups, fit.context)
+        _report(
+            progress,
+            f"weight model P(A | {fit.variable}) {fit.context}: fit on {len(fit.V_fit)} rows, predict "
+            f"{len(fit.V_predict)} rows, max_leaf_nodes={_selected(table)}, {time.perf_counter() - start:.1f} s",
+        )
+        table.insert(0, "fold", pd.NA)
+    table["fold"] = table["fold"].astype("Int64")
+    table.insert(0, "fitted_on", fit.fitted_on)
+    table.insert(0, "model", fit.model)
+    table.insert(0, "control", fit.control)
+    return proba, table
 
 
 def fit_weight_models(
-    train: pd.DataFrame,
+    train: pd.DataFrame | None,
     test: pd.DataFrame,
     test_scores: Mapping[str, np.ndarray],
     *,
@@ -667,9 +1230,12 @@ def fit_weight_models(
     group: str = "a",
     label: str = "y",
     n_groups: int,
+    group_labels: Sequence[str] | None = None,
     grid: Sequence[int] = (10, 25, 50),
+    max_leaf_nodes: int | Mapping[str | tuple[str, str], int] | None = None,
     n_splits: int = 5,
     crossfit_folds: int = 5,
+    fit_xy_on: str = "train",
     seed: int,
     dataset: str,
     n_jobs: int = 1,
@@ -677,25 +1243,30 @@ def fit_weight_models(
     n_threads: int | None = None,
     progress: Callable[[str], object] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Estimate ``P(A = a | V)`` for every test row (paper Supplementary A.3, Algorithm 2).
+    """Estimate ``P(A = a | V)`` of the evaluated population for every test row (paper Algorithm 2).
 
-    - ``V = X``: multiclass :func:`fit_classifier` of ``A`` on ``features`` (without ``A``) on the
-      training split, predicted on the test split.
-    - ``V = Y``: the same with the single feature ``label``.
-    - ``V = R``, one per entry of ``test_scores``: cross-fitting on the test split. The test rows
-      are split by ``StratifiedKFold(crossfit_folds, shuffle=True)`` stratified by ``A``
-      (:func:`crossfit_fold_ids`); for each outer fold, :func:`fit_classifier` (inner
-      ``n_splits``-fold grid search) is fitted on the other folds with the single feature
-      ``logit(clip(R, 1e-6, 1 - 1e-6))`` (column ``R_FEATURE``) and predicts the held-out fold, so
-      no row is scored by a model that saw it.
+    The weights must describe the population being evaluated, the test split (paper
+    Supplementary A.2, A.3; ``docs/method.md``, "Weights"):
+
+    - ``V = R``, one per entry of ``test_scores``: cross-fitting on the test split
+      (:func:`crossfit_group_proba` on :func:`score_frame` of the scores, seed branch
+      ``("weight_models", dataset, "R", model)``).
+    - ``V = X`` (``features``, without ``A``) and ``V = Y`` (the single feature ``label``):
+      with ``fit_xy_on="train"`` a multiclass :func:`fit_classifier` of ``A`` on the training split
+      (seed ``("weight_models", dataset, "X" | "Y")``) predicts the test split, which is right when
+      both splits come from the evaluated population; with ``fit_xy_on="test"`` they are
+      cross-fitted on the test split like ``R`` (seed branch ``("weight_models", dataset, "X" |
+      "Y", "test")``), which is needed when the training split is a selected sample (the
+      selection settings: fitted on it, the weights would be ``P(A | V, S = 1)``).
 
     Parameters
     ----------
-    train : DataFrame of shape (n_train, ...)
-        Training split: ``features``, ``group`` and ``label`` (needed for ``X`` and ``Y``).
+    train : DataFrame of shape (n_train, ...) or None
+        Training split with ``features``, ``group`` and ``label``; used only for ``X`` and ``Y``
+        with ``fit_xy_on="train"`` (may be None otherwise).
     test : DataFrame of shape (n_test, ...)
-        Test split: ``features`` (for ``X``), ``label`` (for ``Y``), ``group`` (for ``R``). Its row
-        order defines ``row``.
+        Test split: ``features`` (for ``X``), ``label`` (for ``Y``), ``group`` (for cross-fitted
+        controls). Its row order defines ``row``.
     test_scores : mapping of str to ndarray of shape (n_test,)
         Scores ``R`` in [0, 1] of each model type on the test rows (used for ``R`` only).
     features, categorical : sequence of str
@@ -704,210 +1275,116 @@ def fit_weight_models(
         Names of the group and label columns.
     n_groups : int
         Number of groups ``K``; group codes must be in ``0..K-1``.
+    group_labels : sequence of str, optional
+        Display labels of the groups, used in error messages.
     grid : sequence of int, default=(10, 25, 50)
-        Candidate ``max_leaf_nodes``.
+        Candidate ``max_leaf_nodes`` of every grid search; not used with ``max_leaf_nodes``.
+    max_leaf_nodes : int, mapping or None, default=None
+        Fixed hyperparameters instead of grid searches, for cheap refits on new evaluation sets:
+        one value for every model, or a mapping with keys ``(control, model)`` (``model`` ``"*"``
+        for X and Y) or ``control``, e.g. :func:`selected_max_leaf_nodes` of a main run's
+        selection table. A fixed value reproduces the grid search's refit when it equals the
+        selected value.
     n_splits : int, default=5
         Folds of every inner grid search.
     crossfit_folds : int, default=5
-        Outer folds of the cross-fitting for ``R``.
+        Outer folds of every cross-fitting.
+    fit_xy_on : {"train", "test"}, default "train"
+        Where the weight models of ``X`` and ``Y`` are fitted (see above).
     seed : int
-        Root seed. Paths: ``("weight_models", dataset, "X")``, ``(..., "Y")``, the outer split
-        ``(..., "R", model)`` and the fit without outer fold ``k`` ``(..., "R", model, k)``.
+        Root seed (paths above).
     dataset : str
-        Dataset name (part of the seed path).
+        Dataset name (part of the seed paths).
     n_jobs : int, default=1
-        Parallel fits of each grid search.
-    n_threads : int or None, default=None
-        OpenMP threads of each HistGradientBoosting fit and prediction (via :mod:`threadpoolctl`);
-        ``None`` leaves the process default (all cores unless ``OMP_NUM_THREADS`` is set). Set it to
-        the cores actually available: oversubscribed OpenMP threads slow the fits by an order of
-        magnitude on a shared machine.
+        Parallel fits of each grid search (worker processes with one OpenMP thread each).
     controls : sequence of str, default=("X", "Y", "R")
-        The control variables to estimate, a subset of ``WEIGHT_CONTROLS``.
+        The control variables to estimate, a subset of ``vocabulary.WEIGHT_CONTROLS``.
+    n_threads : int or None, default=None
+        OpenMP threads of the fits in this process (via :mod:`threadpoolctl`); ``None`` leaves the
+        process default (all cores unless ``OMP_NUM_THREADS`` is set). Results depend on neither
+        ``n_threads`` nor ``n_jobs``.
     progress : callable, optional
         Called with one log line per fitted model (the fits take minutes at full size).
 
     Returns
     -------
     weights : DataFrame of shape (n_test * (n_X + n_Y + len(test_scores) * n_R), 4 + K)
-        Long format of ``docs/design.md``: ``weight_source`` (``"estimated"``), ``control``,
-        ``model`` (model type for ``R``, ``"*"`` for ``X`` and ``Y``), ``row`` (int64 test row),
-        ``p_0 .. p_{K-1}`` (float64, rows sum to 1). Ordered by control (as in ``controls``),
-        model (as in ``test_scores``), row.
+        The long table of :mod:`disaggregated_eval.weight_table` (``weight_source`` ``"estimated"``),
+        ordered by control (as in ``controls``), model (as in ``test_scores``), row.
     selection : DataFrame
-        One row per fitted grid search and ``max_leaf_nodes``: ``control``, ``model``, ``fold``
-        (Int64 outer fold for ``R``, missing for ``X`` and ``Y``), ``max_leaf_nodes``,
-        ``mean_cv_log_loss``, ``std_cv_log_loss``, ``selected``.
+        One row per fitted model and ``max_leaf_nodes``, columns :data:`SELECTION_COLUMNS`:
+        ``control``, ``model``, ``fitted_on`` (:data:`FITTED_ON_TRAIN` or :data:`FITTED_ON_TEST`),
+        ``fold`` (Int64 outer fold of cross-fitted models, missing otherwise), ``max_leaf_nodes``,
+        ``mean_cv_log_loss``, ``std_cv_log_loss`` (NaN for a given ``max_leaf_nodes``), ``selected``.
 
     Raises
     ------
     ValueError
         If columns are missing, labels are not 0/1, group codes are not in ``0..K-1``, a group has
-        fewer than ``n_splits`` training rows (``X``, ``Y``) or fewer than ``crossfit_folds`` test
-        rows or is absent from (or too small in) the training part of an outer fold (``R``), scores
-        are missing, of the wrong length or outside [0, 1], or ``grid``, ``n_splits``,
-        ``crossfit_folds``, ``n_groups`` or ``controls`` is invalid.
+        fewer than ``n_splits`` training rows (train-fitted ``X``, ``Y``) or fewer than
+        ``crossfit_folds`` test rows or too few rows in the training part of an outer fold
+        (cross-fitted controls), scores are missing, of the wrong length or outside [0, 1], or an
+        argument (``grid``, ``max_leaf_nodes``, ``n_splits``, ``crossfit_folds``, ``n_groups``,
+        ``controls``, ``fit_xy_on``, ``seed``) is invalid. Everything is checked before any fit.
     """
-    features = _check_names(features, "features")
-    categorical = _check_names(categorical, "categorical")
-    stray = [c for c in categorical if c not in features]
-    if stray:
-        raise ValueError(f"categorical features {stray!r} are not among features {features!r}")
-    if group in features:
-        raise ValueError(f"the group column {group!r} must not be among features {features!r}")
-    grid = _check_grid(grid)
-    n_splits = _check_n_splits(n_splits)
-    crossfit_folds = _check_n_splits(crossfit_folds, "crossfit_folds")
+    settings = _check_weight_settings(
+        features=features,
+        categorical=categorical,
+        group=group,
+        label=label,
+        n_groups=n_groups,
+        group_labels=group_labels,
+        grid=grid,
+        max_leaf_nodes=max_leaf_nodes,
+        n_splits=n_splits,
+        crossfit_folds=crossfit_folds,
+        fit_xy_on=fit_xy_on,
+        seed=seed,
+        dataset=dataset,
+        n_jobs=n_jobs,
+        controls=controls,
+    )
     n_threads = _check_n_threads(n_threads)
-    _check_seed_args(seed, dataset)
-    if isinstance(n_groups, (bool, np.bool_)) or not isinstance(n_groups, (int, np.integer)) or not (
-        2 <= n_groups <= _MAX_CATEGORY_CODE + 1
-    ):
-        raise ValueError(f"n_groups must be an integer in 2..{_MAX_CATEGORY_CODE + 1}; got {n_groups!r}")
-    n_groups = int(n_groups)
-    if isinstance(controls, str):
-        controls = [controls]
-    controls = list(controls)
-    bad = [c for c in controls if c not in WEIGHT_CONTROLS]
-    if bad or not controls or len(set(controls)) != len(controls):
-        raise ValueError(
-            f"controls must be a non-empty list of distinct values from {list(WEIGHT_CONTROLS)}; got {controls!r}"
-        )
-    if "X" in controls and not features:
-        raise ValueError("features must name at least one column for control 'X'")
-
-    # Columns each control needs.
-    train_columns = [group] + (features if "X" in controls else []) + ([label] if "Y" in controls else [])
-    test_columns = (features if "X" in controls else []) + ([label] if "Y" in controls else [])
-    test_columns += [group] if "R" in controls else []
-    if "X" in controls or "Y" in controls:
-        _check_columns(train, list(dict.fromkeys(train_columns)), "train")
-        a_train = _check_groups(train[group], "train", group, n_groups)
-        counts = np.bincount(a_train, minlength=n_groups)
-        for code in range(n_groups):
-            if counts[code] < n_splits:
-                raise ValueError(
-                    f"group {code} has {counts[code]} rows in train, fewer than n_splits={n_splits}; "
-                    f"P(A = {code} | V) cannot be estimated"
-                )
-    _check_columns(test, list(dict.fromkeys(test_columns)), "test")
-    n_test = len(test)
-    if "X" in controls:
-        _check_features(train, features, categorical, "train")
-        _check_features(test, features, categorical, "test")
-    if "Y" in controls:
-        y_train = _check_labels(train[label], "train", label)
-        y_test = _check_labels(test[label], "test", label)
-    scores: dict[str, np.ndarray] = {}
-    outer_folds: dict[str, np.ndarray] = {}
-    if "R" in controls:
-        a_test = _check_groups(test[group], "test", group, n_groups)
-        counts = np.bincount(a_test, minlength=n_groups)
-        for code in range(n_groups):
-            if counts[code] < crossfit_folds:
-                raise ValueError(
-                    f"group {code} has {counts[code]} rows in test, fewer than crossfit_folds={crossfit_folds}; "
-                    f"P(A = {code} | R) cannot be cross-fitted"
-                )
-        if not isinstance(test_scores, Mapping) or not test_scores:
-            raise ValueError("test_scores must be a non-empty mapping of model type to scores for control 'R'")
-        for model, values in test_scores.items():
-            if not isinstance(model, str) or model == "*":
-                raise ValueError(f"test_scores keys must be model names (str, not '*'); got {model!r}")
-            r = np.asarray(values, dtype=np.float64)
-            if r.shape != (n_test,):
-                raise ValueError(f"test_scores[{model!r}] must have shape ({n_test},); got {r.shape}")
-            outside = r[~((r >= 0) & (r <= 1))]
-            if outside.size:
-                raise ValueError(
-                    f"test_scores[{model!r}] must be in [0, 1]; got values {_format_values(map(_show, outside))}"
-                )
-            scores[model] = r
-        # Outer folds of every model, checked before any fit: each group must have at least
-        # n_splits rows in the training part of every outer fold.
-        for model in scores:
-            fold_ids = crossfit_fold_ids(
-                a_test,
-                crossfit_folds=crossfit_folds,
-                random_state=seeds.sklearn_seed(seed, "weight_models", dataset, "R", model),
-            )
-            for k in range(crossfit_folds):
-                counts = np.bincount(a_test[fold_ids != k], minlength=n_groups)
-                for code in range(n_groups):
-                    if counts[code] == 0:
-                        raise ValueError(
-                            f"group {code} is absent from the training part of outer fold {k} "
-                            f"(V = R for model {model!r}); P(A = {code} | R) cannot be estimated"
-                        )
-                    if counts[code] < n_splits:
-                        raise ValueError(
-                            f"group {code} has {counts[code]} rows in the training part of outer fold {k} "
-                            f"(V = R for model {model!r}), fewer than n_splits={n_splits}"
-                        )
-            outer_folds[model] = fold_ids
-
-    weights: list[pd.DataFrame] = []
-    tables: list[pd.DataFrame] = []
-
-    def fit(control, model, fold, X_fit, target, cats, X_pred, where, *path):
-        start = time.perf_counter()
-        estimator, table = fit_classifier(
-            X_fit,
-            target,
-            categorical_features=cats,
-            grid=grid,
-            n_splits=n_splits,
-            random_state=seeds.sklearn_seed(seed, "weight_models", dataset, control, *path),
-            n_jobs=n_jobs,
-        )
-        proba = _group_proba(estimator, X_pred, n_groups, where)
-        chosen = int(table.loc[table["selected"], "max_leaf_nodes"].iloc[0])
-        _report(
-            progress,
-            f"weight model P(A | {control}) {where}: fit on {len(X_fit)} rows, predict {len(X_pred)} rows, "
-            f"max_leaf_nodes={chosen}, {time.perf_counter() - start:.1f} s",
-        )
-        table.insert(0, "fold", pd.array([fold] * len(table), dtype="Int64"))
-        table.insert(0, "model", model)
-        table.insert(0, "control", control)
-        tables.append(table)
-        return proba
-
+    fits = _plan_weight_fits(train, test, test_scores, settings)
+    blocks, tables = [], []
     with _openmp_threads(n_threads):
-        for control in controls:
-            if control == "X":
-                proba = fit("X", "*", None, train[features], a_train, categorical, test[features], "V = X (train)")
-                weights.append(_weights_frame("X", "*", proba))
-            elif control == "Y":
-                X_fit = pd.DataFrame({label: y_train}, index=train.index)
-                X_pred = pd.DataFrame({label: y_test}, index=test.index)
-                proba = fit("Y", "*", None, X_fit, a_train, [], X_pred, "V = Y (train)")
-                weights.append(_weights_frame("Y", "*", proba))
-            else:
-                for model, r in scores.items():
-                    feature = pd.DataFrame({R_FEATURE: logit_score(r)})
-                    fold_ids = outer_folds[model]
-                    proba = np.full((n_test, n_groups), np.nan, dtype=np.float64)
-                    for k in range(crossfit_folds):
-                        held_out = fold_ids == k
-                        proba[held_out] = fit(
-                            "R",
-                            model,
-                            k,
-                            feature.loc[~held_out],
-                            a_test[~held_out],
-                            [],
-                            feature.loc[held_out],
-                            f"V = R for model {model!r}, outer fold {k}",
-                            model,
-                            k,
-                        )
-                    weights.append(_weights_frame("R", model, proba))
-
-    weights_table = pd.concat(weights, ignore_index=True)
-    for column in ("weight_source", "control", "model"):
-        weights_table[column] = weights_table[column].astype(str)
-    selection = pd.concat(tables, ignore_index=True)
-    for column in ("control", "model"):
+        for fit in fits:
+            proba, table = _run_weight_fit(fit, settings, progress)
+            blocks.append(weight_table(proba, weight_source="estimated", control=fit.control, model=fit.model))
+            tables.append(table)
+    selection = pd.concat(tables, ignore_index=True)[list(SELECTION_COLUMNS)]
+    for column in ("control", "model", "fitted_on"):
         selection[column] = selection[column].astype(str)
-    return weights_table, selection
+    return concat_weight_tables(blocks), selection
+
+
+def selected_max_leaf_nodes(selection: pd.DataFrame) -> dict[tuple[str, str], int]:
+    """The ``max_leaf_nodes`` a main run selected for each weight model, for fixed-value refits.
+
+    Parameters
+    ----------
+    selection : DataFrame
+        The selection table of :func:`fit_weight_models` (``weight_model_selection.csv``), with
+        columns ``control``, ``model``, ``max_leaf_nodes`` and ``selected``.
+
+    Returns
+    -------
+    dict of (str, str) to int
+        ``(control, model) -> max_leaf_nodes``. For a cross-fitted model, whose outer folds may
+        have selected different values, the value selected in most folds (the smallest on ties).
+        Pass it as ``max_leaf_nodes`` to :func:`fit_weight_models`.
+
+    Raises
+    ------
+    ValueError
+        If a column is missing or a (control, model) has no selected row.
+    """
+    check_columns(selection, ["control", "model", "max_leaf_nodes", "selected"], "selection")
+    out: dict[tuple[str, str], int] = {}
+    for (control, model), part in selection.groupby(["control", "model"], sort=False):
+        chosen = part.loc[part["selected"].astype(bool), "max_leaf_nodes"].to_numpy(dtype=np.int64)
+        if chosen.size == 0:
+            raise ValueError(f"selection has no selected row for control {control!r}, model {model!r}")
+        values, counts = np.unique(chosen, return_counts=True)
+        out[(str(control), str(model))] = int(values[np.argmax(counts)])
+    return out

@@ -1,6 +1,7 @@
 """The paper's simulated data generating processes (DGPs) and their closed-form oracles.
 
-Paper: Supplementary A.3.1 (DGPs), A.3 (sizes), A.2 (selection); project spec ``SPEC.md`` 2.1-2.5.
+Paper: Supplementary A.3.1 (DGPs), A.3 (sizes), A.2 (selection). Setting ids, display names and the
+split into main and selection settings come from :mod:`disaggregated_eval.vocabulary`.
 
 Two families, each with a binary subgroup ``A``, a binary label ``Y`` and a univariate covariate ``X``:
 
@@ -8,16 +9,20 @@ Two families, each with a binary subgroup ``A``, a binary label ``Y`` and a univ
   ``A = U`` if ``gamma_A = 1`` else ``A ~ Bern(0.5)`` independent of ``U``,
   ``Y | X, A=a ~ Bern(sigmoid(beta_a X + alpha_a))``;
 * anticausal direction (:class:`AnticausalDGP`): ``A ~ Bern(0.5)``, ``Y | A=a ~ Bern(p_a)``,
-  ``X | A=a, Y=y ~ N(mu_ay, 1)``. As in the authors' code (SPEC 2.2), ``p_0 = P(Y=1 | A=0)``.
+  ``X | A=a, Y=y ~ N(mu_ay, 1)``. As in the authors' code, ``p_0 = P(Y=1 | A=0)`` (the paper's
+  formula swaps the groups; see the README, "Where the paper and the code disagree").
 
-and three selection variants of ``complex_causal_shift`` (:class:`SelectionDGP`, SPEC 2.3) whose
+and three selection variants of ``complex_causal_shift`` (:class:`SelectionDGP`, paper A.2) whose
 training data are drawn from the population conditioned on ``S = 1``.
 
 Every DGP has closed-form oracles derived by Bayes' rule from the closed-form joint density
 ``f(x, a, y)`` of ``(X, A, Y)``: ``E[Y | X, A]``, ``E[Y | X]``, ``P(A | X)``, ``P(A | Y)``,
 ``P(A)`` and the prevalences (numerical integrals with :func:`scipy.integrate.quad` where the
-logistic-normal integral has no closed form). ``P(A | R)`` for a model score ``R`` is not
-closed-form; :func:`oracle_weights` approximates it by binning a very large Monte Carlo sample.
+logistic-normal integral has no closed form). In every DGP ``X | A = a`` is a mixture of unit-variance
+normals (:meth:`x_mixture`), so masses ``P(lo < X <= hi, A = a)`` are closed form too
+(:meth:`mass_xa`). ``P(A | R)`` for a model score ``R`` follows from these by integration
+(:mod:`disaggregated_eval.population`); :func:`oracle_weights` assembles all oracle weights of a
+test set (paper Algorithm 1).
 
 All randomness comes from :mod:`disaggregated_eval.seeds`; the global numpy RNG is never used.
 """
@@ -27,14 +32,20 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 import pandas as pd
 from scipy import integrate
-from scipy.special import expit, log_expit, logsumexp
+from scipy.special import expit, log_expit, ndtr
 
-from . import seeds
+from . import seeds, vocabulary
+from ._validation import check_binary_codes, check_choice, check_columns, check_positive_int, check_scores
+from .weight_table import concat_weight_tables, weight_table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .models import OutcomeModels
+    from .population import ScoreOracle
 
 __all__ = [
     "CausalDGP",
@@ -55,6 +66,9 @@ _LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 _QUAD_OPTIONS = {"epsabs": 1e-13, "epsrel": 1e-12, "limit": 200}
 _SCORE_EPS = float(np.finfo(np.float64).eps)
 
+#: A normal mixture ``sum_j w_j phi(x - m_j)``: pairs ``(w_j, m_j)`` (unit variances).
+Mixture: TypeAlias = tuple[tuple[float, float], ...]
+
 
 # --------------------------------------------------------------------------------------------
 # helpers
@@ -68,18 +82,11 @@ def _as_float_array(x: object) -> np.ndarray:
     return np.atleast_1d(np.asarray(x, dtype=np.float64))
 
 
-def _as_binary_array(values: object, name: str) -> np.ndarray:
-    arr = np.atleast_1d(np.asarray(values))
-    if arr.size and not np.isin(arr, (0, 1)).all():
-        bad = sorted({v.item() for v in np.unique(arr[~np.isin(arr, (0, 1))])})[:5]
-        raise ValueError(f"{name} must be 0/1; got values {bad}")
-    return arr.astype(np.int64)
-
-
-def _check_positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer; got {value!r}")
-    return int(value)
+def _normal_mass(lo: np.ndarray, hi: np.ndarray, mean: float) -> np.ndarray:
+    """``P(lo < Z <= hi)`` for ``Z ~ N(mean, 1)``, from the tail nearer to the interval (no cancellation)."""
+    a, b = lo - mean, hi - mean
+    upper = a > 0  # both bounds in the upper tail: difference of survival functions
+    return np.where(upper, ndtr(-a) - ndtr(-b), ndtr(b) - ndtr(a))
 
 
 def _frame(x: np.ndarray, a: np.ndarray, y: np.ndarray) -> pd.DataFrame:
@@ -104,17 +111,18 @@ def _normal_expectation(fn: Callable[[float], float], mean: float) -> float:
 
 # Generic Bayes' rule on a log joint density array ``log_joint`` of shape (n, 2, 2), indexed
 # [row, a, y], holding log f(X = x_row, A = a, Y = y) up to a factor that does not depend on (a, y).
-def _y_given_xa(log_joint: np.ndarray, a: np.ndarray) -> np.ndarray:
-    rows = np.arange(log_joint.shape[0])
-    return expit(log_joint[rows, a, 1] - log_joint[rows, a, 0])
+def _logit_y_given_xa(log_joint: np.ndarray) -> np.ndarray:
+    """``logit P(Y = 1 | x, a)``, shape (n, 2)."""
+    return log_joint[:, :, 1] - log_joint[:, :, 0]
 
 
-def _y_given_x(log_joint: np.ndarray) -> np.ndarray:
-    return expit(logsumexp(log_joint[:, :, 1], axis=1) - logsumexp(log_joint[:, :, 0], axis=1))
+def _logit_y_given_x(log_joint: np.ndarray) -> np.ndarray:
+    """``logit P(Y = 1 | x)``, shape (n,)."""
+    return np.logaddexp(log_joint[:, 0, 1], log_joint[:, 1, 1]) - np.logaddexp(log_joint[:, 0, 0], log_joint[:, 1, 0])
 
 
 def _a_given_x(log_joint: np.ndarray) -> np.ndarray:
-    log_xa = logsumexp(log_joint, axis=2)
+    log_xa = np.logaddexp(log_joint[:, :, 0], log_joint[:, :, 1])
     diff = log_xa[:, 1] - log_xa[:, 0]
     return np.column_stack([expit(-diff), expit(diff)])
 
@@ -122,16 +130,75 @@ def _a_given_x(log_joint: np.ndarray) -> np.ndarray:
 class _BinaryDGP:
     """Oracles shared by all DGPs, derived from ``_log_joint`` by Bayes' rule.
 
-    Subclasses provide ``_log_joint(x) -> ndarray (n, 2, 2)`` (log density of ``(X, A, Y)``),
-    ``p_a()`` and ``prevalence(a)``.
+    Subclasses provide ``setting_id``, ``_log_joint(x) -> ndarray (n, 2, 2)`` (log density of
+    ``(X, A, Y)``), its derivative in ``x`` ``_dlog_joint(x)``, ``x_mixture()``, ``p_a()`` and
+    ``prevalence(a)``.
     """
+
+    setting_id: str
+
+    @property
+    def display_name(self) -> str:
+        """The paper's name of the setting (:data:`disaggregated_eval.vocabulary.SETTING_LABELS`)."""
+        return vocabulary.SETTING_LABELS.get(self.setting_id, self.setting_id)
 
     def _log_joint(self, x: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _dlog_joint(self, x: np.ndarray) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _selected(self, log_joint: np.ndarray) -> np.ndarray:
+        """The log joint density of the training population from the population's, up to a factor
+        of ``x`` that cancels from every score (here: the population itself)."""
+        return log_joint
+
     def _log_joint_selected(self, x: np.ndarray) -> np.ndarray:
-        """Log joint density of the population the models are trained on (here: the population)."""
-        return self._log_joint(x)
+        return self._selected(self._log_joint(x))
+
+    def x_mixture(self) -> tuple[Mixture, Mixture]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def p_a(self) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def prevalence(self, a: int | None = None) -> float:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ---- densities of the (full) population ------------------------------------------------
+    def log_density(self, x: object) -> np.ndarray:
+        """``log f(x, a, y)``, the log joint density of ``(X, A, Y)`` in the population.
+
+        Parameters
+        ----------
+        x : array-like of shape (n,)
+
+        Returns
+        -------
+        ndarray of shape (n, 2, 2)
+            Indexed ``[row, a, y]``; ``sum_{a, y} integral exp(.) dx = 1``.
+        """
+        return self._log_joint(_as_float_array(x))
+
+    def mass_xa(self, lo: object, hi: object) -> np.ndarray:
+        """``P(lo < X <= hi, A = a)`` in the population, from normal CDFs (:meth:`x_mixture`).
+
+        Parameters
+        ----------
+        lo, hi : array-like of shape (n,)
+            Interval bounds, ``lo <= hi``; ``-inf`` and ``inf`` are allowed.
+
+        Returns
+        -------
+        ndarray of shape (n, 2)
+            Column ``a`` holds the probability of ``A = a`` and ``X`` in the interval.
+        """
+        lo, hi = np.broadcast_arrays(_as_float_array(lo), _as_float_array(hi))
+        out = np.zeros((lo.shape[0], 2))
+        for a, components in enumerate(self.x_mixture()):
+            for weight, mean in components:
+                out[:, a] += weight * _normal_mass(lo, hi, mean)
+        return out
 
     # ---- population oracles --------------------------------------------------------------
     def p_y_given_xa(self, x: object, a: object) -> np.ndarray:
@@ -154,8 +221,9 @@ class _BinaryDGP:
         ValueError
             If ``a`` has values other than 0/1.
         """
-        xs, codes = np.broadcast_arrays(_as_float_array(x), _as_binary_array(a, "a"))
-        return _y_given_xa(self._log_joint(np.ascontiguousarray(xs)), codes)
+        xs, codes = np.broadcast_arrays(_as_float_array(x), check_binary_codes(a, "a"))
+        logit = _logit_y_given_xa(self._log_joint(np.ascontiguousarray(xs)))
+        return expit(logit[np.arange(xs.shape[0]), codes])
 
     def p_y_given_x(self, x: object) -> np.ndarray:
         """Bayes-optimal subgroup-agnostic score ``E[Y | X = x] = sum_a E[Y | x, a] P(a | x)``.
@@ -168,7 +236,7 @@ class _BinaryDGP:
         -------
         ndarray of shape (n,)
         """
-        return _y_given_x(self._log_joint(_as_float_array(x)))
+        return expit(_logit_y_given_x(self._log_joint(_as_float_array(x))))
 
     def p_a_given_x(self, x: object) -> np.ndarray:
         """Oracle weights for control ``V = X``: ``P(A = a | X = x)`` (paper Algorithm 1).
@@ -203,34 +271,81 @@ class _BinaryDGP:
         ValueError
             If ``y`` has values other than 0/1.
         """
-        labels = _as_binary_array(y, "y")
+        labels = check_binary_codes(y, "y")
         prev = np.array([self.prevalence(0), self.prevalence(1)])
         joint1 = self.p_a() * prev  # P(A = a, Y = 1)
         joint0 = self.p_a() * (1.0 - prev)
         table = np.vstack([joint0 / joint0.sum(), joint1 / joint1.sum()])  # [y, a]
         return table[labels]
 
-    def p_a(self) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def prevalence(self, a: int | None = None) -> float:  # pragma: no cover - abstract
-        raise NotImplementedError
-
     # ---- Bayes-optimal scores in the training population -----------------------------------
+    def bayes_logit(
+        self, x: object, model: str, *, with_density: bool = False
+    ) -> tuple[np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Logit of a Bayes-optimal score of the training population and its derivative in ``x``.
+
+        ``bayes_xa``: ``logit E[Y | X = x, A = a, S = 1]``; ``bayes_x``: ``logit E[Y | X = x, S = 1]``
+        (the same for both groups). Without selection ``S = 1`` always holds. The derivative is
+        analytic (chain rule through the log joint density; the selection factors do not depend
+        on ``x`` or cancel), used for the change of variables ``x -> R`` of the oracle ``P(A | R)``.
+
+        Parameters
+        ----------
+        x : array-like of shape (n,)
+        model : {"bayes_x", "bayes_xa"}
+        with_density : bool, default False
+            Also return ``log f(x, a)``, the log density of ``(X, A)`` in the (full) population.
+
+        Returns
+        -------
+        value, slope : ndarray of shape (n, 2)
+            Column ``a``: the logit score of a row of group ``a`` at ``x`` and its ``d/dx``.
+        log_density : ndarray of shape (n, 2)
+            Only with ``with_density``: column ``a`` holds ``log f(x, a)``.
+
+        Raises
+        ------
+        ValueError
+            If ``model`` is not a Bayes-optimal model.
+        """
+        check_choice(model, "model", vocabulary.BAYES_MODELS)
+        xs = _as_float_array(x)
+        population = self._log_joint(xs)
+        log_joint = self._selected(population)
+        dlog_joint = self._dlog_joint(xs)
+        if model == "bayes_xa":
+            value, slope = _logit_y_given_xa(log_joint), dlog_joint[:, :, 1] - dlog_joint[:, :, 0]
+        else:
+            logit = _logit_y_given_x(log_joint)
+            # d/dx log sum_a exp(L_a) = sum_a softmax(L)_a dL_a, for y = 1 and y = 0
+            share1 = expit(log_joint[:, 1, 1] - log_joint[:, 0, 1])
+            share0 = expit(log_joint[:, 1, 0] - log_joint[:, 0, 0])
+            d = (
+                (1.0 - share1) * dlog_joint[:, 0, 1]
+                + share1 * dlog_joint[:, 1, 1]
+                - (1.0 - share0) * dlog_joint[:, 0, 0]
+                - share0 * dlog_joint[:, 1, 0]
+            )
+            value, slope = np.column_stack([logit, logit]), np.column_stack([d, d])
+        if with_density:
+            return value, slope, np.logaddexp(population[:, :, 0], population[:, :, 1])
+        return value, slope
+
     def selected_p_y_given_xa(self, x: object, a: object) -> np.ndarray:
         """``E[Y | X, A, S = 1]``: the Bayes-optimal subgroup-aware score of the training population.
 
         Without selection this is :meth:`p_y_given_xa`. Shapes as there.
         """
-        xs, codes = np.broadcast_arrays(_as_float_array(x), _as_binary_array(a, "a"))
-        return _y_given_xa(self._log_joint_selected(np.ascontiguousarray(xs)), codes)
+        xs, codes = np.broadcast_arrays(_as_float_array(x), check_binary_codes(a, "a"))
+        logit = _logit_y_given_xa(self._log_joint_selected(np.ascontiguousarray(xs)))
+        return expit(logit[np.arange(xs.shape[0]), codes])
 
     def selected_p_y_given_x(self, x: object) -> np.ndarray:
         """``E[Y | X, S = 1]``: the Bayes-optimal subgroup-agnostic score of the training population.
 
         Without selection this is :meth:`p_y_given_x`. Shapes as there.
         """
-        return _y_given_x(self._log_joint_selected(_as_float_array(x)))
+        return expit(_logit_y_given_x(self._log_joint_selected(_as_float_array(x))))
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,15 +353,15 @@ class _BinaryDGP:
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CausalDGP(_BinaryDGP):
-    """Causal-direction DGP (paper A.3.1, SPEC 2.1).
+    """Causal-direction DGP (paper Supplementary A.3.1).
 
     ``U ~ Bern(0.5)``; ``X | U=u ~ N(mu_u, 1)``; ``A = U`` if ``gamma_a = 1``, else
     ``A ~ Bern(0.5)`` independent of ``U``; ``Y | X, A=a ~ Bern(sigmoid(beta_a X + alpha_a))``.
 
     Parameters
     ----------
-    setting_id, display_name : str
-        Registry id (file-name safe) and the paper's label.
+    setting_id : str
+        Registry id (file-name safe); its display name is in :mod:`~disaggregated_eval.vocabulary`.
     mu : tuple of 2 float
         ``(mu_0, mu_1)``, means of ``X | U``.
     gamma_a : int
@@ -265,7 +380,6 @@ class CausalDGP(_BinaryDGP):
     """
 
     setting_id: str
-    display_name: str
     mu: tuple[float, float]
     gamma_a: int
     beta: tuple[float, float]
@@ -295,7 +409,7 @@ class CausalDGP(_BinaryDGP):
         ValueError
             If ``n`` is not a positive integer.
         """
-        n = _check_positive_int("n", n)
+        n = check_positive_int(n, "n")
         u = (rng.random(n) < 0.5).astype(np.int64)
         x = rng.normal(loc=np.asarray(self.mu, dtype=np.float64)[u], scale=1.0)
         a = u if self.gamma_a == 1 else (rng.random(n) < 0.5).astype(np.int64)
@@ -303,20 +417,47 @@ class CausalDGP(_BinaryDGP):
         y = (rng.random(n) < p).astype(np.int64)
         return _frame(x, a, y)
 
-    def _log_joint(self, x: np.ndarray) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
+    def _log_xa(self, x: np.ndarray) -> np.ndarray:
         l0 = _log_normal_pdf(x, self.mu[0])
         l1 = _log_normal_pdf(x, self.mu[1])
         if self.gamma_a == 1:
-            log_xa = np.column_stack([_LOG_HALF + l0, _LOG_HALF + l1])
-        else:
-            mix = _LOG_HALF + _LOG_HALF + np.logaddexp(l0, l1)
-            log_xa = np.column_stack([mix, mix])
-        z = np.column_stack([self.beta[0] * x + self.alpha[0], self.beta[1] * x + self.alpha[1]])
+            return np.column_stack([_LOG_HALF + l0, _LOG_HALF + l1])
+        mix = _LOG_HALF + _LOG_HALF + np.logaddexp(l0, l1)
+        return np.column_stack([mix, mix])
+
+    def _logits(self, x: np.ndarray) -> np.ndarray:
+        return np.column_stack([self.beta[0] * x + self.alpha[0], self.beta[1] * x + self.alpha[1]])
+
+    def _log_joint(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        log_xa = self._log_xa(x)
+        z = self._logits(x)
         out = np.empty((x.shape[0], 2, 2))
         out[:, :, 1] = log_xa + log_expit(z)
         out[:, :, 0] = log_xa + log_expit(-z)
         return out
+
+    def _dlog_joint(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        if self.gamma_a == 1:
+            dlog_xa = np.column_stack([self.mu[0] - x, self.mu[1] - x])
+        else:  # d/dx log(phi(x - mu_0) + phi(x - mu_1)) = E[mu_U | x] - x
+            share1 = expit(_log_normal_pdf(x, self.mu[1]) - _log_normal_pdf(x, self.mu[0]))
+            d = (1.0 - share1) * self.mu[0] + share1 * self.mu[1] - x
+            dlog_xa = np.column_stack([d, d])
+        z = self._logits(x)
+        beta = np.asarray(self.beta, dtype=np.float64)
+        out = np.empty((x.shape[0], 2, 2))
+        out[:, :, 1] = dlog_xa + beta * expit(-z)  # d log sigmoid(z) = beta sigmoid(-z)
+        out[:, :, 0] = dlog_xa - beta * expit(z)
+        return out
+
+    def x_mixture(self) -> tuple[Mixture, Mixture]:
+        """``f(x, a)`` as normal mixtures: ``0.5 phi(x - mu_a)`` or ``0.25 sum_u phi(x - mu_u)``."""
+        if self.gamma_a == 1:
+            return ((0.5, float(self.mu[0])),), ((0.5, float(self.mu[1])),)
+        both = ((0.25, float(self.mu[0])), (0.25, float(self.mu[1])))
+        return both, both
 
     def p_a_given_x(self, x: object) -> np.ndarray:
         """``P(A = a | X = x)``, shape (n, 2): exactly 0.5 if ``gamma_a = 0``, else
@@ -335,7 +476,7 @@ class CausalDGP(_BinaryDGP):
 
     def mean_x_given_a(self, a: int) -> float:
         """``E[X | A = a]``: ``mu_a`` if ``gamma_a = 1``, else ``(mu_0 + mu_1) / 2``."""
-        a = int(_as_binary_array(a, "a")[0])
+        a = int(check_binary_codes(a, "a")[0])
         return float(self.mu[a]) if self.gamma_a == 1 else 0.5 * (self.mu[0] + self.mu[1])
 
     def prevalence(self, a: int | None = None) -> float:
@@ -352,7 +493,7 @@ class CausalDGP(_BinaryDGP):
         """
         if a is None:
             return float(0.5 * (self.prevalence(0) + self.prevalence(1)))
-        a = int(_as_binary_array(a, "a")[0])
+        a = int(check_binary_codes(a, "a")[0])
         beta, alpha = float(self.beta[a]), float(self.alpha[a])
 
         def sig(v: float) -> float:
@@ -368,16 +509,16 @@ class CausalDGP(_BinaryDGP):
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AnticausalDGP(_BinaryDGP):
-    """Anticausal-direction DGP (paper A.3.1, SPEC 2.2, following the authors' code).
+    """Anticausal-direction DGP (paper Supplementary A.3.1, following the authors' code).
 
     ``A ~ Bern(0.5)``; ``Y | A=a ~ Bern(p_a)``; ``X | A=a, Y=y ~ N(mu_ay, 1)``.
 
     Parameters
     ----------
-    setting_id, display_name : str
+    setting_id : str
     p_y : tuple of 2 float
         ``(p_0, p_1)`` with ``p_a = P(Y = 1 | A = a)`` (the code's convention; the paper's formula
-        swaps the groups, see SPEC 2.2).
+        swaps the groups).
     mu : tuple of 2 tuples of 2 float
         ``mu[a][y]``, the mean of ``X | A=a, Y=y``.
 
@@ -389,7 +530,6 @@ class AnticausalDGP(_BinaryDGP):
     """
 
     setting_id: str
-    display_name: str
     p_y: tuple[float, float]
     mu: tuple[tuple[float, float], tuple[float, float]]
 
@@ -399,7 +539,7 @@ class AnticausalDGP(_BinaryDGP):
 
     def sample(self, n: int, rng: np.random.Generator) -> pd.DataFrame:
         """Draw ``n`` i.i.d. rows; see :meth:`CausalDGP.sample` for shapes and ``Raises``."""
-        n = _check_positive_int("n", n)
+        n = check_positive_int(n, "n")
         a = (rng.random(n) < 0.5).astype(np.int64)
         y = (rng.random(n) < np.asarray(self.p_y)[a]).astype(np.int64)
         x = rng.normal(loc=np.asarray(self.mu, dtype=np.float64)[a, y], scale=1.0)
@@ -414,13 +554,24 @@ class AnticausalDGP(_BinaryDGP):
             out[:, a, 0] = _LOG_HALF + math.log1p(-p) + _log_normal_pdf(x, self.mu[a][0])
         return out
 
+    def _dlog_joint(self, x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        return np.asarray(self.mu, dtype=np.float64)[None, :, :] - x[:, None, None]
+
+    def x_mixture(self) -> tuple[Mixture, Mixture]:
+        """``f(x, a) = 0.5 ((1 - p_a) phi(x - mu_a0) + p_a phi(x - mu_a1))`` as normal mixtures."""
+        return tuple(  # type: ignore[return-value]
+            ((0.5 * (1.0 - self.p_y[a]), float(self.mu[a][0])), (0.5 * self.p_y[a], float(self.mu[a][1])))
+            for a in (0, 1)
+        )
+
     def p_a(self) -> np.ndarray:
         """``P(A = a)``, shape (2,): ``(0.5, 0.5)``."""
         return np.array([0.5, 0.5])
 
     def mean_x_given_a(self, a: int) -> float:
         """``E[X | A = a] = p_a mu_a1 + (1 - p_a) mu_a0``."""
-        a = int(_as_binary_array(a, "a")[0])
+        a = int(check_binary_codes(a, "a")[0])
         return float(self.p_y[a] * self.mu[a][1] + (1.0 - self.p_y[a]) * self.mu[a][0])
 
     def prevalence(self, a: int | None = None) -> float:
@@ -433,29 +584,65 @@ class AnticausalDGP(_BinaryDGP):
         """
         if a is None:
             return float(0.5 * (self.p_y[0] + self.p_y[1]))
-        return float(self.p_y[int(_as_binary_array(a, "a")[0])])
+        return float(self.p_y[int(check_binary_codes(a, "a")[0])])
 
 
 # --------------------------------------------------------------------------------------------
 # selection variants
 # --------------------------------------------------------------------------------------------
+def _draw_and_filter(draw: Callable[[int], pd.DataFrame], n: int, rate: float) -> tuple[pd.DataFrame, int]:
+    """Keep the first ``n`` rows with ``s == 1`` of successive chunks ``draw(size)`` (paper A.3).
+
+    Chunks are sized to hold about 1.1 times the missing rows at the expected kept share ``rate``
+    (at least 1,024 and at most 5,000,000 rows). Returns the kept rows (without ``s``, index
+    ``0..n-1``) and the number of drawn rows up to and including the ``n``-th kept one.
+    """
+    parts: list[pd.DataFrame] = []
+    kept, drawn = 0, 0
+    while kept < n:
+        need = n - kept
+        size = int(min(max(math.ceil(1.1 * need / rate) + 100, 1024), 5_000_000))
+        chunk = draw(size)
+        hits = np.flatnonzero(chunk["s"].to_numpy() == 1)
+        if hits.size >= need:  # the chunk completes the sample: stop at its need-th kept row
+            drawn += int(hits[need - 1]) + 1
+            parts.append(chunk.iloc[hits[:need]])
+            kept = n
+        else:
+            drawn += size
+            parts.append(chunk.iloc[hits])
+            kept += hits.size
+    return pd.concat(parts, ignore_index=True).drop(columns="s"), drawn
+
+
 @dataclass(frozen=True)
 class SelectionDGP(_BinaryDGP):
     """A DGP whose training population is the base population conditioned on ``S = 1``.
 
-    Paper A.2 and A.3.1, SPEC 2.3. ``S | X, A, Y ~ Bern(s(X, A, Y))`` with the factorised
-    selection probability ``s(x, a, y) = clip(1 - x_curvature * x^2, 0, 1) * s_ay[a][y]``.
+    Paper Supplementary A.2 and A.3.1. The model is built in four named steps, one section each:
+
+    1. *who is kept*: ``S | X, A, Y ~ Bern(s(X, A, Y))`` with the factorised probability
+       ``s(x, a, y) = clip(1 - x_curvature * x^2, 0, 1) * s_ay[a][y]`` (:meth:`selection_probability`);
+    2. *how many are kept*: ``P(S = 1) = E[s(X, A, Y)]`` (:meth:`p_selected`);
+    3. *the training sample*: draw population rows and keep those with ``S = 1``
+       (:meth:`sample_selected`); the test sample is the population itself (:meth:`sample`);
+    4. *the training population's Bayes scores*: ``E[Y | X, A, S = 1]`` and ``E[Y | X, S = 1]``
+       (:meth:`selected_p_y_given_xa`, :meth:`selected_p_y_given_x`, :meth:`bayes_logit`).
+
+    Every population oracle (``p_y_given_xa``, ``p_a_given_x``, ``prevalence``, densities, ...)
+    is the base DGP's.
 
     Parameters
     ----------
-    setting_id, display_name : str
+    setting_id : str
     base : CausalDGP or AnticausalDGP
-        The full (target) population; all population oracles (``p_y_given_xa``, ``p_a_given_x``,
-        ``prevalence``, ...) are those of ``base``.
+        The full (target) population.
     s_ay : tuple of 2 tuples of 2 float
         ``s_ay[a][y]`` in (0, 1], the factor of ``s`` that depends on ``(A, Y)``.
     x_curvature : float
         ``c >= 0`` in the factor ``clip(1 - c x^2, 0, 1)`` that depends on ``X`` (0: no factor).
+        For ``selection_x``, ``c = 4/25``: the paper's ``1 - (4/25) X^2`` is negative for
+        ``|X| > 2.5`` and is clipped to 0 there.
 
     Notes
     -----
@@ -469,7 +656,6 @@ class SelectionDGP(_BinaryDGP):
     """
 
     setting_id: str
-    display_name: str
     base: CausalDGP | AnticausalDGP
     s_ay: tuple[tuple[float, float], tuple[float, float]] = ((1.0, 1.0), (1.0, 1.0))
     x_curvature: float = 0.0
@@ -480,7 +666,7 @@ class SelectionDGP(_BinaryDGP):
         if self.x_curvature < 0:
             raise ValueError(f"x_curvature must be non-negative; got {self.x_curvature!r}")
 
-    # ---- selection mechanism ---------------------------------------------------------------
+    # ---- step 1: who is kept -----------------------------------------------------------------
     def selection_probability(self, x: object, a: object, y: object) -> np.ndarray:
         """``s(x, a, y) = P(S = 1 | X = x, A = a, Y = y)``.
 
@@ -492,8 +678,7 @@ class SelectionDGP(_BinaryDGP):
         Returns
         -------
         ndarray of shape (n,)
-            Values in [0, 1]; for ``selection_x``, ``clip(1 - (4/25) x^2, 0, 1)`` (the paper's
-            formula is negative for ``|x| > 2.5``; SPEC 2.3 clips it).
+            Values in [0, 1]; for ``selection_x``, ``clip(1 - (4/25) x^2, 0, 1)``.
 
         Raises
         ------
@@ -501,7 +686,7 @@ class SelectionDGP(_BinaryDGP):
             If ``a`` or ``y`` has values other than 0/1.
         """
         xs, codes, labels = np.broadcast_arrays(
-            _as_float_array(x), _as_binary_array(a, "a"), _as_binary_array(y, "y")
+            _as_float_array(x), check_binary_codes(a, "a"), check_binary_codes(y, "y")
         )
         return self._x_factor(xs) * np.asarray(self.s_ay, dtype=np.float64)[codes, labels]
 
@@ -510,6 +695,7 @@ class SelectionDGP(_BinaryDGP):
             return np.ones_like(x, dtype=np.float64)
         return np.clip(1.0 - self.x_curvature * np.asarray(x, dtype=np.float64) ** 2, 0.0, 1.0)
 
+    # ---- step 2: how many are kept -----------------------------------------------------------
     def p_selected(self) -> float:
         """``P(S = 1) = E[s(X, A, Y)]``, the share of population draws that are kept.
 
@@ -531,9 +717,9 @@ class SelectionDGP(_BinaryDGP):
         value, _ = integrate.quad(integrand, -bound, bound, **_QUAD_OPTIONS)
         return float(value)
 
-    # ---- sampling ----------------------------------------------------------------------------
+    # ---- step 3: the training and test samples -------------------------------------------
     def sample(self, n: int, rng: np.random.Generator) -> pd.DataFrame:
-        """Draw ``n`` rows from the full population (no selection): the test data (SPEC 2.3)."""
+        """Draw ``n`` rows from the full population (no selection): the test data (paper A.3)."""
         return self.base.sample(n, rng)
 
     def sample_with_selection(self, n: int, rng: np.random.Generator) -> pd.DataFrame:
@@ -551,27 +737,8 @@ class SelectionDGP(_BinaryDGP):
 
     def _sample_selected_counted(self, n: int, rng: np.random.Generator) -> tuple[pd.DataFrame, int]:
         """:meth:`sample_selected` plus the number of population draws up to the ``n``-th kept row."""
-        n = _check_positive_int("n", n)
-        rate = self.p_selected()
-        parts: list[pd.DataFrame] = []
-        kept, drawn = 0, 0
-        while kept < n:
-            need = n - kept
-            chunk = int(min(max(math.ceil(1.1 * need / rate) + 100, 1024), 5_000_000))
-            df = self.sample_with_selection(chunk, rng)
-            mask = df["s"].to_numpy() == 1
-            hits = np.flatnonzero(mask)
-            if hits.size >= need:
-                last = hits[need - 1]
-                drawn += int(last) + 1
-                parts.append(df.iloc[hits[:need]])
-                kept = n
-            else:
-                drawn += chunk
-                parts.append(df.iloc[hits])
-                kept += hits.size
-        out = pd.concat(parts, ignore_index=True).drop(columns="s")
-        return out, drawn
+        n = check_positive_int(n, "n")
+        return _draw_and_filter(lambda size: self.sample_with_selection(size, rng), n, self.p_selected())
 
     def sample_selected(self, n: int, rng: np.random.Generator) -> pd.DataFrame:
         """Draw exactly ``n`` rows from the selected population ``P(X, A, Y | S = 1)``.
@@ -597,21 +764,21 @@ class SelectionDGP(_BinaryDGP):
         """
         return self._sample_selected_counted(n, rng)[0]
 
-    # ---- oracles -----------------------------------------------------------------------------
+    # ---- step 4: the training population's Bayes scores -----------------------------------
+    def _selected(self, log_joint: np.ndarray) -> np.ndarray:
+        # log f(x, a, y) + log s_ay[a][y]; the X factor of s is common to all (a, y) and cancels.
+        return log_joint + np.log(np.asarray(self.s_ay, dtype=np.float64))[None, :, :]
+
+    # ---- the population (test data) is the base population ----------------------------------
     def _log_joint(self, x: np.ndarray) -> np.ndarray:
         return self.base._log_joint(x)
 
-    def _log_joint_selected(self, x: np.ndarray) -> np.ndarray:
-        # log f(x, a, y) + log s_ay[a][y]; the X factor of s is common to all (a, y) and cancels.
-        return self.base._log_joint(x) + np.log(np.asarray(self.s_ay, dtype=np.float64))[None, :, :]
+    def _dlog_joint(self, x: np.ndarray) -> np.ndarray:
+        return self.base._dlog_joint(x)
 
-    def p_y_given_xa(self, x: object, a: object) -> np.ndarray:
-        """``E[Y | X, A]`` in the full population (the base DGP's)."""
-        return self.base.p_y_given_xa(x, a)
-
-    def p_y_given_x(self, x: object) -> np.ndarray:
-        """``E[Y | X]`` in the full population (the base DGP's)."""
-        return self.base.p_y_given_x(x)
+    def x_mixture(self) -> tuple[Mixture, Mixture]:
+        """``f(x, a)`` of the full population (the base DGP's)."""
+        return self.base.x_mixture()
 
     def p_a_given_x(self, x: object) -> np.ndarray:
         """``P(A = a | X)``, shape (n, 2), in the full population (the base DGP's)."""
@@ -636,33 +803,32 @@ class SelectionDGP(_BinaryDGP):
 
 DGP: TypeAlias = CausalDGP | AnticausalDGP | SelectionDGP
 
-_COMPLEX_CAUSAL = CausalDGP(
-    "complex_causal_shift", "Complex Causal", mu=(-2.0, 0.0), gamma_a=1, beta=(0.5, -1.0), alpha=(0.1, 0.0)
-)
+_COMPLEX_CAUSAL = CausalDGP("complex_causal_shift", mu=(-2.0, 0.0), gamma_a=1, beta=(0.5, -1.0), alpha=(0.1, 0.0))
 
-#: All simulation settings, main settings in the paper's order (SPEC 2.1, 2.2), then selection (2.3).
+#: All simulation settings in the order of :data:`disaggregated_eval.vocabulary.SETTINGS`: the
+#: main settings in the paper's order (Supplementary A.3.1), then the selection variants (A.2).
 SETTINGS: dict[str, DGP] = {
     d.setting_id: d
     for d in (
-        CausalDGP("covariate_shift", "Covariate Shift", mu=(-2.0, 0.0), gamma_a=1, beta=(0.5, 0.5), alpha=(0.0, 0.0)),
-        CausalDGP("outcome_shift", "Outcome Shift", mu=(-2.0, 0.0), gamma_a=0, beta=(0.5, -1.0), alpha=(0.1, 0.0)),
+        CausalDGP("covariate_shift", mu=(-2.0, 0.0), gamma_a=1, beta=(0.5, 0.5), alpha=(0.0, 0.0)),
+        CausalDGP("outcome_shift", mu=(-2.0, 0.0), gamma_a=0, beta=(0.5, -1.0), alpha=(0.1, 0.0)),
         _COMPLEX_CAUSAL,
-        CausalDGP("low_overlap_causal", "Separable", mu=(-2.0, 2.0), gamma_a=1, beta=(0.5, -1.0), alpha=(0.1, 0.0)),
-        AnticausalDGP("anticausal_label_shift", "Label Shift", p_y=(0.5, 0.1), mu=((-1.0, 1.0), (-1.0, 1.0))),
-        AnticausalDGP(
-            "anticausal_presentation_shift", "Presentation Shift", p_y=(0.5, 0.5), mu=((1.0, 0.0), (-1.0, 1.0))
-        ),
-        AnticausalDGP("complex_anticausal_shift", "Complex Anticausal", p_y=(0.5, 0.1), mu=((1.0, 0.0), (-1.0, 1.0))),
-        SelectionDGP("selection_x", "Selection on X", base=_COMPLEX_CAUSAL, x_curvature=4.0 / 25.0),
-        SelectionDGP("selection_y", "Selection on Y", base=_COMPLEX_CAUSAL, s_ay=((0.4, 0.8), (0.4, 0.8))),
-        SelectionDGP("selection_ya", "Selection on Y and A", base=_COMPLEX_CAUSAL, s_ay=((0.8, 0.5), (0.8, 0.25))),
+        CausalDGP("low_overlap_causal", mu=(-2.0, 2.0), gamma_a=1, beta=(0.5, -1.0), alpha=(0.1, 0.0)),
+        AnticausalDGP("anticausal_label_shift", p_y=(0.5, 0.1), mu=((-1.0, 1.0), (-1.0, 1.0))),
+        AnticausalDGP("anticausal_presentation_shift", p_y=(0.5, 0.5), mu=((1.0, 0.0), (-1.0, 1.0))),
+        AnticausalDGP("complex_anticausal_shift", p_y=(0.5, 0.1), mu=((1.0, 0.0), (-1.0, 1.0))),
+        SelectionDGP("selection_x", base=_COMPLEX_CAUSAL, x_curvature=4.0 / 25.0),
+        SelectionDGP("selection_y", base=_COMPLEX_CAUSAL, s_ay=((0.4, 0.8), (0.4, 0.8))),
+        SelectionDGP("selection_ya", base=_COMPLEX_CAUSAL, s_ay=((0.8, 0.5), (0.8, 0.25))),
     )
 }
+if tuple(SETTINGS) != vocabulary.SETTINGS:  # pragma: no cover - guards the one home of setting ids
+    raise ImportError(f"simulate.SETTINGS {tuple(SETTINGS)} differ from vocabulary.SETTINGS {vocabulary.SETTINGS}")
 
 #: The seven main settings (no selection), in the paper's order.
-MAIN_SETTINGS: tuple[str, ...] = tuple(k for k, d in SETTINGS.items() if not isinstance(d, SelectionDGP))
+MAIN_SETTINGS: tuple[str, ...] = vocabulary.MAIN_SETTINGS
 #: The selection variants of ``complex_causal_shift``.
-SELECTION_SETTINGS: tuple[str, ...] = ("selection_x", "selection_y", "selection_ya")
+SELECTION_SETTINGS: tuple[str, ...] = vocabulary.SELECTION_SETTINGS
 
 
 def get_dgp(setting_id: str) -> DGP:
@@ -676,18 +842,14 @@ def get_dgp(setting_id: str) -> DGP:
     try:
         return SETTINGS[setting_id]
     except (KeyError, TypeError):
-        raise ValueError(
-            f"unknown simulation setting {setting_id!r}; valid settings: {', '.join(SETTINGS)}"
-        ) from None
+        raise ValueError(f"unknown simulation setting {setting_id!r}; valid settings: {', '.join(SETTINGS)}") from None
 
 
 # --------------------------------------------------------------------------------------------
 # pipeline functions
 # --------------------------------------------------------------------------------------------
-def simulate_setting(
-    setting_id: str, *, n_train: int, n_test: int, seed: int
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Draw the training and test sets of one setting (paper A.3; SPEC 2.3, 2.4).
+def simulate_setting(setting_id: str, *, n_train: int, n_test: int, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Draw the training and test sets of one setting (paper Supplementary A.3).
 
     Train and test are independent, drawn with ``seeds.generator(seed, "simulate", setting_id,
     "train" | "test")``. For selection settings the training set comes from the selected
@@ -714,8 +876,8 @@ def simulate_setting(
         If ``setting_id`` is unknown, a size is not a positive integer, or ``seed`` is negative.
     """
     dgp = get_dgp(setting_id)
-    n_train = _check_positive_int("n_train", n_train)
-    n_test = _check_positive_int("n_test", n_test)
+    n_train = check_positive_int(n_train, "n_train")
+    n_test = check_positive_int(n_test, "n_test")
     rng_train = seeds.generator(seed, "simulate", setting_id, "train")
     rng_test = seeds.generator(seed, "simulate", setting_id, "test")
     if isinstance(dgp, SelectionDGP):
@@ -725,21 +887,13 @@ def simulate_setting(
     return train, dgp.sample(n_test, rng_test)
 
 
-def _check_columns(df: pd.DataFrame, columns: tuple[str, ...], name: str) -> None:
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"{name} must be a pandas DataFrame; got {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{name} is missing columns {missing}; got columns {list(df.columns)}")
-
-
 def bayes_scores(setting_id: str, df: pd.DataFrame) -> pd.DataFrame:
     """Bayes-optimal scores of the population the models are trained on.
 
     ``bayes_x = E[Y | X, S = 1]`` and ``bayes_xa = E[Y | X, A, S = 1]`` for selection settings
     (the "Bayes-optimal model fit in the selected population" of paper Table B2); for the main
-    settings ``E[Y | X]`` and ``E[Y | X, A]`` (SPEC 2.5). Scores are clipped to
-    ``[eps, 1 - eps]`` (``eps`` the float64 machine epsilon) so that they lie in (0, 1).
+    settings ``E[Y | X]`` and ``E[Y | X, A]``. Scores are clipped to ``[eps, 1 - eps]`` (``eps``
+    the float64 machine epsilon) so that they lie in (0, 1).
 
     Parameters
     ----------
@@ -758,165 +912,87 @@ def bayes_scores(setting_id: str, df: pd.DataFrame) -> pd.DataFrame:
         If ``setting_id`` is unknown, a column is missing or ``a`` is not 0/1.
     """
     dgp = get_dgp(setting_id)
-    _check_columns(df, ("x", "a"), "df")
+    check_columns(df, ("x", "a"), "df")
     x = df["x"].to_numpy(dtype=np.float64)
-    a = df["a"].to_numpy()
+    a = check_binary_codes(df["a"].to_numpy(), "a")
+    log_joint = dgp._log_joint_selected(x)  # once for both scores
     out = pd.DataFrame(
         {
-            "bayes_x": dgp.selected_p_y_given_x(x),
-            "bayes_xa": dgp.selected_p_y_given_xa(x, a),
+            "bayes_x": expit(_logit_y_given_x(log_joint)),
+            "bayes_xa": expit(_logit_y_given_xa(log_joint)[np.arange(x.shape[0]), a]),
         }
     )
     return out.clip(_SCORE_EPS, 1.0 - _SCORE_EPS).astype(np.float64)
-
-
-def _binned_group_shares(
-    mc_scores: np.ndarray, mc_groups: np.ndarray, query: np.ndarray, *, n_bins: int, n_groups: int = 2
-) -> np.ndarray:
-    """``P(A = a | bin(R))`` from a Monte Carlo sample, evaluated at ``query`` scores.
-
-    Bins are the distinct Monte Carlo scores if there are at most ``n_bins`` of them (a query
-    score is mapped to the nearest distinct value), else ``n_bins`` quantile bins of the Monte
-    Carlo scores (tied edges merged). An empty bin borrows the shares of the nearest non-empty
-    bin above it (the last non-empty bin for empty bins at the top).
-
-    Returns
-    -------
-    ndarray of shape (len(query), n_groups)
-    """
-    values = np.unique(mc_scores)
-    if values.size <= n_bins:
-        mc_bin = np.searchsorted(values, mc_scores)
-        query_bin = np.searchsorted((values[1:] + values[:-1]) / 2.0, query, side="left")
-        n_total_bins = values.size
-    else:
-        edges = np.unique(np.quantile(mc_scores, np.linspace(0.0, 1.0, n_bins + 1)[1:-1]))
-        mc_bin = np.searchsorted(edges, mc_scores, side="right")
-        query_bin = np.searchsorted(edges, query, side="right")
-        n_total_bins = edges.size + 1
-    counts = np.bincount(mc_bin * n_groups + mc_groups, minlength=n_total_bins * n_groups)
-    counts = counts.reshape(n_total_bins, n_groups).astype(np.float64)
-    totals = counts.sum(axis=1)
-    nonempty = np.flatnonzero(totals > 0)
-    target = nonempty[np.minimum(np.searchsorted(nonempty, np.arange(n_total_bins)), nonempty.size - 1)]
-    shares = counts[target] / totals[target][:, None]
-    return shares[query_bin]
 
 
 def oracle_weights(
     setting_id: str,
     test: pd.DataFrame,
     *,
-    score_fns: Mapping[str, Callable[[pd.DataFrame], np.ndarray]],
     test_scores: Mapping[str, np.ndarray],
-    n_monte_carlo: int = 1_000_000,
-    n_bins: int = 100,
-    seed: int,
+    fitted: OutcomeModels | None = None,
+    oracles: Mapping[str, ScoreOracle] | None = None,
 ) -> pd.DataFrame:
-    """Oracle weights ``P(A = a | V)`` for the test rows (paper Algorithm 1; SPEC 2.5).
+    """Oracle weights ``P(A = a | V)`` of the test rows (paper Algorithm 1).
 
     * ``V = X``: :meth:`p_a_given_x` (closed form), model ``"*"``.
     * ``V = Y``: :meth:`p_a_given_y` (closed form), model ``"*"``.
-    * ``V = R``, one block per model in ``score_fns``: ``P(A | R)`` has no closed form and is
-      approximated by fine binning at large ``n``: ``n_monte_carlo`` rows are drawn from the *full*
-      population with ``seeds.generator(seed, "oracle", setting_id, "monte_carlo")`` and scored
-      with ``score_fns[model]``; the scores are binned (by their distinct values when there are at
-      most ``n_bins`` of them, as for fitted tree models, else into ``n_bins`` quantile bins);
-      ``P(A = a | bin)`` is the share of group ``a`` in the bin (an empty bin borrows the nearest
-      non-empty bin's shares); each test score gets its bin's shares (nearest distinct value, or
-      the quantile bin it falls in).
+    * ``V = R``, one block per model in ``test_scores``: ``P(A = a | R = r)`` computed from the
+      DGP without sampling or binning (:func:`disaggregated_eval.population.score_oracle`): for a
+      fitted model (a step function of ``x`` in each group) the population mass of each group on
+      the ``x`` intervals mapped to the score value ``r``; for a Bayes-optimal score, the change
+      of variables ``x -> r`` over the preimages of ``r``.
 
-    The ``R`` weights therefore approximate ``P(A = a | R in bin)``: their error is the Monte
-    Carlo standard error, about ``sqrt(p (1 - p) n_bins / n_monte_carlo)`` (0.005 at the
-    defaults), plus, for continuous scores, the variation of ``P(A | R)`` within a bin.
-    For selection settings all weights refer to the full (test) population.
+    All weights refer to the full (test) population, also for the selection settings.
 
     Parameters
     ----------
     setting_id : str
     test : pandas.DataFrame of shape (n_test, >= 3)
         The test set, columns ``x``, ``a``, ``y``; its row order defines ``row``.
-    score_fns : mapping of str to callable
-        ``model -> fn``; ``fn(frame)`` returns the scores, shape (n,), of a frame with the test
-        set's columns (``x``, ``a``, ``y``). E.g. the fitted model's ``predict_proba`` column 1.
     test_scores : mapping of str to ndarray of shape (n_test,)
-        The same models' scores on ``test``; must have the same keys as ``score_fns``.
-    n_monte_carlo : int, default 1,000,000
-        Monte Carlo sample size for ``P(A | R)``.
-    n_bins : int, default 100
-        Maximum number of score bins.
-    seed : int
-        The configured root seed.
+        Scores of each model on ``test``: keys among ``x``, ``xa``, ``xa_stratified`` (predicted by
+        ``fitted``) and ``bayes_x``, ``bayes_xa`` (:func:`bayes_scores`). Block order follows it.
+    fitted : OutcomeModels, optional
+        The fitted outcome models; needed for the fitted model types (unless ``oracles`` has them).
+    oracles : mapping of str to ScoreOracle, optional
+        Prebuilt :func:`~disaggregated_eval.population.score_oracle` objects to reuse (e.g. across
+        many test sets of one setting); models not in it are built here.
 
     Returns
     -------
-    pandas.DataFrame of shape ((2 + len(score_fns)) * n_test, 6)
-        Long format of ``docs/design.md``: ``weight_source`` (``"oracle"``), ``control``
-        (``X``, ``Y``, ``R``), ``model`` (``"*"`` for X and Y), ``row`` (int64), ``p_0``, ``p_1``
-        (float64, rows sum to 1). Blocks in the order X, Y, then ``score_fns`` order.
+    pandas.DataFrame of shape ((2 + len(test_scores)) * n_test, 6)
+        Long weight table (:func:`disaggregated_eval.weight_table.weight_table`):
+        ``weight_source`` (``"oracle"``), ``control`` (``X``, ``Y``, ``R``), ``model`` (``"*"`` for
+        X and Y), ``row`` (int64), ``p_0``, ``p_1`` (float64, rows sum to 1).
 
     Raises
     ------
     ValueError
-        If ``setting_id`` is unknown, a column is missing, the keys of ``score_fns`` and
-        ``test_scores`` differ, a score array has the wrong shape or non-finite values, or a size
-        is not a positive integer.
+        If ``setting_id`` is unknown, a column is missing, ``a`` or ``y`` is not 0/1, a model name
+        is unknown, a score array has the wrong length or values outside [0, 1], a fitted model
+        type is given without ``fitted``, or a score is not a value the model produces.
     """
+    from . import population  # population builds on the DGPs of this module
+
     dgp = get_dgp(setting_id)
-    _check_columns(test, ("x", "a", "y"), "test")
-    n_monte_carlo = _check_positive_int("n_monte_carlo", n_monte_carlo)
-    n_bins = _check_positive_int("n_bins", n_bins)
-    if set(score_fns) != set(test_scores):
-        raise ValueError(
-            f"score_fns and test_scores must have the same models; got {sorted(score_fns)} "
-            f"and {sorted(test_scores)}"
-        )
+    check_columns(test, ("x", "a", "y"), "test")
     n_test = len(test)
+    x = test["x"].to_numpy(dtype=np.float64)
+    y = check_binary_codes(test["y"].to_numpy(), "test['y']")
+    check_binary_codes(test["a"].to_numpy(), "test['a']")
+    oracles = dict(oracles or {})
     checked: dict[str, np.ndarray] = {}
-    for model in score_fns:
-        scores = np.asarray(test_scores[model], dtype=np.float64)
-        if scores.shape != (n_test,):
-            raise ValueError(
-                f"test_scores[{model!r}] must have shape ({n_test},) (one score per test row); "
-                f"got {scores.shape}"
-            )
-        if not np.isfinite(scores).all():
-            raise ValueError(f"test_scores[{model!r}] has non-finite values")
-        checked[model] = scores
-
-    rows = np.arange(n_test, dtype=np.int64)
-    blocks: list[tuple[str, str, np.ndarray]] = [
-        ("X", "*", dgp.p_a_given_x(test["x"].to_numpy(dtype=np.float64))),
-        ("Y", "*", dgp.p_a_given_y(test["y"].to_numpy())),
+    for model, scores in test_scores.items():
+        check_choice(model, "model (a key of test_scores)", vocabulary.SIMULATION_MODELS)
+        checked[model] = check_scores(scores, n_test, f"test_scores[{model!r}]")
+        if model in vocabulary.MODEL_TYPES and fitted is None and model not in oracles:
+            raise ValueError(f"fitted (the OutcomeModels) is needed for the oracle P(A | R) of model {model!r}")
+    blocks = [
+        weight_table(dgp.p_a_given_x(x), weight_source="oracle", control="X"),
+        weight_table(dgp.p_a_given_y(y), weight_source="oracle", control="Y"),
     ]
-    if score_fns:
-        monte_carlo = dgp.sample(n_monte_carlo, seeds.generator(seed, "oracle", setting_id, "monte_carlo"))
-        mc_groups = monte_carlo["a"].to_numpy()
-        for model, fn in score_fns.items():
-            mc_scores = np.asarray(fn(monte_carlo), dtype=np.float64)
-            if mc_scores.shape != (n_monte_carlo,) or not np.isfinite(mc_scores).all():
-                raise ValueError(
-                    f"score_fns[{model!r}] must return {n_monte_carlo} finite scores; "
-                    f"got shape {mc_scores.shape}"
-                )
-            shares = _binned_group_shares(mc_scores, mc_groups, checked[model], n_bins=n_bins)
-            blocks.append(("R", model, shares))
-
-    frames = [
-        pd.DataFrame(
-            {
-                "weight_source": "oracle",
-                "control": control,
-                "model": model,
-                "row": rows,
-                "p_0": probs[:, 0].astype(np.float64),
-                "p_1": probs[:, 1].astype(np.float64),
-            }
-        )
-        for control, model, probs in blocks
-    ]
-    out = pd.concat(frames, ignore_index=True)
-    out["weight_source"] = out["weight_source"].astype(str)
-    out["control"] = out["control"].astype(str)
-    out["model"] = out["model"].astype(str)
-    return out
+    for model, scores in checked.items():
+        oracle = oracles.get(model) or population.score_oracle(setting_id, model, fitted=fitted)
+        blocks.append(weight_table(oracle(scores), weight_source="oracle", control="R", model=model))
+    return concat_weight_tables(blocks)

@@ -63,27 +63,26 @@ _TABLEB2 = {
 
 
 def _rows():
-    for setting, cells in _TABLE2.items():
+    for dataset, cells in _TABLE2.items():
         for control, flags in cells.items():
-            for model, flag in zip(_MODELS, flags):
-                yield ("Table 2", setting, model, control, "{R,Y} ⊥ A | V", flag)
+            for model, flag in zip(_MODELS, flags, strict=True):
+                yield ("Table 2", dataset, model, control, "{R,Y} ⊥ A | V", flag)
     for table, source in (("Table B1", _TABLEB1), ("Table B2", _TABLEB2)):
-        for setting, (suff_x, suff_xa, sep_x, sep_xa) in source.items():
-            yield (table, setting, "bayes_x", "R", "sufficiency", suff_x)
-            yield (table, setting, "bayes_xa", "R", "sufficiency", suff_xa)
-            yield (table, setting, "bayes_x", "Y", "separation", sep_x)
-            yield (table, setting, "bayes_xa", "Y", "separation", sep_xa)
+        for dataset, (suff_x, suff_xa, sep_x, sep_xa) in source.items():
+            yield (table, dataset, "bayes_x", "R", "sufficiency", suff_x)
+            yield (table, dataset, "bayes_xa", "R", "sufficiency", suff_xa)
+            yield (table, dataset, "bayes_x", "Y", "separation", sep_x)
+            yield (table, dataset, "bayes_xa", "Y", "separation", sep_xa)
 
 
-#: One row per theory cell: table, setting, model, control, property, expected (bool).
+#: One row per theory cell: table, dataset (a simulation setting), model, control, property,
+#: expected (bool).
 EXPECTED = tuple(_rows())
 
 
 def expected_table() -> pd.DataFrame:
-    """Return the theory cells as a frame (columns table, setting, model, control, property, expected)."""
-    return pd.DataFrame(
-        list(EXPECTED), columns=["table", "setting", "model", "control", "property", "expected"]
-    )
+    """Return the theory cells as a frame (columns table, dataset, model, control, property, expected)."""
+    return pd.DataFrame(list(EXPECTED), columns=["table", "dataset", "model", "control", "property", "expected"])
 
 
 def theory_coverage(metrics_table: pd.DataFrame) -> pd.DataFrame:
@@ -99,8 +98,8 @@ def theory_coverage(metrics_table: pd.DataFrame) -> pd.DataFrame:
     -------
     pandas.DataFrame
         One row per theory cell, weight source, subgroup and metric present in the table:
-        ``table, setting, model, control, property, expected, weight_source, group, metric,
-        estimate, ci_low, ci_high, covers_zero``. Cells whose setting or model is not in the table
+        ``table, dataset, model, control, property, expected, weight_source, group, metric,
+        estimate, ci_low, ci_high, covers_zero``. Cells whose dataset or model is not in the table
         are left out.
 
     Raises
@@ -108,15 +107,15 @@ def theory_coverage(metrics_table: pd.DataFrame) -> pd.DataFrame:
     ValueError
         If the table lacks the tidy columns.
     """
-    needed = {"setting", "model", "comparison", "control", "weight_source", "group", "metric",
-              "estimate", "ci_low", "ci_high"}
+    needed = {"dataset", "model", "comparison", "control", "weight_source", "group", "metric",
+              "estimate", "ci_low", "ci_high"}  # fmt: skip
     missing = sorted(needed - set(metrics_table.columns))
     if missing:
         raise ValueError(f"metrics table lacks the columns {missing}")
     ta = metrics_table[metrics_table["comparison"] == "controlled_difference"]
-    merged = expected_table().merge(ta, on=["setting", "model", "control"], how="inner")
+    merged = expected_table().merge(ta, on=["dataset", "model", "control"], how="inner")
     merged["covers_zero"] = (merged["ci_low"] <= 0) & (merged["ci_high"] >= 0)
-    cols = ["table", "setting", "model", "control", "property", "expected", "weight_source",
-            "group", "metric", "estimate", "ci_low", "ci_high", "covers_zero"]
-    return merged[cols].sort_values(["table", "setting", "model", "control", "weight_source",
-                                     "group", "metric"], kind="stable").reset_index(drop=True)
+    cols = ["table", "dataset", "model", "control", "property", "expected", "weight_source",
+            "group", "metric", "estimate", "ci_low", "ci_high", "covers_zero"]  # fmt: skip
+    order = ["table", "dataset", "model", "control", "weight_source", "group", "metric"]
+    return merged[cols].sort_values(order, kind="stable").reset_index(drop=True)

@@ -29,6 +29,7 @@ __all__ = [
     "PIPELINE_METRICS",
     "FIGURE_METRICS",
     "RELATIVE_METRICS",
+    "RELATIVE_FIGURE_MODELS",
     "SCORE_METRICS",
     "METRIC_LABELS",
     "METRIC_HIGHER_IS_BETTER",
@@ -36,6 +37,7 @@ __all__ = [
     "SELECTION_SETTINGS",
     "SETTINGS",
     "SETTING_LABELS",
+    "SIMULATION_GROUP_LABELS",
     "TASKS",
     "TASK_LABELS",
     "ACS_GROUP_LABELS",
@@ -43,6 +45,7 @@ __all__ = [
     "RESAMPLING_SCHEMES",
     "HORIZONS",
     "STATES",
+    "PUMS_RENAMED_COLUMNS",
 ]
 
 # ---- models ------------------------------------------------------------------------------------
@@ -120,6 +123,8 @@ FIGURE_METRICS: tuple[str, ...] = (
 )
 #: Metrics of the relative-performance figures B1 and B25.
 RELATIVE_METRICS: tuple[str, ...] = ("log_loss", "auc", "sensitivity", "specificity", "net_benefit")
+#: Compared models of the relative-performance figures B1 and B25 (each minus its reference ``x``).
+RELATIVE_FIGURE_MODELS: tuple[str, ...] = ("xa", "xa_stratified")
 #: Metrics that need a score, not only a hard prediction (left out for 0/1 predictions).
 SCORE_METRICS: tuple[str, ...] = ("log_loss", "auc", "brier_score")
 #: Display name of each metric.
@@ -176,6 +181,8 @@ SELECTION_SETTINGS: tuple[str, ...] = tuple(_SELECTION_SETTING_LABELS)
 SETTINGS: tuple[str, ...] = MAIN_SETTINGS + SELECTION_SETTINGS
 #: Display name of each simulation setting.
 SETTING_LABELS: dict[str, str] = {**_MAIN_SETTING_LABELS, **_SELECTION_SETTING_LABELS}
+#: Display labels of the simulated group codes ``a = 0, 1``.
+SIMULATION_GROUP_LABELS: tuple[str, ...] = ("A = 0", "A = 1")
 
 #: ACS dataset id -> folktables task name (Supplementary A.4).
 TASKS: dict[str, str] = {"acs_income": "ACSIncome", "acs_public_coverage": "ACSPublicCoverage"}
@@ -202,3 +209,6 @@ STATES: tuple[str, ...] = tuple(
         "NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY PR"
     ).split()
 )
+#: PUMS person-file columns that the Census Bureau renamed: old name -> (new name, first survey year
+#: with the new name). folktables' ``ACSIncome`` still reads ``RELP``, which is ``RELSHIPP`` from 2019 on.
+PUMS_RENAMED_COLUMNS: dict[str, tuple[str, int]] = {"RELP": ("RELSHIPP", 2019)}

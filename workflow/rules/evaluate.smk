@@ -1,5 +1,5 @@
-# Evaluation stage: paired bootstrap of every comparison (SPEC 5.2, 5.3), calibration curves (SPEC 5.4),
-# and the per-study tables.
+# Evaluation stage: paired bootstrap of every comparison (docs/method.md, "Bootstrap"), calibration
+# curves (paper Supplementary A.3), and the per-study tables.
 
 
 rule bootstrap_metrics:
@@ -8,7 +8,9 @@ rule bootstrap_metrics:
         unpack(weight_files),
         test=data_file("test"),
         schema=data_file("schema"),
-        code=library_files("seeds", "metrics", "bootstrap", "evaluation"),
+        code=library_files(
+            "seeds", "vocabulary", "_validation", "metrics", "bootstrap", "weight_table", "evaluation"
+        ),
     output:
         parquet="results/evaluate/{dataset}/metrics.parquet",
         csv="results/evaluate/{dataset}/metrics.csv",
@@ -26,7 +28,9 @@ rule bootstrap_metrics:
         confidence=config["evaluation"]["confidence"],
         threshold=config["evaluation"]["threshold"],
         preference_threshold=config["evaluation"]["preference_threshold"],
-        batch_size=config["evaluation"]["batch_size"],
+    # evaluation.batch_size is not a param: it does not change the table (resample i always uses
+    # seed child i), so changing it must not rerun the bootstraps; the script reads it from
+    # snakemake.config. The resampling scheme is fixed to "population" in the script.
     threads: job_resource("bootstrap", "threads")
     resources:
         mem_mb=job_resource("bootstrap", "mem_mb"),
@@ -42,7 +46,7 @@ rule compute_calibration_curves:
         scores=rules.fit_outcome_models.output.scores,
         test=data_file("test"),
         schema=data_file("schema"),
-        code=library_files("calibration"),
+        code=library_files("vocabulary", "_validation", "calibration"),
     output:
         calibration="results/evaluate/{dataset}/calibration.parquet",
     log:

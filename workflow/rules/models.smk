@@ -1,4 +1,5 @@
-# Model stage: outcome models of every type (SPEC 4.1) and, for simulations, the Bayes-optimal scores.
+# Model stage: outcome models of every type (paper Supplementary A.3) and, for simulations, the
+# Bayes-optimal scores.
 
 
 rule fit_outcome_models:

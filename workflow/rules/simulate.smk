@@ -1,9 +1,9 @@
-# Data stage of the simulation study: one train/test draw per setting (SPEC 2).
+# Data stage of the simulation study: one train/test draw per setting (paper section 3.1, Supplementary A.3.1).
 
 
 rule simulate_setting:
     input:
-        code=library_files("seeds", "simulate"),
+        code=library_files("seeds", "simulate", "vocabulary"),
     output:
         train="results/data/{dataset}/train.parquet",
         test="results/data/{dataset}/test.parquet",
@@ -14,11 +14,11 @@ rule simulate_setting:
         "benchmarks/output/simulate_setting/{dataset}.tsv"
     wildcard_constraints:
         dataset=SIMULATION_PATTERN,
+    conda:
+        "../../envs/disaggregated_eval.yaml"
     params:
         seed=config["seed"],
         n_train=config["simulation"]["n_train"],
         n_test=config["simulation"]["n_test"],
-    conda:
-        "../../envs/disaggregated_eval.yaml"
     script:
         "../scripts/simulate_setting.py"

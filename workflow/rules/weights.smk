@@ -1,5 +1,5 @@
-# Weight stage: P(A = a | V) for V in {X, Y, R}; estimated (Algorithm 2, SPEC 4.2) for every dataset
-# and oracle (Algorithm 1, SPEC 2.5) for simulations.
+# Weight stage: P(A = a | V) for V in {X, Y, R}; estimated (paper Algorithm 2) for every dataset
+# and oracle (paper Algorithm 1) for simulations.
 
 
 rule fit_weight_models:
@@ -21,6 +21,10 @@ rule fit_weight_models:
         max_leaf_nodes=config["models"]["max_leaf_nodes"],
         cv_folds=config["models"]["cv_folds"],
         crossfit_folds=config["models"]["crossfit_folds"],
+        # Weights describe the evaluated (test) population: where training data are a selected
+        # sample S = 1 (selection settings, paper Supplementary A.2), P(A | X) and P(A | Y) are
+        # cross-fitted on test like P(A | R) instead of fitted on train.
+        fit_xy_on=weight_fit_population,
     threads: job_resource("weights", "threads")
     resources:
         mem_mb=job_resource("weights", "mem_mb"),
@@ -37,7 +41,7 @@ rule compute_oracle_weights:
         scores=rules.fit_outcome_models.output.scores,
         bayes_scores=rules.score_bayes_models.output.scores,
         models=rules.fit_outcome_models.output.models,
-        code=library_files("seeds", "simulate", "models"),
+        code=library_files("simulate", "population", "vocabulary"),
     output:
         weights="results/weights/{dataset}/weights_oracle.parquet",
     log:
@@ -46,10 +50,6 @@ rule compute_oracle_weights:
         "benchmarks/output/compute_oracle_weights/{dataset}.tsv"
     wildcard_constraints:
         dataset=SIMULATION_PATTERN,
-    params:
-        seed=config["seed"],
-        n_monte_carlo=config["simulation"]["oracle"]["n_monte_carlo"],
-        n_bins=config["simulation"]["oracle"]["n_bins"],
     threads: job_resource("oracle", "threads")
     resources:
         mem_mb=job_resource("oracle", "mem_mb"),

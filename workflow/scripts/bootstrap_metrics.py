@@ -1,10 +1,16 @@
-"""Rule bootstrap_metrics: controlled evaluation with paired bootstrap intervals (SPEC 5.2, 5.3)."""
+"""Rule bootstrap_metrics: controlled evaluation with paired bootstrap intervals.
+
+Every value that changes the table comes from ``snakemake.params`` (so that changing it reruns the
+rule). ``evaluation.batch_size`` does not change the table (resample ``i`` always uses seed child
+``i``; ``docs/method.md``, "Bootstrap"), so it is read from ``snakemake.config`` instead: changing it
+must not rerun every bootstrap. The job's ``mem_mb`` bounds the replicate memory before any work.
+"""
 
 import json
 
 import pandas as pd
 
-from disaggregated_eval import evaluation, io, seeds
+from disaggregated_eval import evaluation, io, seeds, vocabulary
 
 log = io.rule_logger(snakemake.log[0], "bootstrap_metrics")  # noqa: F821 (snakemake is injected)
 
@@ -13,12 +19,29 @@ def progress(done, total):
     log.info("bootstrap resamples %d / %d", done, total)
 
 
+def read_scores(path, n_rows, models):
+    """Score columns of one file, checked to have one row per test row."""
+    frame = io.read_table(path)
+    if len(frame) != n_rows:
+        raise ValueError(
+            f"score file {path} has {len(frame)} rows but the test set {snakemake.input.test} has {n_rows}; "
+            "they must match row for row (rerun the model stage)"
+        )
+    return frame[[m for m in models if m in frame.columns]]
+
+
 dataset = snakemake.wildcards.dataset
 params = snakemake.params
 schema = json.loads(open(snakemake.input.schema).read())
 test = io.read_table(snakemake.input.test)
-score_inputs = [snakemake.input.scores] + ([snakemake.input.bayes_scores] if "bayes_scores" in snakemake.input.keys() else [])
-scores = pd.concat([io.read_table(path) for path in score_inputs], axis=1)
+n_rows = len(test)
+score_inputs = [snakemake.input.scores] + (
+    [snakemake.input.bayes_scores] if "bayes_scores" in snakemake.input.keys() else []
+)
+scores = pd.concat([read_scores(path, n_rows, params.models) for path in score_inputs], axis=1)
+missing = [m for m in params.models if m not in scores.columns]
+if missing:
+    raise ValueError(f"score files {score_inputs} lack the model columns {missing}; they have {list(scores.columns)}")
 weight_inputs = [snakemake.input[f"weights_{source}"] for source in params.weight_sources]
 table = evaluation.controlled_evaluation(
     test[schema["label"]].to_numpy(),
@@ -27,15 +50,18 @@ table = evaluation.controlled_evaluation(
     weights=pd.concat([io.read_table(path) for path in weight_inputs], ignore_index=True),
     group_labels=schema["group_labels"],
     relative_to=dict(params.relative_to),
+    metrics=vocabulary.PIPELINE_METRICS,
     n_resamples=params.n_resamples,
     confidence=params.confidence,
     seed=seeds.seed_sequence(params.seed, "bootstrap", dataset),
     threshold=params.threshold,
     preference_threshold=params.preference_threshold,
-    batch_size=params.batch_size,
+    resampling="population",
+    memory_limit_mb=snakemake.resources.mem_mb,
+    batch_size=snakemake.config["evaluation"]["batch_size"],
     n_threads=snakemake.threads,
     study=params.study,
-    setting=dataset,
+    dataset=dataset,
     progress=progress,
 )
 io.write_table(table, snakemake.output.parquet)

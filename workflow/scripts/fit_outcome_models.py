@@ -1,4 +1,4 @@
-"""Rule fit_outcome_models: the x, xa and xa_stratified models (SPEC 4.1) and their test scores."""
+"""Rule fit_outcome_models: the x, xa and xa_stratified models (paper Supplementary A.3) and their test scores."""
 
 import json
 
@@ -10,7 +10,8 @@ log = io.rule_logger(snakemake.log[0], "fit_outcome_models")  # noqa: F821 (snak
 
 dataset = snakemake.wildcards.dataset
 params = snakemake.params
-schema = json.loads(open(snakemake.input.schema).read())
+with open(snakemake.input.schema) as handle:
+    schema = json.load(handle)
 fitted, selection = models.fit_outcome_models(
     io.read_table(snakemake.input.train),
     features=schema["features"],
@@ -21,7 +22,10 @@ fitted, selection = models.fit_outcome_models(
     n_splits=params.cv_folds,
     seed=params.seed,
     dataset=dataset,
+    # `threads` workers with one OpenMP thread each for the grid searches (they would inherit
+    # OMP_NUM_THREADS = threads), `threads` OpenMP threads for the refits in this process.
     n_jobs=snakemake.threads,
+    n_threads=snakemake.threads,
     progress=log.info,
 )
 scores = fitted.predict(io.read_table(snakemake.input.test)).reset_index(drop=True)

@@ -1,4 +1,4 @@
-"""Rule score_bayes_models: Bayes-optimal scores E[Y | X] and E[Y | X, A] of the test rows (SPEC 2.5)."""
+"""Rule score_bayes_models: Bayes-optimal scores E[Y | X] and E[Y | X, A] of the test rows (paper section 3.1)."""
 
 from disaggregated_eval import io, simulate
 

@@ -1,0 +1,175 @@
+"""Memory that the bootstrap replicates of a controlled evaluation need, and a check against a limit.
+
+A light module (numpy and the validation helpers only), so that the configuration check of the
+workflow (:mod:`disaggregated_eval.config`) can reject a resample count whose replicates would not fit
+in the job's ``mem_mb`` at parse time, before any job runs, without importing the numba engine.
+:func:`disaggregated_eval.evaluation.controlled_evaluation` uses the same functions (its
+``memory_limit_mb`` argument). See ``docs/method.md``, "Bootstrap" (memory).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validation import check_int, check_positive_int
+
+__all__ = [
+    "SUMMARY_CHUNK_VALUES",
+    "SUMMARY_CHUNK_COPIES",
+    "evaluations_per_model",
+    "replicate_memory_bytes",
+    "check_replicate_memory",
+]
+
+#: Quantities per chunk of the summary times resamples times metrics: the summary's differences
+#: and percentiles work on chunks of about this many float64 values (32 MiB).
+SUMMARY_CHUNK_VALUES = 2**22
+#: Upper bound of the summary's working set in chunk-sized arrays (the gathered replicates, the
+#: subtracted ones, the NaN copy and numpy's percentile work; measured: about 2); see
+#: :func:`replicate_memory_bytes`.
+SUMMARY_CHUNK_COPIES = 4
+
+
+def evaluations_per_model(*, n_groups: int, n_controls: int, n_weight_sources: int, shared_space: bool = True) -> int:
+    """Number of weighted evaluations that :func:`controlled_evaluation` bootstraps per model.
+
+    ``1 + K`` unweighted (overall and each subgroup) plus, per weight source and control with
+    weights, ``K`` weighted population metrics ``M_a`` and (with ``shared_space``) ``K``
+    shared-space metrics. ``T_a`` and relative comparisons are differences of these and cost no
+    replicates of their own.
+    """
+    per_weighting = 2 if shared_space else 1
+    return 1 + n_groups + n_weight_sources * n_controls * n_groups * per_weighting
+
+
+def replicate_memory_bytes(
+    *,
+    n_models: int,
+    n_groups: int,
+    n_controls: int,
+    n_weight_sources: int,
+    n_metrics: int,
+    n_resamples: int,
+    shared_space: bool = True,
+) -> int:
+    """Bytes that the bootstrap replicates of a controlled evaluation need (the part that grows
+    with ``n_resamples``).
+
+    Parameters
+    ----------
+    n_models : int
+        Models (score columns) evaluated, e.g. 5 in the simulation study, 3 for an ACS task.
+    n_groups : int
+        Subgroups ``K``.
+    n_controls : int
+        Control variables **with weights** (``X``, ``Y``, ``R``: 3 in the pipeline); ``none``
+        needs no evaluations of its own and is not counted.
+    n_weight_sources : int
+        Weight sources (``estimated``, ``oracle``: 2 in the simulation study, 1 for ACS).
+    n_metrics : int
+        Metrics per evaluation (8 in the pipeline: ``vocabulary.PIPELINE_METRICS``).
+    n_resamples : int
+        Bootstrap resamples.
+    shared_space : bool, default True
+        Whether the shared-space metrics are evaluated too.
+
+    Returns
+    -------
+    int
+        ``8 * n_resamples * n_evaluations * n_metrics`` (the float64 replicate array, with
+        ``n_evaluations = n_models * evaluations_per_model(...)``) plus the working set of the
+        summary (``SUMMARY_CHUNK_COPIES`` chunks of about ``SUMMARY_CHUNK_VALUES`` values, never
+        less than one quantity's ``n_resamples * n_metrics`` values and never more than all
+        quantities' values). It leaves out
+        what does not grow with ``n_resamples``: the libraries, the data and the engine's batch
+        working set (at most ~256 MB, ``bootstrap.BATCH_MEMORY_BYTES``).
+
+    Raises
+    ------
+    ValueError
+        If a count is not an integer of the right range (``n_controls`` and
+        ``n_weight_sources`` may be 0; the others must be positive).
+    """
+    n_models = check_positive_int(n_models, "n_models")
+    n_groups = check_positive_int(n_groups, "n_groups")
+    n_controls = check_int(n_controls, "n_controls", minimum=0)
+    n_weight_sources = check_int(n_weight_sources, "n_weight_sources", minimum=0)
+    n_metrics = check_positive_int(n_metrics, "n_metrics")
+    n_resamples = check_positive_int(n_resamples, "n_resamples")
+    per_model = evaluations_per_model(
+        n_groups=n_groups, n_controls=n_controls, n_weight_sources=n_weight_sources, shared_space=bool(shared_space)
+    )
+    n_evaluations = n_models * per_model
+    replicates = 8 * n_resamples * n_evaluations * n_metrics
+    # Reported quantities: the evaluations, M_a and T_a for V = none, T_a per source and control,
+    # and at most one relative comparison per model (overall and each subgroup).
+    n_quantities = n_models * (per_model + 2 * n_groups + n_weight_sources * n_controls * n_groups + 1 + n_groups)
+    per_quantity = n_resamples * n_metrics
+    chunk = min(max(1, SUMMARY_CHUNK_VALUES // per_quantity), n_quantities) * per_quantity
+    return replicates + 8 * SUMMARY_CHUNK_COPIES * chunk
+
+
+def check_replicate_memory(
+    *,
+    n_models: int,
+    n_groups: int,
+    n_controls: int,
+    n_weight_sources: int,
+    n_metrics: int,
+    n_resamples: int,
+    mem_mb: float,
+    shared_space: bool = True,
+    what: str = "n_resamples",
+    limit: str = "mem_mb",
+) -> int:
+    """Raise before any work if the replicates of a controlled evaluation exceed a memory limit.
+
+    Parameters
+    ----------
+    n_models, n_groups, n_controls, n_weight_sources, n_metrics, n_resamples, shared_space
+        As :func:`replicate_memory_bytes`.
+    mem_mb : float
+        The limit in megabytes (10^6 bytes; Snakemake's ``mem_mb``), > 0.
+    what, limit : str
+        How the resample count and the limit are named in the message, e.g.
+        ``"evaluation.n_resamples"`` and ``"resources.simulation.bootstrap.mem_mb"``.
+
+    Returns
+    -------
+    int
+        The estimate of :func:`replicate_memory_bytes`, when it fits.
+
+    Raises
+    ------
+    ValueError
+        If the estimate exceeds ``mem_mb`` (the message names ``what`` and its value, the estimate
+        and the limit), or an argument is invalid.
+    """
+    if isinstance(mem_mb, bool) or not isinstance(mem_mb, (int, float, np.integer, np.floating)) or not mem_mb > 0:
+        raise ValueError(f"{limit} must be a positive number of megabytes; got {mem_mb!r}")
+    needed = replicate_memory_bytes(
+        n_models=n_models,
+        n_groups=n_groups,
+        n_controls=n_controls,
+        n_weight_sources=n_weight_sources,
+        n_metrics=n_metrics,
+        n_resamples=n_resamples,
+        shared_space=shared_space,
+    )
+    if needed > float(mem_mb) * 1e6:
+        n_evaluations = n_models * evaluations_per_model(
+            n_groups=n_groups, n_controls=n_controls, n_weight_sources=n_weight_sources, shared_space=bool(shared_space)
+        )
+        # Each resample costs 8 bytes per evaluation and metric, plus its share of the summary's
+        # copies; the summary takes at most 8 * SUMMARY_CHUNK_COPIES * SUMMARY_CHUNK_VALUES bytes more.
+        # A conservative largest count that fits:
+        budget = float(mem_mb) * 1e6 - 8 * SUMMARY_CHUNK_COPIES * SUMMARY_CHUNK_VALUES
+        largest = max(0, int(budget // (8 * n_metrics * (n_evaluations + SUMMARY_CHUNK_COPIES))))
+        raise ValueError(
+            f"{what} = {n_resamples:,} needs about {needed / 1e6:,.0f} MB for the bootstrap replicates "
+            f"({n_evaluations} evaluations x {n_metrics} metrics x {n_resamples:,} resamples x 8 bytes, plus the "
+            f"summary), more than {limit} = {mem_mb:g} MB; lower {what} (at most about {largest:,} fit) or raise {limit}"
+        )
+    return needed
+
+
