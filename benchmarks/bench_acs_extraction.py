@@ -55,7 +55,7 @@ def worker(kind: str, root: Path) -> None:
         source = folktables.ACSDataSource(survey_year=str(YEAR), horizon=HORIZON, survey="person", root_dir=str(root))
         data = source.get_data(states=[STATE], download=False)
         for dataset, name in acs.TASKS.items():
-            features, label, group = getattr(folktables, name).df_to_pandas(data)
+            features, _, _ = getattr(folktables, name).df_to_pandas(data)
             rows[dataset] = len(features)
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
@@ -65,7 +65,9 @@ def worker(kind: str, root: Path) -> None:
 def run(kind: str, root: Path) -> dict:
     out = subprocess.run(
         [sys.executable, __file__, "--worker", kind, "--out-dir", str(root)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -94,7 +96,9 @@ def main() -> None:
         print(f"reusing {path}")
     else:
         start = time.perf_counter()
-        write_synthetic_person_file(path, n_rows=args.n_rows, seed=args.seed, year=YEAR, state=STATE, n_columns=args.n_columns)
+        write_synthetic_person_file(
+            path, n_rows=args.n_rows, seed=args.seed, year=YEAR, state=STATE, n_columns=args.n_columns
+        )
         meta_path.write_text(json.dumps(meta) + "\n")
         print(f"wrote {path} in {time.perf_counter() - start:.1f} s")
     report = acs.validate_person_file(path, year=YEAR)

@@ -20,6 +20,10 @@ rows) is written once under ``benchmarks/output/acs_model_fitting`` (not committ
 Usage::
 
     python benchmarks/bench_acs_model_fitting.py [--fraction 0.1] [--n-jobs 2] [--task acs_income]
+
+``--n-jobs t`` does what the fit rules do with ``threads: t``: ``t`` grid-search workers with one
+OpenMP thread each and ``t`` OpenMP threads for the refits (``benchmarks/bench_fit_threads.py``
+measures the alternatives under Snakemake).
 """
 
 from __future__ import annotations
@@ -69,16 +73,14 @@ def main() -> None:
     parser.add_argument("--task", choices=list(acs.TASKS), default="acs_income")
     parser.add_argument("--fraction", type=float, default=1.0, help="subsample of the extracted rows, in (0, 1]")
     parser.add_argument("--n-rows", type=int, default=2_060_000, help="person rows of the synthetic file")
-    parser.add_argument("--n-jobs", type=int, default=2, help="parallel fits of each grid search")
+    parser.add_argument("--n-jobs", type=int, default=2,
+                        help="parallel fits of each grid search (one OpenMP thread each) and OpenMP threads of the refits")
     parser.add_argument("--seed", type=int, default=2018)
     args = parser.parse_args()
     if not 0 < args.fraction <= 1:
         parser.error(f"--fraction must be in (0, 1]; got {args.fraction}")
 
-    try:
-        from disaggregated_eval import models
-    except ImportError as exc:  # the models module is written in parallel
-        raise SystemExit(f"disaggregated_eval.models is not available yet ({exc}); see docs/design.md") from exc
+    from disaggregated_eval import models
 
     t0 = time.perf_counter()
     path = person_file(args.n_rows, args.seed)
@@ -90,7 +92,7 @@ def main() -> None:
         keep = np.zeros(len(df), dtype=bool)
         for s in np.unique(strata):
             rows = np.flatnonzero(strata == s)
-            keep[rng.choice(rows, size=max(int(round(args.fraction * len(rows))), 10), replace=False)] = True
+            keep[rng.choice(rows, size=max(round(args.fraction * len(rows)), 10), replace=False)] = True
         df = df.loc[keep].reset_index(drop=True)
     train, test, schema = acs.encode_and_split(df, args.task, seed=args.seed)
     print(
@@ -112,7 +114,7 @@ def main() -> None:
         print(f"  [{now - t0:7.1f} s] {message}", flush=True)
 
     common = dict(features=schema["features"], categorical=schema["categorical"], seed=args.seed,
-                  dataset=args.task, n_jobs=args.n_jobs, progress=progress)
+                  dataset=args.task, n_jobs=args.n_jobs, n_threads=args.n_jobs, progress=progress)
     start = time.perf_counter()
     outcome, _ = models.fit_outcome_models(train, **common)
     scores = outcome.predict(test)
@@ -121,7 +123,7 @@ def main() -> None:
     start = last[0]
     models.fit_weight_models(
         train, test, {m: scores[m].to_numpy() for m in scores.columns},
-        n_groups=len(schema["group_labels"]), **common,
+        n_groups=len(schema["group_labels"]), group_labels=schema["group_labels"], **common,
     )
     weight_seconds = time.perf_counter() - start
 

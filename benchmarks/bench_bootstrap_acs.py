@@ -78,7 +78,7 @@ def main() -> None:
         seed=seeds.seed_sequence(args.seed, "bootstrap", "bench"),
         n_threads=args.threads,
         study="acs",
-        setting="synthetic",
+        dataset="synthetic",
         progress=progress,
     )
     elapsed = time.perf_counter() - start
@@ -86,7 +86,8 @@ def main() -> None:
     n_eval = table.query("comparison in ['absolute', 'weighted_population', 'shared_space']")
     print(f"rows={args.n_rows} groups=6 models=3 controls=4 resamples={args.n_resamples} "
           f"threads={args.threads}")
-    print(f"table rows: {len(table)} ({len(n_eval) // 8} weighted/unweighted evaluations x 8 metrics)")
+    n_metrics = table["metric"].nunique()
+    print(f"table rows: {len(table)} ({len(n_eval) // n_metrics} weighted/unweighted evaluations x {n_metrics} metrics)")
     print(f"wall time: {elapsed:.1f} s ({elapsed / 60:.2f} min); goal < 20 min")
     print(f"per resample: {elapsed / args.n_resamples * 1e3:.2f} ms")
     print(f"peak memory (ru_maxrss): {peak_mb:.0f} MB")

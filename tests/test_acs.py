@@ -1,4 +1,4 @@
-"""Tests of ACS PUMS acquisition, extraction, encoding and the cohort table (SPEC 3).
+"""Tests of ACS PUMS acquisition, extraction, encoding and the cohort table (paper Supplementary A.4).
 
 Everything here is offline: downloads are exercised against a local HTTP server on 127.0.0.1 (the
 census URL is redirected there by monkeypatching ``requests.get``), and the end-to-end checks use a
@@ -8,10 +8,13 @@ which needs that file on disk.
 
 from __future__ import annotations
 
+import gzip
 import http.server
 import io
 import os
 import socket
+import subprocess
+import sys
 import threading
 import zipfile
 from pathlib import Path
@@ -23,7 +26,7 @@ import pytest
 import requests
 from sklearn.model_selection import train_test_split
 
-from disaggregated_eval import acs, seeds
+from disaggregated_eval import acs, models, seeds, vocabulary
 from disaggregated_eval.synthetic_pums import REQUIRED_COLUMNS, write_synthetic_person_file
 
 REAL_DIR = Path("/work/shared/data/acs_real/acs-pums-explorer_2024_1-Year")
@@ -56,7 +59,9 @@ def extracted(synthetic_file) -> dict[str, pd.DataFrame]:
 
 @pytest.fixture(scope="module")
 def folktables_raw(synthetic_root) -> pd.DataFrame:
-    source = folktables.ACSDataSource(survey_year="2018", horizon="5-Year", survey="person", root_dir=str(synthetic_root))
+    source = folktables.ACSDataSource(
+        survey_year="2018", horizon="5-Year", survey="person", root_dir=str(synthetic_root)
+    )
     return source.get_data(states=["CA"], download=False)
 
 
@@ -76,17 +81,31 @@ def test_group_mapping_every_code():
     rac1p = np.repeat(np.arange(1, 10), 24)
     hisp = np.tile(np.arange(1, 25), 9)
     got = acs.race_ethnicity_group(rac1p, hisp)
-    label = {1: "White", 2: "Black", 3: "Other", 4: "Other", 5: "Other", 6: "Asian", 7: "Other", 8: "Other", 9: "Multiracial"}
+    label = {
+        1: "White",
+        2: "Black",
+        3: "Other",
+        4: "Other",
+        5: "Other",
+        6: "Asian",
+        7: "Other",
+        8: "Other",
+        9: "Multiracial",
+    }
     expected = [acs.GROUP_LABELS.index("Hispanic" if h != 1 else label[r]) for r, h in zip(rac1p, hisp)]
     np.testing.assert_array_equal(got, expected)
     assert got.dtype == np.int64
-    assert acs.GROUP_LABELS == tuple(sorted(acs.GROUP_LABELS))
+    assert tuple(sorted(acs.GROUP_LABELS)) == acs.GROUP_LABELS  # alphabetical
 
 
 @pytest.mark.parametrize(
     ("rac1p", "hisp", "message"),
-    [([1, 10], [1, 1], r"RAC1P code\(s\) \[10\]"), ([1, 2], [1, 25], r"HISP code\(s\) \[25\]"),
-     ([0, 1], [1, 1], r"RAC1P code\(s\) \[0\]"), ([1, np.nan], [1, 1], r"RAC1P code\(s\) \['missing'\]")],
+    [
+        ([1, 10], [1, 1], r"RAC1P code\(s\) \[10\]"),
+        ([1, 2], [1, 25], r"HISP code\(s\) \[25\]"),
+        ([0, 1], [1, 1], r"RAC1P code\(s\) \[0\]"),
+        ([1, np.nan], [1, 1], r"RAC1P code\(s\) \['missing'\]"),
+    ],
 )
 def test_group_mapping_unknown_code(rac1p, hisp, message):
     with pytest.raises(ValueError, match=message):
@@ -98,7 +117,7 @@ def test_group_mapping_unknown_code(rac1p, hisp, message):
 
 
 def _recount_group(frame: pd.DataFrame) -> pd.Series:
-    """SPEC 3 group labels straight from RAC1P/HISP with pandas (independent of the library)."""
+    """Group labels (paper Supplementary A.4) straight from RAC1P/HISP with pandas (independent of the library)."""
     race = frame["RAC1P"].map({1: "White", 2: "Black", 6: "Asian", 9: "Multiracial"}).fillna("Other")
     return race.where(frame["HISP"] == 1, "Hispanic")
 
@@ -174,7 +193,9 @@ def test_validate_report(synthetic_file):
     assert report["path"] == str(synthetic_file)
     assert report["bytes"] == synthetic_file.stat().st_size
     assert report["rows"] == 20_000
-    assert set(report["columns"]) == set(acs.required_columns("acs_income")) | set(acs.required_columns("acs_public_coverage"))
+    assert set(report["columns"]) == set(acs.required_columns("acs_income")) | set(
+        acs.required_columns("acs_public_coverage")
+    )
     assert set(report) == {"path", "bytes", "rows", "columns"}
 
 
@@ -249,7 +270,9 @@ def test_extract_unknown_code(column, value, synthetic_file, tmp_path):
 
 def test_extract_missing_column(synthetic_file, tmp_path):
     bad = _write_variant(synthetic_file, tmp_path / "psam_p06.csv", lambda df: df.drop(columns="RELP"))
-    with pytest.raises(ValueError, match=r"'RELP' needed by ACSIncome is missing from .*psam_p06.csv \(survey year 2018\)"):
+    with pytest.raises(
+        ValueError, match=r"'RELP' needed by ACSIncome is missing from .*psam_p06.csv \(survey year 2018\)"
+    ):
         acs.extract_task(bad, "acs_income", year=2018)
     # ACSPublicCoverage does not need RELP.
     assert len(acs.extract_task(bad, "acs_public_coverage", year=2018)) > 0
@@ -261,7 +284,8 @@ def test_extract_bad_value_and_dataset(synthetic_file, tmp_path):
         return df
 
     bad = _write_variant(synthetic_file, tmp_path / "psam_p06.csv", edit)
-    with pytest.raises(ValueError, match="column 'AGEP' of .*invalid value 'abc'"):
+    # Row 3 of the frame is line 5 of the file (line 1 is the header).
+    with pytest.raises(ValueError, match=r"column 'AGEP' of .*psam_p06.csv, line 5 .*invalid value 'abc'"):
         acs.extract_task(bad, "acs_income", year=2018)
     with pytest.raises(ValueError, match="dataset must be one of"):
         acs.extract_task(synthetic_file, "acs_employment", year=2018)
@@ -302,7 +326,9 @@ def test_split_stratified_and_seeded(extracted):
         assert abs(n_test - 0.2 * n) <= 1, (a, y, n, n_test)
     # Seeded through seeds.sklearn_seed(seed, "acs_split", dataset).
     _, idx_test = train_test_split(
-        np.arange(len(df)), test_size=0.2, stratify=df["a"] * 2 + df["y"],
+        np.arange(len(df)),
+        test_size=0.2,
+        stratify=df["a"] * 2 + df["y"],
         random_state=seeds.sklearn_seed(5, "acs_split", "acs_public_coverage"),
     )
     np.testing.assert_array_equal(test["AGEP"].to_numpy(), df["AGEP"].to_numpy()[idx_test])
@@ -330,7 +356,9 @@ def test_many_levels_learned_on_train(extracted):
 
 def _raw_split(df, dataset, seed):
     idx_train, idx_test = train_test_split(
-        np.arange(len(df)), test_size=0.2, stratify=df["a"] * 2 + df["y"],
+        np.arange(len(df)),
+        test_size=0.2,
+        stratify=df["a"] * 2 + df["y"],
         random_state=seeds.sklearn_seed(seed, "acs_split", dataset),
     )
     return df.iloc[idx_train].reset_index(drop=True), df.iloc[idx_test].reset_index(drop=True)
@@ -357,8 +385,12 @@ def test_levels_small_example_unseen_test_level():
 
     # A level seen only in test: merged level when the column is merged, NaN otherwise.
     # The split depends only on (a, y), so editing features keeps the same rows in test.
-    _, idx_test = train_test_split(np.arange(n), test_size=0.2, stratify=df["a"] * 2 + df["y"],
-                                   random_state=seeds.sklearn_seed(0, "acs_split", "acs_income"))
+    _, idx_test = train_test_split(
+        np.arange(n),
+        test_size=0.2,
+        stratify=df["a"] * 2 + df["y"],
+        random_state=seeds.sklearn_seed(0, "acs_split", "acs_income"),
+    )
     df2 = df.copy()
     df2.loc[idx_test[0], ["COW", "SEX"]] = [99.0, 7.0]
     _, test2, _ = acs.encode_and_split(df2, "acs_income", seed=0, max_levels=4)
@@ -385,8 +417,13 @@ def test_encode_and_split_errors(extracted):
 def test_cohort_table(extracted):
     table = acs.cohort_table(extracted)
     assert list(table["group"]) == list(acs.GROUP_LABELS)
-    assert list(table.columns) == ["group", "acs_income_count", "acs_income_prevalence",
-                                   "acs_public_coverage_count", "acs_public_coverage_prevalence"]
+    assert list(table.columns) == [
+        "group",
+        "acs_income_count",
+        "acs_income_prevalence",
+        "acs_public_coverage_count",
+        "acs_public_coverage_prevalence",
+    ]
     for dataset, df in extracted.items():
         assert table[f"{dataset}_count"].sum() == len(df)
         assert np.isclose((table[f"{dataset}_count"] * table[f"{dataset}_prevalence"]).sum(), df["y"].sum())
@@ -400,7 +437,9 @@ def test_cohort_table(extracted):
 
 
 def test_cohort_markdown_format():
-    frame = pd.DataFrame({"a": np.repeat([0, 5], [151_163, 3]), "y": np.r_[np.ones(1000, int), np.zeros(150_163, int), 1, 1, 0]})
+    frame = pd.DataFrame(
+        {"a": np.repeat([0, 5], [151_163, 3]), "y": np.r_[np.ones(1000, int), np.zeros(150_163, int), 1, 1, 0]}
+    )
     md = acs.cohort_markdown(acs.cohort_table({"acs_income": frame}))
     assert "| Asian | 151,163 | 0.007 |" in md and "| White | 3 | 0.667 |" in md and "| Black | 0 |  |" in md
 
@@ -411,7 +450,10 @@ def test_cohort_markdown_format():
 
 def test_person_file_path_layout(tmp_path):
     assert acs.person_file_path(tmp_path) == tmp_path / "2018" / "5-Year" / "psam_p06.csv"
-    assert acs.person_file_path(tmp_path, year=2021, horizon="1-Year", state="WY") == tmp_path / "2021" / "1-Year" / "psam_p56.csv"
+    assert (
+        acs.person_file_path(tmp_path, year=2021, horizon="1-Year", state="WY")
+        == tmp_path / "2021" / "1-Year" / "psam_p56.csv"
+    )
     assert acs.person_file_url() == f"{CENSUS}/programs-surveys/acs/data/pums/2018/5-Year/csv_pca.zip"
     with pytest.raises(ValueError, match="horizon"):
         acs.person_file_path(tmp_path, horizon="3-Year")
@@ -431,7 +473,10 @@ def no_network(monkeypatch):
 
 def test_present_file_uses_no_network(synthetic_root, synthetic_file, no_network):
     assert acs.obtain_person_file(synthetic_root, year=2018, horizon="5-Year", state="CA") == synthetic_file
-    assert acs.obtain_person_file(synthetic_root, year=2018, horizon="5-Year", state="CA", download=False) == synthetic_file
+    assert (
+        acs.obtain_person_file(synthetic_root, year=2018, horizon="5-Year", state="CA", download=False)
+        == synthetic_file
+    )
 
 
 def test_missing_file_without_download(tmp_path, no_network):
@@ -444,7 +489,7 @@ def test_missing_file_without_download(tmp_path, no_network):
 class _Handler(http.server.BaseHTTPRequestHandler):
     payload: bytes | None = None  # zip bytes to serve; None -> 404
 
-    def do_GET(self):  # noqa: N802 (http.server API)
+    def do_GET(self):  # http.server API name
         if self.payload is None:
             self.send_error(404, "Not Found")
             return
@@ -478,7 +523,7 @@ def local_census(monkeypatch):
 
 
 def test_failed_download_404(tmp_path, local_census, capsys):
-    handler, requested = local_census
+    _, requested = local_census
     target = tmp_path / "2018" / "5-Year" / "psam_p06.csv"
     with pytest.raises(acs.PumsDownloadError) as info:
         acs.obtain_person_file(tmp_path, year=2018, horizon="5-Year", state="CA")
@@ -496,7 +541,9 @@ def test_failed_download_network_error(tmp_path, monkeypatch):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     real_get = requests.get
-    monkeypatch.setattr(requests, "get", lambda url, *a, **k: real_get(url.replace(CENSUS, f"http://127.0.0.1:{port}"), timeout=5))
+    monkeypatch.setattr(
+        requests, "get", lambda url, *a, **k: real_get(url.replace(CENSUS, f"http://127.0.0.1:{port}"), timeout=5)
+    )
     with pytest.raises(acs.PumsDownloadError) as info:
         acs.obtain_person_file(tmp_path, year=2018, horizon="1-Year", state="WY")
     assert info.value.status is None and "network error" in str(info.value)
@@ -505,16 +552,21 @@ def test_failed_download_network_error(tmp_path, monkeypatch):
 
 
 def test_successful_download_through_folktables(tmp_path, local_census, synthetic_file):
-    handler, requested = local_census
+    handler, _ = local_census
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as z:
         z.write(synthetic_file, "psam_p06.csv")
         z.writestr("ACS2014-2018_PUMS_README.pdf", b"readme")
     handler.payload = buffer.getvalue()
+    # A download folder of an earlier, killed attempt (its process no longer runs).
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / "2018" / "5-Year" / f".psam_p06.csv.{int(child.stdout)}-0123abcd.download"
+    stale.mkdir(parents=True)
+    (stale / "csv_pca.zip").write_bytes(b"half a zip")
     path = acs.obtain_person_file(tmp_path, year=2018, horizon="5-Year", state="CA")
     assert path == tmp_path / "2018" / "5-Year" / "psam_p06.csv"
     assert path.read_bytes() == synthetic_file.read_bytes()
-    assert [p.name for p in path.parent.iterdir()] == ["psam_p06.csv"]  # zip and temp folder removed
+    assert [p.name for p in path.parent.iterdir()] == ["psam_p06.csv"]  # zip, temp and stale folders removed
 
 
 def test_download_zip_without_csv(tmp_path, local_census):
@@ -531,7 +583,7 @@ def test_download_zip_without_csv(tmp_path, local_census):
 # --------------------------------------------------------------------------------------------------
 # The real 2018 5-Year California file (only when present)
 
-SPEC3_COHORT = {  # SPEC section 3, paper Table B4
+PAPER_COHORT = {  # paper Table B4
     "Asian": (151_163, 0.449, 104_642, 0.286),
     "Black": (40_764, 0.327, 41_090, 0.507),
     "Hispanic": (313_007, 0.200, 317_534, 0.393),
@@ -541,7 +593,7 @@ SPEC3_COHORT = {  # SPEC section 3, paper Table B4
 }
 
 
-def test_real_california_2018_cohort_matches_spec():
+def test_real_california_2018_cohort_matches_paper():
     root = Path(os.environ.get("DISAGG_ACS_ROOT", REPO / "data" / "acs"))
     path = acs.person_file_path(root, year=2018, horizon="5-Year", state="CA")
     if not path.is_file():
@@ -551,7 +603,176 @@ def test_real_california_2018_cohort_matches_spec():
         )
     acs.validate_person_file(path, year=2018)
     table = acs.cohort_table({d: acs.extract_task(path, d, year=2018) for d in acs.TASKS}).set_index("group")
-    for group, (n_inc, p_inc, n_pc, p_pc) in SPEC3_COHORT.items():
+    for group, (n_inc, p_inc, n_pc, p_pc) in PAPER_COHORT.items():
         row = table.loc[group]
         assert row["acs_income_count"] == n_inc and round(row["acs_income_prevalence"], 3) == p_inc
         assert row["acs_public_coverage_count"] == n_pc and round(row["acs_public_coverage_prevalence"], 3) == p_pc
+
+
+# --------------------------------------------------------------------------------------------------
+# One home for names, and folktables' filters written out
+
+
+def test_vocabulary_matches_folktables():
+    assert acs.TASKS is vocabulary.TASKS and acs.GROUP_LABELS is vocabulary.ACS_GROUP_LABELS
+    assert list(vocabulary.STATES) == list(folktables.state_list)
+    assert set(vocabulary.STATES) <= set(acs._fl_load._STATE_CODES)
+    assert all(hasattr(folktables, name) for name in vocabulary.TASKS.values())
+
+
+def test_filter_conditions_equal_folktables_filters(folktables_raw):
+    """FILTER_CONDITIONS (used for column lists and messages) keep exactly folktables' rows, also at
+    the boundary values of every condition."""
+    grid = pd.MultiIndex.from_product(
+        [[15, 16, 17, 64, 65, 66], [99, 100, 101, 30000, 30001], [-1, 0, 1], [0, 1, 2]],
+        names=["AGEP", "PINCP", "WKHP", "PWGTP"],
+    ).to_frame(index=False)
+    for name, task_filter in (
+        ("ACSIncome", folktables.adult_filter),
+        ("ACSPublicCoverage", folktables.public_coverage_filter),
+    ):
+        for frame in (grid, folktables_raw):
+            keep = np.ones(len(frame), dtype=bool)
+            for column, op, value in acs.FILTER_CONDITIONS[name]:
+                keep &= acs._OPERATORS[op](frame[column].to_numpy(), value)
+            np.testing.assert_array_equal(np.flatnonzero(keep), frame.index.get_indexer(task_filter(frame).index))
+    assert acs.filter_text("acs_income") == "AGEP > 16 and PINCP > 100 and WKHP > 0 and PWGTP >= 1"
+
+
+# --------------------------------------------------------------------------------------------------
+# Bad person files: compressed, truncated, empty filter
+
+
+def test_gzipped_file_under_csv_name(synthetic_file, tmp_path):
+    packed = tmp_path / "psam_p06.csv"
+    packed.write_bytes(gzip.compress(synthetic_file.read_bytes()[:50_000]))
+    for call in (acs.validate_person_file, lambda p, **k: acs.extract_task(p, "acs_income", **k)):
+        with pytest.raises(ValueError, match=rf"{packed} is a gzip-compressed file, not a CSV text file .*gunzip -c"):
+            call(packed, year=2018)
+    zipped = tmp_path / "zipped.csv"
+    with zipfile.ZipFile(zipped, "w") as z:
+        z.writestr("psam_p06.csv", "a,b\n1,2\n")
+    with pytest.raises(ValueError, match=rf"{zipped} is a zip archive"):
+        acs.validate_person_file(zipped, year=2018)
+
+
+def test_non_utf8_file(tmp_path):
+    bad = tmp_path / "psam_p06.csv"
+    bad.write_bytes(b"RT,SERIALNO\xff,AGEP\nP,1,30\n")
+    with pytest.raises(ValueError, match=rf"{bad} is not a UTF-8 CSV text file .*line 1 has the byte 0xff at byte 12"):
+        acs.validate_person_file(bad, year=2018)
+
+
+def test_truncated_last_line(synthetic_file, tmp_path):
+    data = synthetic_file.read_bytes()
+    header_fields = data[: data.index(b"\n")].count(b",") + 1
+    cut = tmp_path / "psam_p06.csv"
+    cut.write_bytes(data[: len(data) - 120])  # an interrupted copy: the last line lost its end
+    last = data[: len(data) - 120].rsplit(b"\n", 1)[-1]
+    fields = last.count(b",") + 1
+    assert fields < header_fields
+    with pytest.raises(ValueError) as info:
+        acs.validate_person_file(cut, year=2018)
+    assert (
+        f"{cut} looks truncated: its last line (line 20001) has {fields} fields but the header has {header_fields}"
+        in str(info.value)
+    )
+    # Extraction reports the line too, not a "numeric PUMS code" problem.
+    with pytest.raises(
+        ValueError, match=rf"line 20001 of {cut} has {fields} fields but the header has {header_fields}"
+    ):
+        acs.extract_task(cut, "acs_income", year=2018)
+    # A complete file without a final line break is fine.
+    unterminated = tmp_path / "unterminated.csv"
+    unterminated.write_bytes(data.rstrip(b"\n"))
+    assert acs.validate_person_file(unterminated, year=2018)["rows"] == 20_000
+
+
+def test_all_zero_weights_leave_no_income_rows(synthetic_file, tmp_path):
+    def edit(df):
+        df["PWGTP"] = "0"
+        return df
+
+    bad = _write_variant(synthetic_file, tmp_path / "psam_p06.csv", edit)
+    with pytest.raises(ValueError) as info:
+        acs.extract_task(bad, "acs_income", year=2018)
+    message = str(info.value)
+    assert f"acs_income (folktables ACSIncome): no row of {bad} (survey year 2018) passes the task's filter" in message
+    assert "AGEP > 16 and PINCP > 100 and WKHP > 0 and PWGTP >= 1" in message
+    assert "PWGTP >= 1: 0;" not in message and message.rstrip().endswith("PWGTP >= 1: 0 (of 20,000)")
+    assert len(acs.extract_task(bad, "acs_public_coverage", year=2018)) > 0  # does not use PWGTP
+
+
+# --------------------------------------------------------------------------------------------------
+# The filtered cohort must be large enough for the model stage's folds
+
+
+@pytest.mark.parametrize(
+    ("cv", "crossfit", "test_size"), [(5, 5, 0.2), (2, 2, 0.2), (3, 4, 0.3), (5, 2, 0.5), (10, 3, 0.1)]
+)
+def test_cohort_minimum_is_enough_for_the_folds(cv, crossfit, test_size):
+    """A cohort with exactly the minimum rows (per group, and per label within groups) splits so that
+    every fold check of the model stage passes: training rows per group and label for the stratified
+    CV, a test row of each label per group, and test rows per group outside every outer cross-fitting
+    fold for the inner CV."""
+    need = acs.cohort_minimum(cv_folds=cv, crossfit_folds=crossfit, test_size=test_size)
+    rng = np.random.default_rng(cv * 100 + crossfit)
+    # Groups 0 and 1 at the minimum (one label at the per-label minimum), the others larger.
+    sizes = [need.per_group - need.per_label, need.per_label, need.per_label, need.per_group - need.per_label]
+    sizes += list(need.per_group + rng.integers(0, 3 * need.per_group, 8))
+    a = np.repeat(np.arange(6), 2).repeat(sizes)
+    y = np.tile([0, 1], 6).repeat(sizes)
+    df = pd.DataFrame({f: rng.integers(1, 3, size=len(a)).astype(float) for f in _INCOME_FEATURES})
+    df["a"], df["y"] = a, y
+    acs.check_cohort(df, "acs_income", cv_folds=cv, crossfit_folds=crossfit, test_size=test_size)
+    for seed in range(5):
+        train, test, _ = acs.encode_and_split(df, "acs_income", seed=seed, test_size=test_size)
+        train_counts = train.groupby(["a", "y"]).size()
+        assert len(train_counts) == 12 and train_counts.min() >= cv
+        assert test.groupby(["a", "y"]).size().min() >= 1 and len(test.groupby(["a", "y"])) == 12
+        folds = models.crossfit_fold_ids(test["a"], crossfit_folds=crossfit, random_state=seed)
+        for k in range(crossfit):
+            outside = np.bincount(test["a"][folds != k], minlength=6)
+            assert outside.min() >= cv, (seed, k, outside)
+    # The paper's folds (5, 5) and the tiny test configuration's (2, 2), with test_size 0.2.
+    expected = {(5, 5, 0.2): (10, 45, 7), (2, 2, 0.2): (10, 30, 4)}
+    assert tuple(need) == expected.get((cv, crossfit, test_size), tuple(need))
+
+
+_INCOME_FEATURES = ["AGEP", "COW", "SCHL", "MAR", "OCCP", "POBP", "RELP", "WKHP", "SEX"]
+
+
+def test_check_cohort_counts(extracted):
+    df = extracted["acs_income"]
+    counts = acs.check_cohort(df, "acs_income", cv_folds=2, crossfit_folds=2, test_size=0.2)
+    expected = df.groupby(["a", "y"]).size().reindex(pd.MultiIndex.from_product([range(6), [0, 1]]), fill_value=0)
+    assert list(counts.columns) == ["a", "y", "n"] and len(counts) == 12
+    np.testing.assert_array_equal(counts["n"].to_numpy(), expected.to_numpy())
+
+
+def test_check_cohort_empty_group(extracted):
+    df = extracted["acs_income"]
+    without_other = df[df["a"] != acs.GROUP_LABELS.index("Other")]
+    with pytest.raises(ValueError) as info:
+        acs.check_cohort(without_other, "acs_income", cv_folds=5, crossfit_folds=5, test_size=0.2)
+    message = str(info.value)
+    assert message.startswith(
+        "acs_income (folktables ACSIncome, filter AGEP > 16 and PINCP > 100 and WKHP > 0 and PWGTP >= 1)"
+    )
+    assert "group(s) 'Other' have no rows after the filter" in message
+    assert "every group needs at least 45 rows and 10 of each label" in message
+    assert "cv_folds=5, crossfit_folds=5, test_size=0.2" in message
+
+
+def test_check_cohort_thin_group_and_label(extracted):
+    df = extracted["acs_public_coverage"]
+    black = acs.GROUP_LABELS.index("Black")
+    positives = df.index[(df["a"] == black) & (df["y"] == 1)]
+    thin = df.drop(positives[8:])
+    with pytest.raises(ValueError, match=r"too few rows after the filter: 'Black' has 8 with y = 1; every group needs"):
+        acs.check_cohort(thin, "acs_public_coverage", cv_folds=2, crossfit_folds=2, test_size=0.2)
+    other = acs.GROUP_LABELS.index("Other")
+    small = df.drop(df.index[df["a"] == other][25:])  # 25 rows left, fewer than 30
+    with pytest.raises(ValueError, match=r"'Other' has 25 rows"):
+        acs.check_cohort(small, "acs_public_coverage", cv_folds=2, crossfit_folds=2, test_size=0.2)
+    acs.check_cohort(df, "acs_public_coverage", cv_folds=2, crossfit_folds=2, test_size=0.2)  # all rows: fine

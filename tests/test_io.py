@@ -1,12 +1,23 @@
-"""Atomic writes leave either the complete file or nothing."""
+"""Atomic writes leave either the complete file or nothing; killed writers' temporaries are cleaned up."""
 
 import os
+import signal
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from disaggregated_eval.io import atomic_path, read_table, write_json, write_table
+from disaggregated_eval.io import (
+    atomic_path,
+    read_table,
+    remove_stale_temporaries,
+    temporary_sibling,
+    write_json,
+    write_table,
+)
 
 
 def test_tables_round_trip_and_are_world_readable(tmp_path):
@@ -26,13 +37,95 @@ def test_tables_round_trip_and_are_world_readable(tmp_path):
 
 def test_failure_leaves_no_partial_file(tmp_path):
     target = tmp_path / "out.csv"
-    with pytest.raises(RuntimeError):
-        with atomic_path(target) as tmp:
-            tmp.write_text("half")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), atomic_path(target) as tmp:
+        tmp.write_text("half")
+        raise RuntimeError("boom")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_bad_suffix_is_rejected(tmp_path):
     with pytest.raises(ValueError, match=r"\.parquet, \.csv or \.md"):
         write_table(pd.DataFrame({"a": [1]}), tmp_path / "t.xlsx")
+
+
+# ---------------------------------------------------------------------------------------------
+# Temporaries of killed writers
+
+
+def _dead_pid() -> int:
+    """The id of a process that has exited (a finished child's)."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(child.stdout)
+
+
+_WRITER = """
+import sys, time
+from disaggregated_eval.io import atomic_path
+with atomic_path(sys.argv[1]) as tmp:
+    tmp.write_text("partial")
+    print(tmp, flush=True)
+    if sys.argv[2] == "kill":
+        import os, signal
+        os.kill(os.getpid(), signal.SIGKILL)  # a job killed while writing
+    sys.stdin.readline()  # hold the temporary until told to finish
+    tmp.write_text("complete")
+"""
+
+
+def _start_writer(target, mode):
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(target), mode], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    return proc, Path(proc.stdout.readline().strip())
+
+
+def test_killed_writer_leaves_a_temporary_that_the_next_write_removes(tmp_path):
+    target = tmp_path / "metrics.csv"
+    proc, tmp = _start_writer(target, "kill")
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    assert tmp.exists() and tmp.name.startswith(".metrics.csv.") and not target.exists()
+    write_table(pd.DataFrame({"a": [1]}), target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.csv"]
+
+
+def test_stale_temporaries_only_of_the_target_and_of_dead_writers(tmp_path):
+    dead = _dead_pid()
+    stale = tmp_path / f".out.csv.{dead}-0123abcd.tmp"
+    live = tmp_path / f".out.csv.{os.getpid()}-0123abcd.tmp"  # a running writer of the same target
+    other_target = tmp_path / f".out.csv.bak.{dead}-0123abcd.tmp"
+    not_ours = tmp_path / ".out.csv.swp"
+    stale_dir = tmp_path / f".out.csv.{dead}-89abcdef.download"
+    for path in (stale, live, other_target, not_ours):
+        path.write_text("x")
+    stale_dir.mkdir()
+    (stale_dir / "part.zip").write_text("x")
+    assert remove_stale_temporaries(tmp_path / "out.csv") == [stale]
+    assert remove_stale_temporaries(tmp_path / "out.csv", suffix=".download") == [stale_dir]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in (live, other_target, not_ours))
+    assert remove_stale_temporaries(tmp_path / "absent" / "out.csv") == []
+
+
+def test_concurrent_writers_keep_each_others_temporaries(tmp_path):
+    """A writer of one target never removes a running writer's temporary, of its own or another target."""
+    first, first_tmp = _start_writer(tmp_path / "a.csv", "hold")
+    try:
+        # Other targets, one whose name extends the first target's, and the same target from this process.
+        for name in ("a.csv.bak", "b.csv", "a.csv"):
+            with atomic_path(tmp_path / name) as tmp:
+                tmp.write_text("other")
+            assert first_tmp.exists(), name
+    finally:
+        first.communicate("go\n", timeout=60)
+    assert first.returncode == 0
+    assert (tmp_path / "a.csv").read_text() == "complete"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "a.csv.bak", "b.csv"]
+
+
+def test_temporary_sibling_names_and_permissions(tmp_path):
+    tmp = temporary_sibling(tmp_path / "sub" / "t.parquet")
+    assert tmp.parent == tmp_path / "sub" and tmp.name.startswith(f".t.parquet.{os.getpid()}-") and tmp.suffix == ".tmp"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(tmp.stat().st_mode) == 0o666 & ~umask
+    folder = temporary_sibling(tmp_path / "t.csv", suffix=".download", directory=True)
+    assert folder.is_dir() and folder.name.endswith(".download")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import matplotlib
 
 matplotlib.use("Agg")  # before pyplot is imported anywhere in the test process
@@ -12,10 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from disaggregated_eval import plots
+from disaggregated_eval import plots, vocabulary
 from disaggregated_eval.calibration import calibration_table
 
-SETTINGS = ["covariate_shift", "anticausal_label_shift"]
+DATASETS = ["covariate_shift", "anticausal_label_shift"]
 MODELS = ["x", "xa", "xa_stratified"]
 GROUPS = ["A = 0", "A = 1"]
 METRICS = ["log_loss", "auc"]
@@ -31,13 +34,13 @@ def _row(rng, **keys):
 
 @pytest.fixture(scope="module")
 def table() -> pd.DataFrame:
-    """Small tidy metrics table in the contract of docs/design.md (2 settings, 3 models, 2 groups)."""
+    """Small tidy metrics table in the contract of docs/design.md (2 datasets, 3 models, 2 groups)."""
     rng = np.random.default_rng(0)
     rows = []
-    for setting in SETTINGS:
+    for dataset in DATASETS:
         for model in MODELS:
             for metric in METRICS:
-                base = {"setting": setting, "model": model, "metric": metric}
+                base = {"dataset": dataset, "model": model, "metric": metric}
                 for group in [*GROUPS, "overall"]:
                     rows.append(_row(rng, **base, comparison="absolute", control="none",
                                      weight_source="none", group=group))  # fmt: skip
@@ -61,13 +64,13 @@ def table() -> pd.DataFrame:
 def calibration() -> pd.DataFrame:
     rng = np.random.default_rng(1)
     frames = []
-    for setting in SETTINGS:
+    for dataset in DATASETS:
         n = 2_000
         groups = rng.integers(0, 2, n)
         scores = {m: rng.random(n) for m in MODELS}
         y = (rng.random(n) < scores["x"]).astype(int)
         frame = calibration_table(y, groups, scores, group_labels=GROUPS, n_bins=5)
-        frames.append(frame.assign(setting=setting))
+        frames.append(frame.assign(dataset=dataset))
     return pd.concat(frames, ignore_index=True)
 
 
@@ -101,15 +104,13 @@ def test_controlled_differences(table, tmp_path):
 def test_controlled_differences_oracle_two_models(table, tmp_path):
     written = plots.plot_controlled_differences(
         table, metric="auc", models=["x", "xa"], weight_source="oracle",
-        settings=["anticausal_label_shift"], paths=_paths(tmp_path, "figure_1"),
+        datasets=["anticausal_label_shift"], paths=_paths(tmp_path, "figure_1"),
     )  # fmt: skip
     _check_outputs(written, tmp_path, "figure_1", nrows=2, ncols=4)
 
 
 def test_weighted_population(table, tmp_path):
-    written = plots.plot_weighted_population(
-        table, metric="auc", models=MODELS, paths=_paths(tmp_path, "figure_B12")
-    )
+    written = plots.plot_weighted_population(table, metric="auc", models=MODELS, paths=_paths(tmp_path, "figure_B12"))
     _check_outputs(written, tmp_path, "figure_B12", nrows=2, ncols=3)
 
 
@@ -134,8 +135,8 @@ def test_calibration_curves(calibration, tmp_path):
     [
         (plots.plot_controlled_differences, {"metric": "brier", "models": MODELS}, "metric 'brier'"),
         (plots.plot_controlled_differences, {"metric": "auc", "models": ["x", "bayes_x"]}, r"model\(s\) \['bayes_x'\]"),
-        (plots.plot_controlled_differences, {"metric": "auc", "models": MODELS, "settings": ["outcome_shift"]},
-         r"setting\(s\) \['outcome_shift'\]"),
+        (plots.plot_controlled_differences, {"metric": "auc", "models": MODELS, "datasets": ["outcome_shift"]},
+         r"dataset\(s\) \['outcome_shift'\]"),
         (plots.plot_controlled_differences, {"metric": "auc", "models": MODELS, "weight_source": "nope"},
          "no rows for weight_source 'nope'"),
         (plots.plot_weighted_population, {"metric": "precision", "models": MODELS}, "metric 'precision'"),
@@ -145,7 +146,7 @@ def test_calibration_curves(calibration, tmp_path):
          "no rows for weight_source 'nope'"),
         (plots.plot_weighted_population, {"metric": "auc", "models": ["bayes_xa"]}, "bayes_xa"),
         (plots.plot_shared_space, {"metric": "net_benefit", "models": MODELS}, "metric 'net_benefit'"),
-        (plots.plot_shared_space, {"metric": "auc", "models": MODELS, "settings": ["acs_income"]}, "acs_income"),
+        (plots.plot_shared_space, {"metric": "auc", "models": MODELS, "datasets": ["acs_income"]}, "acs_income"),
         (plots.plot_relative_performance, {"metrics": ["auc", "label_rate"]}, r"metric\(s\) \['label_rate'\]"),
         (plots.plot_relative_performance, {"metrics": METRICS, "models": ["x"]}, r"model\(s\) \['x'\]"),
     ],
@@ -160,15 +161,15 @@ def test_calibration_missing_rows_raise(calibration, tmp_path):
     with pytest.raises(ValueError, match=r"model\(s\) \['bayes_x'\]"):
         plots.plot_calibration_curves(calibration, models=["x", "bayes_x"], paths=_paths(tmp_path, "f"))
     with pytest.raises(ValueError, match="selection_x"):
-        plots.plot_calibration_curves(calibration, settings=["selection_x"], paths=_paths(tmp_path, "f"))
-    with pytest.raises(ValueError, match=r"missing columns \['setting'\]"):
-        plots.plot_calibration_curves(calibration.drop(columns="setting"), paths=_paths(tmp_path, "f"))
+        plots.plot_calibration_curves(calibration, datasets=["selection_x"], paths=_paths(tmp_path, "f"))
+    with pytest.raises(ValueError, match=r"missing columns \['dataset'\]"):
+        plots.plot_calibration_curves(calibration.drop(columns="dataset"), paths=_paths(tmp_path, "f"))
 
 
 def test_save_figure_rejects_bad_paths_and_closes(tmp_path):
     for bad in (tmp_path / "with space.png", tmp_path / "figure.jpg"):
         fig = plt.figure()
-        with pytest.raises(ValueError, match="spaces|.png or .pdf"):
+        with pytest.raises(ValueError, match=r"spaces|\.png or \.pdf"):
             plots.save_figure(fig, [tmp_path / "ok.png", bad])
         assert not plt.fignum_exists(fig.number)
     assert not list(tmp_path.iterdir())  # validated before anything is written
@@ -184,15 +185,32 @@ def test_save_figure_rejects_bad_paths_and_closes(tmp_path):
 def test_labels_cover_the_contract():
     assert set(plots.CONTROL_LABELS) == {"none", "X", "Y", "R"}
     assert {"x", "xa", "xa_stratified", "bayes_x", "bayes_xa"} <= set(plots.MODEL_LABELS)
+    # Every metric of the pipeline's tables has a label (the library labels more metrics).
     assert {"log_loss", "auc", "sensitivity", "specificity", "precision", "net_benefit", "label_rate",
-            "predicted_positive_rate"} == set(plots.METRIC_LABELS)  # fmt: skip
+            "predicted_positive_rate"} <= set(plots.METRIC_LABELS)  # fmt: skip
     assert plots.SETTING_LABELS["low_overlap_causal"] == "Separable"
+    assert plots.DATASET_LABELS["acs_income"] == "ACSIncome"
+    # One home for names: the labels are the vocabulary's own objects.
+    assert plots.METRIC_LABELS is vocabulary.METRIC_LABELS and plots.MODEL_LABELS is vocabulary.MODEL_LABELS
+    assert plots.CONTROL_LABELS is vocabulary.CONTROL_LABELS and plots.SETTING_LABELS is vocabulary.DATASET_LABELS
+
+
+def test_plots_imports_no_computational_module():
+    """plots takes its names from the vocabulary: importing it loads neither acs (folktables) nor
+    simulate, evaluation, metrics or bootstrap (so editing them reruns no figure job)."""
+    code = (
+        "import sys, disaggregated_eval.plots\n"
+        "heavy = ['acs', 'simulate', 'evaluation', 'metrics', 'bootstrap', 'models', 'calibration']\n"
+        "print(sorted(m for m in heavy if 'disaggregated_eval.' + m in sys.modules), 'folktables' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[] False"
 
 
 def test_unweighted_control_rows_are_shared_by_weight_sources():
     """``control == "none"`` rows may carry weight_source "none"; a duplicate under the requested
     source wins, and other sources are dropped."""
-    base = {"setting": "s", "model": "x", "group": "A = 0", "metric": "auc"}
+    base = {"dataset": "s", "model": "x", "group": "A = 0", "metric": "auc"}
     rows = pd.DataFrame(
         [
             {**base, "control": "none", "weight_source": "none", "estimate": 1.0},

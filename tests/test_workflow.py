@@ -22,7 +22,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from disaggregated_eval.config import ConfigError, validate_config
 from disaggregated_eval.evaluation import TIDY_COLUMNS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -34,11 +33,11 @@ TIMEOUT = 3600  # seconds; a tiny run takes a few minutes on 2 busy cores
 
 # The tidy columns of docs/design.md (evaluation stage); the library may add more (e.g. `reference`).
 DESIGN_COLUMNS = [
-    "study", "setting", "model", "comparison", "control", "weight_source", "group", "metric",
+    "study", "dataset", "model", "comparison", "control", "weight_source", "group", "metric",
     "estimate", "ci_low", "ci_high", "n_resamples", "n_undefined",
 ]  # fmt: skip
 CALIBRATION_COLUMNS = [
-    "study", "setting", "model", "group", "bin", "n", "mean_score", "fraction_positive", "ci_low", "ci_high",
+    "study", "dataset", "model", "group", "bin", "n", "mean_score", "fraction_positive", "ci_low", "ci_high",
 ]  # fmt: skip
 METRICS = ["log_loss", "auc", "sensitivity", "specificity", "net_benefit", "precision", "label_rate"]
 SIMULATION_FIGURES = ["figure_1"] + [f"figure_B{i}" for i in range(1, 25)]
@@ -111,7 +110,13 @@ def shared_run(tmp_path_factory, name: str, *args: str | Path) -> Path:
 # (a) dry runs
 @pytest.mark.parametrize(
     ("configfile", "target"),
-    [(None, "all"), (None, "acs"), ("config/quick.yaml", "all"), ("config/quick.yaml", "acs"), ("config/quick.yaml", "paper")],
+    [
+        (None, "all"),
+        (None, "acs"),
+        ("config/quick.yaml", "all"),
+        ("config/quick.yaml", "acs"),
+        ("config/quick.yaml", "paper"),
+    ],
 )  # (None, "paper") is test_dry_run_counts_jobs_per_dataset
 def test_dry_run(tmp_path, configfile, target):
     workdir = make_workdir(tmp_path / "wd")
@@ -164,6 +169,16 @@ BAD_CONFIGS = [
     ({"models": {"max_leaf_nodes": "10"}}, ["models.max_leaf_nodes", "'10'"]),
     ({"models": {"max_leaf_nodes": []}}, ["models.max_leaf_nodes", "[]"]),
     ({"acs": {"tasks": ["acs_income", "acs_employment"]}}, ["acs.tasks", "acs_employment"]),
+    # A setting in both lists would make every collected row appear twice.
+    (
+        {"simulation": {"selection_settings": ["selection_x", "covariate_shift"]}},
+        ["simulation.settings and simulation.selection_settings both list 'covariate_shift'"],
+    ),
+    ({"simulation": {"settings": ["outcome_shift", "outcome_shift"]}}, ["simulation.settings lists 'outcome_shift'"]),
+    # A bootstrap whose replicates cannot fit in its job's memory: found before any model is fit.
+    ({"evaluation": {"n_resamples": 1_000_000_000}}, ["evaluation.n_resamples = 1,000,000,000 needs about"]),
+    # PUMS files from 2019 on have RELSHIPP, not RELP: found before the 0.6 GB download.
+    ({"acs": {"year": 2019}}, ["acs.year must be at most 2018 for the task acs_income", "RELSHIPP", "got 2019"]),
 ]
 
 
@@ -180,6 +195,18 @@ def test_bad_config_fails_dry_run(tmp_path, override, expected):
     assert "Job stats" not in text
 
 
+def test_empty_main_config_file_is_named(tmp_path):
+    """An empty config/config.yaml stops the run with a message naming the file."""
+    workdir = tmp_path / "wd"
+    (workdir / "config").mkdir(parents=True)
+    (workdir / "config" / "config.yaml").write_text("# nothing here\n")
+    make_workdir(workdir)  # links the other workflow files
+    result = snakemake(workdir, "-n", "--cores", "1")
+    text = output_of(result)
+    assert result.returncode != 0, text
+    assert "configuration file config/config.yaml is empty" in text, text
+
+
 def test_bad_config_runs_no_job(tmp_path):
     workdir = make_workdir(tmp_path / "wd")
     bad = tmp_path / "bad.yaml"
@@ -189,62 +216,6 @@ def test_bad_config_runs_no_job(tmp_path):
     assert "simulation.n_train" in output_of(result)
     assert not (workdir / "results").exists()
     assert not (workdir / "logs").exists()
-
-
-def _valid_config() -> dict:
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    validate_config(config)  # the shipped config is valid
-    return config
-
-
-@pytest.mark.parametrize(
-    ("path", "value", "fragment"),
-    [
-        ("simulation.n_test", 40, "simulation.n_test"),  # too small for 5 x 5 folds
-        ("simulation.n_trian", 10, "simulation.n_trian"),  # unknown key
-        ("simulation.oracle.n_bins", 1, "simulation.oracle.n_bins"),
-        ("models.cv_folds", 1, "models.cv_folds"),
-        ("models.max_leaf_nodes", [10, True], "models.max_leaf_nodes"),
-        ("evaluation.confidence", 1.5, "evaluation.confidence"),
-        ("evaluation.batch_size", 0, "evaluation.batch_size"),
-        ("acs.horizon", "3-Year", "acs.horizon"),
-        ("acs.state", "XX", "acs.state"),
-        ("acs.download", "yes", "acs.download"),
-        ("resources.simulation.bootstrap.threads", 0, "resources.simulation.bootstrap.threads"),
-        ("seed", -1, "seed"),
-    ],
-)
-def test_validate_config_names_key_and_value(path, value, fragment):
-    config = _valid_config()
-    node = config
-    *parents, leaf = path.split(".")
-    for part in parents:
-        node = node[part]
-    node[leaf] = value
-    with pytest.raises(ConfigError) as info:
-        validate_config(config)
-    assert fragment in str(info.value)
-    assert repr(value) in str(info.value) or str(value) in str(info.value)
-
-
-def deep_merge(base: dict, override: dict) -> dict:
-    """Snakemake's merge of a --configfile over the configfile: nested mappings merge, values replace."""
-    for key, value in override.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            deep_merge(base[key], value)
-        else:
-            base[key] = value
-    return base
-
-
-@pytest.mark.parametrize("name", ["tiny.yaml", "tiny_acs.yaml"])
-def test_tiny_configs_are_valid(name):
-    validate_config(deep_merge(_valid_config(), tiny_config(name)))
-
-
-def test_quick_config_is_valid():
-    quick = yaml.safe_load((REPO / "config" / "quick.yaml").read_text())
-    validate_config(deep_merge(_valid_config(), quick))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -321,7 +292,7 @@ def test_tiny_run_tables_are_tidy(tiny_run):
     assert list(metrics.columns) == list(TIDY_COLUMNS)
     assert set(DESIGN_COLUMNS) <= set(metrics.columns)
     assert set(metrics["study"]) == {"simulation"}
-    assert set(metrics["setting"]) == set(_datasets(config))
+    assert set(metrics["dataset"]) == set(_datasets(config))
     assert set(metrics["model"]) == {"x", "xa", "xa_stratified", "bayes_x", "bayes_xa"}
     assert set(METRICS) <= set(metrics["metric"])
     assert {"absolute", "relative", "weighted_population", "controlled_difference", "shared_space"} == set(
@@ -336,11 +307,11 @@ def test_tiny_run_tables_are_tidy(tiny_run):
 
     calibration = pd.read_parquet(tiny_run / "results/tables/simulation_calibration.parquet")
     assert list(calibration.columns) == CALIBRATION_COLUMNS
-    assert set(calibration["setting"]) == set(_datasets(config))
+    assert set(calibration["dataset"]) == set(_datasets(config))
     assert set(calibration["model"]) == {"x", "xa", "xa_stratified"}
 
     theory = pd.read_csv(tiny_run / "results/tables/theory_coverage.csv")
-    assert {"table", "setting", "model", "control", "expected", "covers_zero"} <= set(theory.columns)
+    assert {"table", "dataset", "model", "control", "expected", "covers_zero"} <= set(theory.columns)
     assert len(theory) > 0
 
 
@@ -357,6 +328,13 @@ def test_tiny_run_is_up_to_date_and_params_trigger_reruns(tiny_run):
     assert rerun.returncode == 0, output_of(rerun)
     assert "bootstrap_metrics" in rerun.stdout
     assert "fit_outcome_models" not in rerun.stdout
+    # The batch size changes memory, not results: it reruns nothing.
+    config = tiny_config("tiny.yaml")
+    config["evaluation"]["batch_size"] = 7
+    changed.write_text(yaml.safe_dump(config))
+    same = snakemake(tiny_run, "-n", "--cores", "2", "--configfile", changed)
+    assert same.returncode == 0, output_of(same)
+    assert "Nothing to be done" in output_of(same), output_of(same)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -404,7 +382,9 @@ def test_acs_study_offline_from_synthetic_pums(tmp_path):
     assert list(cohort["group"]) == list(acs.GROUP_LABELS)
     for task in config["tasks"]:
         assert f"{task}_count" in cohort.columns and f"{task}_prevalence" in cohort.columns
-        n_rows = sum(len(pd.read_parquet(workdir / f"results/data/{task}/{split}.parquet")) for split in ("train", "test"))
+        n_rows = sum(
+            len(pd.read_parquet(workdir / f"results/data/{task}/{split}.parquet")) for split in ("train", "test")
+        )
         assert cohort[f"{task}_count"].sum() == n_rows
     assert "ACSIncome" in (workdir / "results/tables/acs_cohort.md").read_text()
 
@@ -412,7 +392,7 @@ def test_acs_study_offline_from_synthetic_pums(tmp_path):
     assert list(metrics.columns) == list(TIDY_COLUMNS)
     assert set(DESIGN_COLUMNS) <= set(metrics.columns)
     assert set(metrics["study"]) == {"acs"}
-    assert set(metrics["setting"]) == set(config["tasks"])
+    assert set(metrics["dataset"]) == set(config["tasks"])
     assert set(metrics["model"]) == {"x", "xa", "xa_stratified"}
     assert set(metrics["weight_source"]) == {"none", "estimated"}
     calibration = pd.read_parquet(workdir / "results/tables/acs_calibration.parquet")
@@ -423,3 +403,76 @@ def test_acs_study_offline_from_synthetic_pums(tmp_path):
     assert person_file.read_bytes() == before
     again = snakemake(workdir, "acs", "-n", "--cores", "2", "--configfile", TINY_ACS)
     assert "Nothing to be done" in output_of(again), output_of(again)
+
+
+# ---------------------------------------------------------------------------------------------
+# (f) bad inputs stop the study early, with messages naming the file, task and group
+def _dead_pid() -> int:
+    """A process id that is not running (a finished child's)."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(child.stdout)
+
+
+def test_rerun_removes_temporaries_of_a_killed_job(tmp_path):
+    """A killed job's hidden temporary next to its output is removed when the rule runs again."""
+    workdir = make_workdir(tmp_path / "wd")
+    folder = workdir / "results" / "data" / "covariate_shift"
+    folder.mkdir(parents=True)
+    stale = folder / f".train.parquet.{_dead_pid()}-0123abcd.tmp"
+    stale.write_bytes(b"half a parquet file")
+    other = folder / f".train.parquet.bak.{_dead_pid()}-0123abcd.tmp"  # another target's: kept
+    other.write_bytes(b"")
+    result = snakemake(workdir, "results/data/covariate_shift/train.parquet", "--cores", "1", "--configfile", TINY)
+    assert result.returncode == 0, output_of(result)
+    assert not stale.exists()
+    assert other.exists()
+    assert sorted(p.name for p in folder.iterdir() if p.name.endswith(".tmp")) == [other.name]
+
+
+def _acs_workdir(tmp_path: Path, edit=None) -> tuple[Path, Path]:
+    """A working directory with a tiny synthetic person file, optionally edited (a pandas frame of str)."""
+    from disaggregated_eval import acs, synthetic_pums
+
+    config = tiny_config("tiny_acs.yaml")["acs"]
+    workdir = make_workdir(tmp_path / "acs_wd")
+    person_file = acs.person_file_path(
+        workdir / config["data_root"], year=config["year"], horizon=config["horizon"], state=config["state"]
+    )
+    synthetic_pums.write_synthetic_person_file(person_file, n_rows=3000, seed=5, year=config["year"])
+    if edit is not None:
+        edit(person_file)
+    return workdir, person_file
+
+
+def test_acs_all_zero_weights_stop_at_extraction(tmp_path):
+    """PWGTP = 0 everywhere: ACSIncome's filter keeps no row; the extraction says so before any fit."""
+
+    def zero_weights(path: Path) -> None:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        frame["PWGTP"] = "0"
+        frame.to_csv(path, index=False)
+
+    workdir, person_file = _acs_workdir(tmp_path, zero_weights)
+    result = snakemake(workdir, "acs", "--cores", "1", "--configfile", TINY_ACS)
+    assert result.returncode != 0, output_of(result)
+    log = (workdir / "logs" / "extract_acs_task" / "acs_income.log").read_text()
+    assert "acs_income (folktables ACSIncome): no row of" in log and str(person_file.name) in log
+    assert "PWGTP >= 1: 0" in log
+    # No model of the task was fit (the other task may have started before the failure stopped the run).
+    assert not (workdir / "results" / "models" / "acs_income").exists()
+
+
+def test_acs_truncated_file_stops_at_validation(tmp_path):
+    """A person file cut in its last line fails the validation, naming the file and the line."""
+
+    def truncate(path: Path) -> None:
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) - 40])
+
+    workdir, person_file = _acs_workdir(tmp_path, truncate)
+    result = snakemake(workdir, "acs", "--cores", "1", "--configfile", TINY_ACS)
+    assert result.returncode != 0, output_of(result)
+    log = (workdir / "logs" / "obtain_pums_file" / "validation.log").read_text()
+    relative = person_file.relative_to(workdir)  # the configured data_root is relative to the workdir
+    assert f"{relative} looks truncated: its last line (line 3001)" in log, log[-3000:]
+    assert not (workdir / "results" / "data").exists()

@@ -1,4 +1,4 @@
-"""ACS PUMS acquisition, extraction and task definitions (paper A.4, SPEC section 3).
+"""ACS PUMS acquisition, extraction and task definitions (paper Supplementary A.4; ``docs/method.md``).
 
 The study uses the American Community Survey (ACS) Public Use Microdata Sample (PUMS) person file of
 one state and survey period (the paper: California, 2018, 5-Year) and two prediction tasks of
@@ -8,10 +8,12 @@ taken from folktables' own objects, not re-typed here; this module adds
 
 - acquisition in folktables' file layout (:func:`person_file_path`, :func:`obtain_person_file`),
   with downloads that either produce the complete file or fail loudly (:class:`PumsDownloadError`);
-- a header check (:func:`validate_person_file`);
+- a check of the file (:func:`validate_person_file`: compressed or non-text files, missing columns,
+  no rows, a truncated last line) and of the filtered cohort (:func:`check_cohort`: rows per group and
+  label, enough for the model stage's folds);
 - a column-selective, typed reader (:func:`extract_task`) that gives the same rows and labels as
   ``ACSDataSource.get_data`` + ``task.df_to_pandas`` but reads only the needed columns;
-- the race/ethnicity group of SPEC 3 (:func:`race_ethnicity_group`);
+- the race/ethnicity group of paper Supplementary A.4 (:func:`race_ethnicity_group`);
 - the split and integer coding for HistGradientBoosting (:func:`encode_and_split`);
 - the cohort table (paper Table B4; :func:`cohort_table`, :func:`cohort_markdown`).
 
@@ -19,23 +21,24 @@ Differences from folktables' output, all deliberate:
 
 - Missing feature values stay ``NaN``. folktables' ``postprocess`` is ``np.nan_to_num(x, -1)``,
   whose second positional argument is ``copy``, so folktables turns missing values into ``0.0``.
-- ``RAC1P`` is dropped from the features; the group ``a`` (SPEC 3) replaces it.
+- ``RAC1P`` is dropped from the features; the group ``a`` (paper Supplementary A.4) replaces it.
 - The label is ``int64`` 0/1 instead of ``bool``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import importlib
 import io
+import math
 import os
 import re
 import shutil
-import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import folktables
 import numpy as np
@@ -44,7 +47,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 from sklearn.model_selection import train_test_split
 
-from . import seeds
+from . import seeds, vocabulary
+from .io import remove_stale_temporaries, temporary_sibling
 
 # ``folktables.load_acs`` is shadowed by the function of the same name that folktables re-exports, so
 # the module is taken from importlib.
@@ -57,6 +61,7 @@ __all__ = [
     "DEFAULT_YEAR",
     "DEFAULT_HORIZON",
     "DEFAULT_STATE",
+    "FILTER_CONDITIONS",
     "PumsDownloadError",
     "person_file_path",
     "person_file_url",
@@ -64,32 +69,43 @@ __all__ = [
     "validate_person_file",
     "required_columns",
     "race_ethnicity_group",
+    "filter_text",
     "extract_task",
+    "CohortMinimum",
+    "cohort_minimum",
+    "check_cohort",
     "encode_and_split",
     "cohort_table",
     "cohort_markdown",
 ]
 
-#: Dataset id -> folktables task name.
-TASKS: dict[str, str] = {"acs_income": "ACSIncome", "acs_public_coverage": "ACSPublicCoverage"}
+#: Dataset id -> folktables task name (one home: :data:`disaggregated_eval.vocabulary.TASKS`).
+TASKS: dict[str, str] = vocabulary.TASKS
 
-#: Display labels of the group codes ``a = 0..5`` (alphabetical, SPEC 3).
-GROUP_LABELS: tuple[str, ...] = ("Asian", "Black", "Hispanic", "Multiracial", "Other", "White")
+#: Display labels of the group codes ``a = 0..5`` (alphabetical; :data:`vocabulary.ACS_GROUP_LABELS`).
+GROUP_LABELS: tuple[str, ...] = vocabulary.ACS_GROUP_LABELS
 
-#: Numeric (not categorical) features per dataset (SPEC 3); every other feature is categorical.
+#: Numeric (not categorical) features per dataset (paper Supplementary A.4); every other feature is
+#: categorical.
 NUMERIC_FEATURES: dict[str, tuple[str, ...]] = {
     "acs_income": ("AGEP", "WKHP"),
     "acs_public_coverage": ("AGEP", "PINCP"),
 }
 
-# Columns read by folktables' row filters (``adult_filter``, ``public_coverage_filter``). folktables
-# exposes the filters only as functions; the end-to-end test against ``df_to_pandas`` guards this list.
-_FILTER_COLUMNS: dict[str, tuple[str, ...]] = {
-    "ACSIncome": ("AGEP", "PINCP", "WKHP", "PWGTP"),
-    "ACSPublicCoverage": ("AGEP", "PINCP"),
+#: folktables' row filters (``adult_filter``, ``public_coverage_filter``) written out as
+#: ``(column, operator, value)`` conditions, all of which a row must meet. folktables exposes the filters
+#: only as functions, which :func:`extract_task` applies; this copy names the columns to read and the
+#: condition that removed every row in error messages (a test checks it against folktables).
+FILTER_CONDITIONS: dict[str, tuple[tuple[str, str, float], ...]] = {
+    "ACSIncome": (("AGEP", ">", 16), ("PINCP", ">", 100), ("WKHP", ">", 0), ("PWGTP", ">=", 1)),
+    "ACSPublicCoverage": (("AGEP", "<", 65), ("PINCP", "<=", 30000)),
 }
+_FILTER_COLUMNS: dict[str, tuple[str, ...]] = {
+    name: tuple(dict.fromkeys(column for column, _, _ in conditions)) for name, conditions in FILTER_CONDITIONS.items()
+}
+_OPERATORS = {">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equal}
 
-#: The paper's survey (SPEC 3).
+#: The paper's survey (Supplementary A.4).
 DEFAULT_YEAR = 2018
 DEFAULT_HORIZON = "5-Year"
 DEFAULT_STATE = "CA"
@@ -97,12 +113,11 @@ DEFAULT_STATE = "CA"
 _GROUP_COLUMNS = ("RAC1P", "HISP")
 _RAC1P_CODES = frozenset(range(1, 10))
 _HISP_CODES = frozenset(range(1, 25))
-# RAC1P -> group code for non-Hispanic persons (SPEC 3): 1 White, 2 Black, 6 Asian, 9 Multiracial,
+# RAC1P -> group code for non-Hispanic persons (Supplementary A.4): 1 White, 2 Black, 6 Asian, 9 Multiracial,
 # 3/4/5/7/8 Other.  Codes: 0 Asian, 1 Black, 2 Hispanic, 3 Multiracial, 4 Other, 5 White.
 _RAC1P_TO_GROUP = {1: 5, 2: 1, 3: 4, 4: 4, 5: 4, 6: 0, 7: 4, 8: 4, 9: 3}
 _HISPANIC = 2
 
-_HORIZONS = ("1-Year", "5-Year")
 _CENSUS_PUMS_URL = "https://www2.census.gov/programs-surveys/acs/data/pums"
 
 
@@ -142,12 +157,11 @@ def _check_survey(year: int, horizon: str, state: str) -> tuple[int, str, str]:
         raise ValueError(f"year must be an integer such as 2018; got {year!r}") from None
     if year_int < 2014:
         raise ValueError(f"folktables supports PUMS survey years from 2014 on; got year={year!r}")
-    if horizon not in _HORIZONS:
-        raise ValueError(f"horizon must be one of {list(_HORIZONS)}; got {horizon!r}")
-    if state not in _fl_load._STATE_CODES:
+    if horizon not in vocabulary.HORIZONS:
+        raise ValueError(f"horizon must be one of {list(vocabulary.HORIZONS)}; got {horizon!r}")
+    if state not in vocabulary.STATES:
         raise ValueError(
-            f"state must be a two-letter postal code known to folktables "
-            f"({', '.join(folktables.state_list)}); got {state!r}"
+            f"state must be a two-letter postal code known to folktables ({', '.join(vocabulary.STATES)}); got {state!r}"
         )
     return year_int, horizon, state
 
@@ -266,7 +280,8 @@ def obtain_person_file(
     folktables' helper (``folktables.load_acs.initialize_and_download``, the one
     ``ACSDataSource.get_data(download=True)`` uses) into a temporary folder next to the target, and
     renamed into place only when the CSV was extracted completely; the zip and any partial file are
-    removed in every case.
+    removed in every case. Download folders left by a killed earlier attempt are removed first
+    (:func:`disaggregated_eval.io.remove_stale_temporaries`).
 
     Parameters
     ----------
@@ -306,15 +321,14 @@ def obtain_person_file(
             + _manual_instructions(target, url)
         )
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(prefix=f".{target.name}.download-", dir=target.parent))
+    # Download folders of killed earlier attempts (``.<name>.<pid>-<token>.download``) go first.
+    remove_stale_temporaries(target, suffix=".download")
+    workdir = temporary_sibling(target, suffix=".download", directory=True)
     printed = io.StringIO()
     try:
         with _recording_folktables_requests() as recorder, contextlib.redirect_stdout(printed):
             try:
-                _fl_load.initialize_and_download(
-                    str(workdir), state, str(year), horizon, "person", download=True
-                )
+                _fl_load.initialize_and_download(str(workdir), state, str(year), horizon, "person", download=True)
                 raised: BaseException | None = None
             except Exception as exc:  # folktables swallows most errors; anything else is reported too
                 raised = exc
@@ -374,15 +388,43 @@ def required_columns(dataset: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(cols))
 
 
-def _read_header(path: Path) -> list[str]:
+# Leading bytes of files that are not a plain CSV, what they are and how to get the CSV out of them.
+_NOT_CSV = (
+    (b"\x1f\x8b", "a gzip-compressed file", "decompress it first (gunzip -c {name} > {stem}.csv)"),
+    (b"PK\x03\x04", "a zip archive", "unzip it and use the psam_p*.csv inside"),
+    (b"BZh", "a bzip2-compressed file", "decompress it first (bunzip2 -c {name} > {stem}.csv)"),
+    (b"\xfd7zXZ", "an xz-compressed file", "decompress it first (xz -dc {name} > {stem}.csv)"),
+)
+
+
+def _read_header(path: Path, year: int) -> list[str]:
+    """Column names of a PUMS CSV; compressed or non-UTF-8 files are named as such."""
     with open(path, "rb") as f:
+        start = f.read(8)
+        for magic, what, how in _NOT_CSV:
+            if start.startswith(magic):
+                stem = path.name.removesuffix(".csv").removesuffix(".gz")
+                raise ValueError(
+                    f"{path} is {what}, not a CSV text file (survey year {year}): "
+                    + how.format(name=path.name, stem=stem)
+                )
+        f.seek(0)
         line = f.readline()
-    return [c.strip().strip('"') for c in line.decode("utf-8-sig").rstrip("\r\n").split(",")] if line else []
+    try:
+        text = line.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path} is not a UTF-8 CSV text file (survey year {year}): line 1 has the byte "
+            f"0x{line[exc.start]:02x} at byte {exc.start + 1}; expected a PUMS person CSV"
+        ) from None
+    return [c.strip().strip('"') for c in text.rstrip("\r\n").split(",")] if line else []
 
 
 def _missing_column_hint(column: str, year: int, header: Sequence[str]) -> str:
-    if column == "RELP" and year >= 2019:
-        return " (PUMS files from 2019 on replaced RELP by RELSHIPP; folktables' ACSIncome needs RELP)"
+    renamed = vocabulary.PUMS_RENAMED_COLUMNS.get(column)
+    if renamed is not None and year >= renamed[1]:
+        new, since = renamed
+        return f" (PUMS files from {since} on replaced {column} by {new}; folktables' task definition needs {column})"
     if column == "ST" and "STATE" in header:
         return " (this file has STATE instead, as in PUMS 2024 and later)"
     return ""
@@ -395,9 +437,7 @@ def _check_header(path: Path, header: Sequence[str], year: int, tasks: Sequence[
     if missing:
         column = missing[0]
         users = [TASKS[d] for d in tasks if column in required_columns(d)]
-        others = "".join(
-            f"; also missing: {c!r}{_missing_column_hint(c, year, header)}" for c in missing[1:]
-        )
+        others = "".join(f"; also missing: {c!r}{_missing_column_hint(c, year, header)}" for c in missing[1:])
         raise ValueError(
             f"column {column!r} needed by {', '.join(users)} is missing from {path} "
             f"(survey year {year}){_missing_column_hint(column, year, header)}{others}"
@@ -405,15 +445,41 @@ def _check_header(path: Path, header: Sequence[str], year: int, tasks: Sequence[
     return needed
 
 
-def _count_rows(path: Path, chunk_size: int = 1 << 24) -> int:
-    """Count data rows (lines after the header) in binary chunks; a last line may lack a newline."""
-    newlines, last = 0, b"\n"
+def _count_fields(line: bytes) -> int:
+    """Number of CSV fields of one line (quotes respected)."""
+    text = line.decode("utf-8", errors="replace").rstrip("\r\n")
+    return len(next(csv.reader([text]), [""]))
+
+
+def _scan_lines(path: Path, chunk_size: int = 1 << 24) -> tuple[int, bytes]:
+    """(number of lines, the last non-empty line), reading the file in binary chunks."""
+    newlines, tail = 0, b""
     with open(path, "rb") as f:
         while chunk := f.read(chunk_size):
             newlines += chunk.count(b"\n")
-            last = chunk[-1:]
-    lines = newlines + (last != b"\n")
-    return max(lines - 1, 0)
+            # Keep only the bytes after the last complete line break but one (the last line).
+            tail = (tail + chunk[-(1 << 20) :])[-(1 << 20) :]
+    stripped = tail.rstrip(b"\r\n")
+    lines = newlines + (not tail.endswith(b"\n") and bool(tail))
+    return lines, stripped.rsplit(b"\n", 1)[-1]
+
+
+def _first_bad_line(
+    path: Path, header: Sequence[str], *, column: int | None = None, value: str | None = None
+) -> tuple[int, str] | None:
+    """The first data line (1-based line number, text) whose field count differs from the header's,
+    or, with ``column`` and ``value``, whose field ``column`` equals ``value``. Used on error paths only."""
+    width = len(header)
+    with open(path, "rb") as f:
+        f.readline()
+        for number, line in enumerate(f, start=2):
+            fields = next(csv.reader([line.decode("utf-8", errors="replace").rstrip("\r\n")]), [])
+            if column is None:
+                if len(fields) != width and line.strip():
+                    return number, f"has {len(fields)} fields but the header has {width}"
+            elif column < len(fields) and fields[column].strip() == value:
+                return number, f"has {value!r} in column {header[column]!r}"
+    return None
 
 
 def validate_person_file(
@@ -422,9 +488,10 @@ def validate_person_file(
     year: int,
     tasks: Sequence[str] = tuple(TASKS),
 ) -> dict[str, Any]:
-    """Check that a PUMS person file has every column the tasks need and at least one row.
+    """Check that a PUMS person file is a complete CSV with every column the tasks need.
 
-    Only the header is parsed; the rows are counted by scanning the file for line breaks.
+    The header is parsed, the rows are counted by scanning the file for line breaks, and the last line
+    must have as many fields as the header (a shorter one is the mark of a truncated download or copy).
 
     Parameters
     ----------
@@ -446,26 +513,35 @@ def validate_person_file(
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
-        If a required column is missing (the message names the column, the file and the year), if the
-        file has no data rows, or if a dataset id is unknown.
+        If the file is compressed (gzip, zip, bzip2, xz) or not UTF-8 text, a required column is missing
+        (the message names the column, the file and the year), the file has no data rows, its last line
+        is truncated (the message gives the line number and the field counts), or a dataset id is unknown.
     """
     p = Path(path)
     for d in tasks:
         _check_dataset(d)
     if not p.is_file():
         raise FileNotFoundError(f"PUMS person file not found: {p}")
-    header = _read_header(p)
+    year = int(year)
+    header = _read_header(p, year)
     if not header or header == [""]:
         raise ValueError(f"{p} is empty: expected a PUMS person CSV with a header (survey year {year})")
-    checked = _check_header(p, header, int(year), tasks)
-    rows = _count_rows(p)
+    checked = _check_header(p, header, year, tasks)
+    lines, last = _scan_lines(p)
+    rows = max(lines - 1, 0)
     if rows == 0:
         raise ValueError(f"{p} has a header but no data rows (survey year {year})")
+    fields = _count_fields(last)
+    if fields != len(header):
+        raise ValueError(
+            f"{p} looks truncated: its last line (line {lines}) has {fields} fields but the header has "
+            f"{len(header)} (survey year {year}; an interrupted download or copy?). Replace it with a complete copy."
+        )
     return {"path": str(p), "bytes": p.stat().st_size, "rows": rows, "columns": checked}
 
 
 def race_ethnicity_group(rac1p: Any, hisp: Any) -> np.ndarray:
-    """Map PUMS race (``RAC1P``) and Hispanic origin (``HISP``) codes to the group of SPEC 3.
+    """Map PUMS race (``RAC1P``) and Hispanic origin (``HISP``) codes to the group of paper Supplementary A.4.
 
     ``Hispanic`` if ``HISP != 1``; otherwise by ``RAC1P``: 1 White, 2 Black, 6 Asian, 9 Multiracial,
     3/4/5/7/8 Other. Codes follow :data:`GROUP_LABELS` (alphabetical): 0 Asian, 1 Black, 2 Hispanic,
@@ -497,8 +573,7 @@ def race_ethnicity_group(rac1p: Any, hisp: Any) -> np.ndarray:
             shown = {"missing" if np.isnan(v) else int(v) if v == int(v) else float(v) for v in values[bad]}
             codes = sorted(shown, key=lambda c: (isinstance(c, str), c if not isinstance(c, str) else 0))
             raise ValueError(
-                f"unknown {name} code(s) {codes} in {int(bad.sum())} row(s); expected "
-                f"{min(known)}-{max(known)}"
+                f"unknown {name} code(s) {codes} in {int(bad.sum())} row(s); expected {min(known)}-{max(known)}"
             )
     lookup = np.full(10, -1, dtype=np.int64)
     for code, group in _RAC1P_TO_GROUP.items():
@@ -524,13 +599,39 @@ def _read_columns(path: Path, columns: Sequence[str]) -> pd.DataFrame:
     return table.to_pandas(self_destruct=True, split_blocks=True)
 
 
+def filter_text(dataset: str) -> str:
+    """folktables' row filter of ``dataset`` in words, e.g. ``"AGEP > 16 and PINCP > 100 and ..."``."""
+    _check_dataset(dataset)
+    return " and ".join(f"{column} {op} {value:g}" for column, op, value in FILTER_CONDITIONS[TASKS[dataset]])
+
+
+def _arrow_error_message(path: Path, header: Sequence[str], year: int, exc: Exception) -> str:
+    """Name the file, line and column of a pyarrow read error (found by scanning the file)."""
+    text = str(exc)
+    if "Expected" in text and "columns, got" in text:
+        bad = _first_bad_line(path, header)
+        where = f"line {bad[0]} of {path} {bad[1]}" if bad else f"{path} has a line with the wrong number of fields"
+        return f"{where} (survey year {year}; a truncated or damaged file? Replace it with a complete copy): {exc}"
+    found = re.search(r"CSV column #(\d+)", text)
+    value = re.search(r"invalid value '(.*)'", text)
+    if found and int(found.group(1)) < len(header):
+        index = int(found.group(1))
+        bad = _first_bad_line(path, header, column=index, value=value.group(1)) if value else None
+        line = f", line {bad[0]}" if bad else ""
+        return (
+            f"could not read column {header[index]!r} of {path}{line} (survey year {year}) as a numeric PUMS "
+            f"code: {exc}"
+        )
+    return f"could not read {path} (survey year {year}) as a PUMS person CSV: {exc}"
+
+
 def extract_task(
     path: str | os.PathLike[str],
     dataset: str,
     *,
     year: int,
 ) -> pd.DataFrame:
-    """Extract one folktables task from a PUMS person file, with the SPEC 3 group.
+    """Extract one folktables task from a PUMS person file, with the group of paper Supplementary A.4.
 
     Reads only the needed columns (:func:`required_columns`) as float64 with pyarrow (blank cells
     become NaN), then applies folktables' own task definition: its row filter, its feature list and
@@ -556,8 +657,10 @@ def extract_task(
     Raises
     ------
     ValueError
-        If ``dataset`` is unknown, a needed column is missing, a value cannot be read as a number, or a
-        ``RAC1P``/``HISP`` code is outside the known sets (named in the message).
+        If ``dataset`` is unknown, the file is compressed or not UTF-8 text, a needed column is missing,
+        a line has the wrong number of fields or a value cannot be read as a number (the message names
+        the file, the line and the column), a ``RAC1P``/``HISP`` code is outside the known sets, or no
+        row passes the task's filter (the message gives the rows meeting each condition).
     FileNotFoundError
         If ``path`` does not exist.
 
@@ -571,14 +674,12 @@ def extract_task(
     if not p.is_file():
         raise FileNotFoundError(f"PUMS person file not found: {p}")
     year = int(year)
-    header = _read_header(p)
+    header = _read_header(p, year)
     columns = _check_header(p, header, year, (dataset,))
     try:
         frame = _read_columns(p, columns)
     except pa.ArrowInvalid as exc:
-        found = re.search(r"CSV column #(\d+)", str(exc))
-        where = f"column {header[int(found.group(1))]!r} of " if found and int(found.group(1)) < len(header) else ""
-        raise ValueError(f"could not read {where}{p} (survey year {year}) as a numeric PUMS code: {exc}") from exc
+        raise ValueError(_arrow_error_message(p, header, year, exc)) from exc
     try:
         group = race_ethnicity_group(frame["RAC1P"].to_numpy(), frame["HISP"].to_numpy())
     except ValueError as exc:
@@ -586,6 +687,16 @@ def extract_task(
     frame["__group__"] = group
     # folktables 0.0.12 keeps the row filter in the private ``_preprocess``; there is no public accessor.
     filtered = task._preprocess(frame)
+    if filtered.empty:
+        raise ValueError(
+            f"{dataset} (folktables {TASKS[dataset]}): no row of {p} (survey year {year}) passes the task's "
+            f"filter {filter_text(dataset)}; rows meeting each condition on its own: "
+            + "; ".join(
+                f"{column} {op} {value:g}: {int(np.sum(_OPERATORS[op](frame[column].to_numpy(), value))):,}"
+                for column, op, value in FILTER_CONDITIONS[TASKS[dataset]]
+            )
+            + f" (of {len(frame):,})"
+        )
     features = [f for f in task.features if f != "RAC1P"]
     out = filtered[features].astype(np.float64).reset_index(drop=True)
     out["a"] = filtered["__group__"].to_numpy(dtype=np.int64)
@@ -593,13 +704,141 @@ def extract_task(
     return out
 
 
+class CohortMinimum(NamedTuple):
+    """Rows of the filtered cohort that the model stage needs (:func:`cohort_minimum`)."""
+
+    per_label: int  #: rows of each label in each group
+    per_group: int  #: rows of each group
+    test_per_group: int  #: of which in the test split
+
+
+def cohort_minimum(*, cv_folds: int, crossfit_folds: int, test_size: float) -> CohortMinimum:
+    """Rows each group, and each label within it, needs in the filtered cohort for the model stage.
+
+    :func:`encode_and_split` splits the cohort stratified on group x label, so each split gets each
+    (group, label) share up to rounding: a stratum of ``n`` rows gets at least ``n * test_size - 1``
+    test rows and at least ``n * (1 - test_size) - 2`` training rows. The model stage then needs
+
+    - ``cv_folds`` training rows of each label in each group: every group's own outcome model
+      (``xa_stratified``) is chosen by stratified ``cv_folds``-fold cross-validation (paper
+      Supplementary A.3);
+    - a test row of each label in each group, so that the subgroup metrics are defined;
+    - ``t`` test rows of each group with ``t - ceil(t / crossfit_folds) >= cv_folds``: ``P(A | R)`` is
+      cross-fitted on the test split (paper Algorithm 2), and the part of the test split outside each
+      outer fold must still hold ``cv_folds`` rows of every group for the inner cross-validation.
+
+    Parameters
+    ----------
+    cv_folds, crossfit_folds : int
+        Folds of the inner cross-validation and of the outer cross-fitting (>= 2).
+    test_size : float
+        Share of the rows in the test split, in (0, 1).
+
+    Returns
+    -------
+    CohortMinimum
+        ``per_label = max(ceil((cv_folds + 2) / (1 - test_size)), ceil(2 / test_size))``,
+        ``per_group = max(2 * per_label, ceil((t + 2) / test_size))`` and ``test_per_group = t``.
+
+    Raises
+    ------
+    ValueError
+        If a fold count is not an integer >= 2 or ``test_size`` is not in (0, 1).
+    """
+    for name, value in (("cv_folds", cv_folds), ("crossfit_folds", crossfit_folds)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 2:
+            raise ValueError(f"{name} must be an integer >= 2; got {value!r}")
+    if isinstance(test_size, bool) or not isinstance(test_size, (int, float, np.floating)) or not 0 < test_size < 1:
+        raise ValueError(f"test_size must be a number in (0, 1); got {test_size!r}")
+    cv, k = int(cv_folds), int(crossfit_folds)
+    t = cv
+    while t - math.ceil(t / k) < cv:
+        t += 1
+    per_label = max(math.ceil((cv + 2) / (1 - test_size)), math.ceil(2 / test_size))
+    # A group's two strata each lose at most one test row to rounding.
+    per_group = max(2 * per_label, math.ceil((t + 2) / test_size))
+    return CohortMinimum(per_label=per_label, per_group=per_group, test_per_group=t)
+
+
+def check_cohort(
+    df: pd.DataFrame,
+    dataset: str,
+    *,
+    cv_folds: int,
+    crossfit_folds: int,
+    test_size: float,
+) -> pd.DataFrame:
+    """Check that every group of an extracted task has enough rows of each label; return the counts.
+
+    Run right after :func:`extract_task`, so that an empty or thin group stops the work before the
+    split and the model fitting (which would otherwise fail inside scikit-learn's split, or only after
+    the outcome models, tens of minutes later).
+
+    Parameters
+    ----------
+    df : pandas.DataFrame of shape (n_samples, n_features + 2)
+        Output of :func:`extract_task` (needs ``a`` and ``y``).
+    dataset : {"acs_income", "acs_public_coverage"}
+        Dataset id (:data:`TASKS`), named in messages with its filter.
+    cv_folds, crossfit_folds : int
+        Folds of the model stage (``models.cv_folds``, ``models.crossfit_folds`` of the workflow).
+    test_size : float
+        Share of the test split (``acs.test_size``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per group code and label, all 12 of them: ``a`` (int64 0..5), ``y`` (int64 0/1), ``n``
+        (int64 rows); the input of the cohort table (paper Table B4).
+
+    Raises
+    ------
+    ValueError
+        If a group has no rows, fewer than ``per_group`` rows, or a label within it fewer than
+        ``per_label`` rows (:func:`cohort_minimum`); the message names the task, its filter, every such
+        group and label with its count, and the minimum with the fold settings it comes from.
+    """
+    _check_dataset(dataset)
+    need = cohort_minimum(cv_folds=cv_folds, crossfit_folds=crossfit_folds, test_size=test_size)
+    if "a" not in df.columns or "y" not in df.columns:
+        raise ValueError(f"df needs columns 'a' and 'y' (output of extract_task); got {list(df.columns)}")
+    k = len(GROUP_LABELS)
+    a = df["a"].to_numpy(dtype=np.int64)
+    y = df["y"].to_numpy(dtype=np.int64)
+    counts = np.bincount(a * 2 + y, minlength=2 * k).reshape(k, 2)
+    task = f"{dataset} (folktables {TASKS[dataset]}, filter {filter_text(dataset)})"
+    why = (
+        f"every group needs at least {need.per_group:,} rows and {need.per_label:,} of each label (cv_folds={cv_folds}, "
+        f"crossfit_folds={crossfit_folds}, test_size={test_size}: the training split needs cv_folds rows of each "
+        f"group and label for the cross-validation of each group's model, the test split {need.test_per_group} "
+        f"rows of each group for the cross-fitting of P(A | R) and a row of each label for the subgroup metrics)"
+    )
+    empty = [GROUP_LABELS[g] for g in range(k) if counts[g].sum() == 0]
+    if empty:
+        raise ValueError(f"{task}: group(s) {', '.join(map(repr, empty))} have no rows after the filter; {why}")
+    thin = [f"{GROUP_LABELS[g]!r} has {counts[g].sum():,} rows" for g in range(k) if counts[g].sum() < need.per_group]
+    thin += [
+        f"{GROUP_LABELS[g]!r} has {counts[g, label]:,} with y = {label}"
+        for g in range(k)
+        for label in (0, 1)
+        if counts[g, label] < need.per_label
+    ]
+    if thin:
+        raise ValueError(f"{task}: too few rows after the filter: {'; '.join(thin)}; {why}")
+    return pd.DataFrame(
+        {
+            "a": np.repeat(np.arange(k, dtype=np.int64), 2),
+            "y": np.tile(np.array([0, 1], dtype=np.int64), k),
+            "n": counts.ravel().astype(np.int64),
+        }
+    )
+
+
 # ---------------------------------------------------------------------------------------------------
 # Split and encoding
 
 
-def _encode_categorical(
-    train: pd.Series, test: pd.Series, max_levels: int
-) -> tuple[np.ndarray, np.ndarray]:
+def _encode_categorical(train: pd.Series, test: pd.Series, max_levels: int) -> tuple[np.ndarray, np.ndarray]:
     """Integer codes learned on ``train``; merge rare levels when there are more than ``max_levels``.
 
     Kept levels are coded ``0..k-1`` in ascending order of their raw value. With more than
@@ -763,9 +1002,13 @@ def cohort_table(frames: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
         a = df["a"].to_numpy()
         y = df["y"].to_numpy()
         if len(a) and (a.min() < 0 or a.max() >= k):
-            raise ValueError(f"frame for {dataset!r}: a must be in 0..{k - 1}; got values {sorted(set(np.unique(a).tolist()) - set(range(k)))}")
+            raise ValueError(
+                f"frame for {dataset!r}: a must be in 0..{k - 1}; got values {sorted(set(np.unique(a).tolist()) - set(range(k)))}"
+            )
         if not np.isin(y, (0, 1)).all():
-            raise ValueError(f"frame for {dataset!r}: y must be 0/1; got values {sorted(set(np.unique(y).tolist()) - {0, 1})}")
+            raise ValueError(
+                f"frame for {dataset!r}: y must be 0/1; got values {sorted(set(np.unique(y).tolist()) - {0, 1})}"
+            )
         n = np.bincount(a.astype(np.int64), minlength=k)
         pos = np.bincount(a.astype(np.int64), weights=y.astype(np.float64), minlength=k)
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -1,78 +1,189 @@
-"""Semantic validation of the workflow configuration (``config/config.yaml``).
+"""Validation of the workflow configuration (``config/config.yaml`` and any ``--configfile``).
 
-The JSON schema (``workflow/schemas/config.schema.yaml``) documents every key and fills defaults;
-this module adds the checks a schema cannot express well and gives messages that name the key path
-and the bad value, e.g. ``simulation.n_train must be a positive integer; got -5``. The Snakefile calls
-:func:`validate_config` at parse time, so a bad configuration stops the run before any job starts.
+One source of truth: the JSON schema ``workflow/schemas/config.schema.yaml`` says which keys exist,
+their types, ranges and defaults; the name lists it does not repeat (simulation settings, ACS tasks,
+survey horizons, states) come from :mod:`disaggregated_eval.vocabulary` and are added to the schema
+when it is loaded. :func:`validate_config` fills every default first, then checks the schema and the
+cross-key rules (fold sizes against row counts, settings listed twice, the survey year's columns, the
+bootstrap's memory against its job's ``mem_mb``), so no check is skipped because a key was left out. Every message names the key path and the bad value, e.g. ``simulation.n_train must be a positive
+integer; got -5``. The ``Snakefile`` calls :func:`check_config_file` and :func:`validate_config` at
+parse time, so a bad configuration stops the run before any job starts.
 """
 
 from __future__ import annotations
 
+import copy
 import numbers
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["ConfigError", "validate_config", "known_settings", "known_tasks", "HORIZONS", "STATES"]
+from . import vocabulary
 
-#: Survey horizons offered by the Census Bureau (and folktables).
-HORIZONS = ("1-Year", "5-Year")
-#: State abbreviations with PUMS person files (folktables' ``state_list``).
-STATES = (
-    "AL AK AZ AR CA CO CT DE FL GA HI ID IL IN IA KS KY LA ME MD MA MI MN MS MO MT NE NV NH NJ NM "
-    "NY NC ND OH OK OR PA RI SC SD TN TX UT VT VA WA WV WI WY PR"
-).split()
+__all__ = [
+    "ConfigError",
+    "SCHEMA_PATH",
+    "load_schema",
+    "fill_defaults",
+    "check_config_file",
+    "validate_config",
+]
 
-_STRUCTURE: dict[str, Any] = {
-    "seed": None,
-    "simulation": {
-        "settings": None,
-        "selection_settings": None,
-        "n_train": None,
-        "n_test": None,
-        "oracle": {"n_monte_carlo": None, "n_bins": None},
-    },
-    "models": {"max_leaf_nodes": None, "cv_folds": None, "crossfit_folds": None},
-    "evaluation": {
-        "n_resamples": None,
-        "confidence": None,
-        "threshold": None,
-        "preference_threshold": None,
-        "batch_size": None,
-    },
-    "calibration": {"n_bins": None},
-    "acs": {
-        "data_root": None,
-        "year": None,
-        "horizon": None,
-        "state": None,
-        "tasks": None,
-        "test_size": None,
-        "download": None,
-    },
-    "resources": {
-        "simulation": {"models": {}, "weights": {}, "oracle": {}, "bootstrap": {}},
-        "acs": {"extract": {}, "models": {}, "weights": {}, "bootstrap": {}},
-    },
+#: The schema of the workflow configuration, next to the workflow (editable install / repository).
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+
+# Name lists checked by the schema, added at load time (one home: the vocabulary). Key path ->
+# (allowed values, whether the key holds a list of them).
+_NAME_LISTS: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {
+    ("simulation", "settings"): (vocabulary.SETTINGS, True),
+    ("simulation", "selection_settings"): (vocabulary.SETTINGS, True),
+    ("coverage", "settings"): (vocabulary.MAIN_SETTINGS, True),
+    ("acs", "tasks"): (tuple(vocabulary.TASKS), True),
+    ("acs", "horizon"): (vocabulary.HORIZONS, False),
+    ("acs", "state"): (vocabulary.STATES, False),
 }
-_JOB_KEYS = ("threads", "mem_mb", "runtime")
+
+_STRING_HINT = (
+    " (a string: Snakemake passes values nested inside --config as strings; set nested keys in a"
+    " YAML file given with --configfile)"
+)
 
 
 class ConfigError(ValueError):
     """A configuration value is invalid; the message lists every problem with its key path."""
 
 
-def known_settings() -> tuple[str, ...]:
-    """Simulation setting ids of :data:`disaggregated_eval.simulate.SETTINGS`."""
-    from disaggregated_eval import simulate
-
-    return tuple(simulate.SETTINGS)
+# ---------------------------------------------------------------------------------------------
+# Schema: loading, defaults, descriptions
 
 
-def known_tasks() -> tuple[str, ...]:
-    """ACS dataset ids of :data:`disaggregated_eval.acs.TASKS`."""
-    from disaggregated_eval import acs
+def load_schema(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Read the configuration schema and add the vocabulary's name lists as ``enum`` constraints.
 
-    return tuple(acs.TASKS)
+    Parameters
+    ----------
+    path : path-like, optional
+        The schema file; default :data:`SCHEMA_PATH`.
+
+    Returns
+    -------
+    dict
+        The JSON schema (draft 2020-12).
+
+    Raises
+    ------
+    FileNotFoundError
+        If the schema file does not exist (e.g. a non-editable install: pass ``path``).
+    """
+    import yaml
+
+    schema_path = Path(path) if path is not None else SCHEMA_PATH
+    if not schema_path.is_file():
+        raise FileNotFoundError(
+            f"configuration schema not found at {schema_path}; pass schema= the path of "
+            "workflow/schemas/config.schema.yaml"
+        )
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when available: 10x faster
+    schema = yaml.load(schema_path.read_text(encoding="utf-8"), Loader=loader)  # a safe loader
+    for key_path, (names, is_list) in _NAME_LISTS.items():
+        node = _subschema(schema, key_path)
+        if node is None:
+            continue
+        target = node.setdefault("items", {}) if is_list else node
+        target["enum"] = list(names)
+    return schema
+
+
+def _subschema(schema: Mapping[str, Any], path: Sequence[str | int]) -> dict[str, Any] | None:
+    """The schema of the value at ``path`` (``int`` steps go into an array's ``items``)."""
+    node: Any = schema
+    for step in path:
+        if isinstance(step, int):
+            node = node.get("items") if isinstance(node, Mapping) else None
+        else:
+            node = node.get("properties", {}).get(step) if isinstance(node, Mapping) else None
+        if node is None:
+            return None
+    return node
+
+
+def fill_defaults(config: dict[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Fill the schema's ``default`` of every absent key, recursively, in place.
+
+    A mapping given only in part keeps its values and gets the defaults of its other keys, so a
+    ``--configfile`` needs to hold only the keys it changes. Values of the wrong type are left for
+    the validation to report.
+
+    Returns
+    -------
+    dict
+        ``config`` itself.
+    """
+    for key, sub in schema.get("properties", {}).items():
+        if key not in config and "default" in sub:
+            config[key] = copy.deepcopy(sub["default"])
+        if isinstance(config.get(key), dict) and "properties" in sub:
+            fill_defaults(config[key], sub)
+    return config
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _types(schema: Mapping[str, Any]) -> list[str]:
+    kind = schema.get("type", [])
+    return [kind] if isinstance(kind, str) else list(kind)
+
+
+def _describe_integer(schema: Mapping[str, Any], plural: bool = False) -> str:
+    minimum = schema.get("minimum")
+    if minimum == 1:
+        return "positive integers" if plural else "a positive integer"
+    if minimum == 0:
+        return "non-negative integers" if plural else "a non-negative integer"
+    if minimum is not None:
+        return f"integers >= {minimum}" if plural else f"an integer >= {minimum}"
+    return "integers" if plural else "an integer"
+
+
+def _describe(schema: Mapping[str, Any]) -> str:
+    """What a value of ``schema`` must be, in words (``"a positive integer"``)."""
+    types = _types(schema)
+    nullable = "null" in types
+    types = [t for t in types if t != "null"]
+    kind = types[0] if types else None
+    if "enum" in schema:
+        text = "one of " + ", ".join(str(v) for v in schema["enum"])
+    elif kind == "integer":
+        text = _describe_integer(schema)
+    elif kind == "number":
+        low, high = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+        text = f"a number strictly between {low} and {high}" if low is not None and high is not None else "a number"
+    elif kind == "boolean":
+        text = "true or false"
+    elif kind == "string":
+        text = "a non-empty string" if schema.get("minLength") else "a string"
+    elif kind == "array":
+        items = schema.get("items", {})
+        if "enum" in items or "string" in _types(items):
+            what = "names"
+        elif "integer" in _types(items):
+            what = _describe_integer(items, plural=True)
+        else:
+            what = "values"
+        text = "a non-empty list of " if schema.get("minItems") else "a list of "
+        text += ("distinct " if schema.get("uniqueItems") else "") + what
+    elif kind == "object":
+        text = "a mapping"
+    else:
+        text = "a valid value"
+    return f"null or {text}" if nullable else text
+
+
+def _key(path: Sequence[str | int]) -> str:
+    return ".".join(str(p) for p in path) or "the configuration"
 
 
 def _looks_numeric(value: Any) -> bool:
@@ -88,95 +199,254 @@ def _looks_numeric(value: Any) -> bool:
     return True
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+def _schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> tuple[list[str], set[str]]:
+    """Messages for every schema violation, and the key paths they concern."""
+    from jsonschema import Draft202012Validator
 
-
-def _is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-class _Checker:
-    def __init__(self, config: Mapping[str, Any]) -> None:
-        self.config = config
-        self.errors: list[str] = []
-
-    def get(self, path: str) -> tuple[bool, Any]:
-        node: Any = self.config
-        for part in path.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return False, None
-            node = node[part]
-        return True, node
-
-    def error(self, path: str, expected: str, value: Any) -> None:
-        hint = ""
-        if _looks_numeric(value):
-            hint = (
-                " (a string: Snakemake passes values nested inside --config as strings; set nested"
-                " keys in a YAML file given with --configfile)"
+    messages: dict[str, str] = {}  # key path -> message (one per key)
+    bad_entries: dict[str, list[Any]] = {}
+    for error in sorted(Draft202012Validator(schema).iter_errors(config), key=lambda e: list(map(str, e.path))):
+        path = list(error.absolute_path)
+        if error.validator == "additionalProperties":
+            allowed = list(error.schema.get("properties", {}))
+            for key in sorted(set(error.instance) - set(allowed)):
+                where = _key([*path, key])
+                hint = ""
+                if not path and "." in str(key) and str(key).split(".")[0] in allowed:
+                    hint = (
+                        " (--config sets only top-level keys; set nested keys in a YAML file given with --configfile)"
+                    )
+                messages[where] = (
+                    f"{where} is not a known key (allowed here: {', '.join(allowed)}); "
+                    f"got {error.instance[key]!r}{hint}"
+                )
+            continue
+        # Errors inside a list are reported on the list, with the offending entries.
+        cut = next((i for i, step in enumerate(path) if isinstance(step, int)), len(path))
+        where = _key(path[:cut])
+        node_schema = _subschema(schema, path[:cut]) or error.schema
+        value = _value_at(config, path[:cut])
+        if error.validator == "uniqueItems":
+            repeated = [v for i, v in enumerate(value) if v in value[:i]]
+            messages[where] = (
+                f"{where} lists {', '.join(map(repr, dict.fromkeys(repeated)))} more than once; got {value!r}"
             )
-        self.errors.append(f"{path} must be {expected}; got {value!r}{hint}")
-
-    def int_at_least(self, path: str, minimum: int) -> None:
-        present, value = self.get(path)
-        if present and not (_is_int(value) and value >= minimum):
-            what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-            self.error(path, what, value)
-
-    def open_unit(self, path: str) -> None:
-        present, value = self.get(path)
-        if present and not (_is_real(value) and 0 < value < 1):
-            self.error(path, "a number strictly between 0 and 1", value)
-
-    def names(self, path: str, known: Iterable[str], *, allow_empty: bool) -> None:
-        present, value = self.get(path)
-        if not present:
-            return
-        known = tuple(known)
-        if not isinstance(value, list) or (not value and not allow_empty):
-            self.error(path, "a non-empty list of names" if not allow_empty else "a list of names", value)
-            return
-        for item in value:
-            if item not in known:
-                self.errors.append(f"{path} contains unknown name {item!r}; known: {', '.join(known)}")
-        duplicates = sorted({str(v) for v in value if value.count(v) > 1})
-        if duplicates:
-            self.errors.append(f"{path} lists {', '.join(duplicates)} more than once; got {value!r}")
-
-    def unknown_keys(self, node: Any, structure: Mapping[str, Any], prefix: str) -> None:
-        if not isinstance(node, Mapping):
-            self.error(prefix or "the configuration", "a mapping", node)
-            return
-        for key, value in node.items():
-            path = f"{prefix}.{key}" if prefix else str(key)
-            if key not in structure:
-                allowed = ", ".join(structure) if structure else ", ".join(_JOB_KEYS)
-                if structure or key not in _JOB_KEYS:
-                    self.errors.append(f"{path} is not a known setting (allowed here: {allowed}); got {value!r}")
-                continue
-            if isinstance(structure[key], Mapping):
-                self.unknown_keys(value, structure[key], path)
+        elif cut < len(path):
+            bad_entries.setdefault(where, []).append(error.instance)
+            entries = bad_entries[where]
+            if error.validator == "enum":
+                known = ", ".join(map(str, error.schema["enum"]))
+                messages[where] = f"{where} contains unknown name(s) {', '.join(map(repr, entries))}; known: {known}"
+            else:
+                messages[where] = (
+                    f"{where} must be {_describe(node_schema)}; got {value!r} (bad entries: "
+                    f"{', '.join(map(repr, entries))})"
+                )
+        elif where not in messages:
+            hint = _STRING_HINT if _looks_numeric(value) else ""
+            messages[where] = f"{where} must be {_describe(node_schema)}; got {value!r}{hint}"
+    return list(messages.values()), set(messages)
 
 
-def validate_config(
-    config: Mapping[str, Any],
-    *,
-    settings: Iterable[str] | None = None,
-    tasks: Iterable[str] | None = None,
-) -> None:
-    """Check the workflow configuration; raise :class:`ConfigError` listing every problem.
+def _value_at(config: Mapping[str, Any], path: Sequence[str | int]) -> Any:
+    node: Any = config
+    for step in path:
+        node = node[step]
+    return node
 
-    Keys that are absent are skipped (the JSON schema fills their defaults, which are valid).
+
+# ---------------------------------------------------------------------------------------------
+# Cross-key checks (run on the filled configuration, on keys the schema found valid)
+
+
+def _min_rows_checks(config: Mapping[str, Any]) -> list[str]:
+    """The simulated splits must leave rows of every group in every fold of the model stage."""
+    sim, models = config["simulation"], config["models"]
+    cv, crossfit = models["cv_folds"], models["crossfit_folds"]
+    errors = []
+    needed = 10 * cv * crossfit
+    if sim["n_test"] < needed:
+        errors.append(
+            f"simulation.n_test must be at least 10 x models.cv_folds x models.crossfit_folds = {needed} "
+            f"(the weight models P(A | R) are cross-fitted on the test set); got {sim['n_test']}"
+        )
+    if sim["n_train"] < 20 * cv:
+        errors.append(f"simulation.n_train must be at least 20 x models.cv_folds = {20 * cv}; got {sim['n_train']}")
+    return errors
+
+
+def _duplicate_setting_checks(config: Mapping[str, Any]) -> list[str]:
+    """A setting listed as both a main and a selection setting would be collected twice."""
+    sim = config["simulation"]
+    both = [s for s in sim["settings"] if s in sim["selection_settings"]]
+    if not both:
+        return []
+    return [
+        f"simulation.settings and simulation.selection_settings both list {', '.join(map(repr, both))}; "
+        f"a setting belongs to one list only (its rows would otherwise appear twice in every table); "
+        f"got settings={sim['settings']!r}, selection_settings={sim['selection_settings']!r}"
+    ]
+
+
+def _survey_year_checks(config: Mapping[str, Any]) -> list[str]:
+    """Columns a task needs that the PUMS files of the configured year no longer have."""
+    year, tasks = config["acs"]["year"], config["acs"]["tasks"]
+    renamed = {old: new for old, (new, since) in vocabulary.PUMS_RENAMED_COLUMNS.items() if year >= since}
+    if not renamed:
+        return []
+    from . import acs  # folktables' task definitions; imported only for years with renamed columns
+
+    errors = []
+    for task in tasks:
+        for old, new in renamed.items():
+            if old in acs.required_columns(task):
+                since = vocabulary.PUMS_RENAMED_COLUMNS[old][1]
+                errors.append(
+                    f"acs.year must be at most {since - 1} for the task {task} (folktables "
+                    f"{vocabulary.TASKS[task]} needs the column {old}, which PUMS person files call {new} "
+                    f"from {since} on); got {year}"
+                )
+    return errors
+
+
+def _bootstrap_memory_checks(config: Mapping[str, Any]) -> list[str]:
+    """The bootstrap's replicate arrays must fit in the memory its job requests (``mem_mb``)."""
+    from .memory import check_replicate_memory  # the replicates' bytes (numpy only, no numba)
+
+    studies = {
+        # study: (models, groups, weight sources); the controls with weights are X, Y and R.
+        "simulation": (vocabulary.SIMULATION_MODELS, vocabulary.SIMULATION_GROUP_LABELS, vocabulary.WEIGHT_SOURCES),
+        "acs": (vocabulary.MODEL_TYPES, vocabulary.ACS_GROUP_LABELS, ("estimated",)),
+    }
+    errors = []
+    for study, (models, groups, sources) in studies.items():
+        try:
+            check_replicate_memory(
+                n_models=len(models),
+                n_groups=len(groups),
+                n_controls=len(vocabulary.WEIGHT_CONTROLS),
+                n_weight_sources=len(sources),
+                n_metrics=len(vocabulary.PIPELINE_METRICS),
+                n_resamples=config["evaluation"]["n_resamples"],
+                mem_mb=config["resources"][study]["bootstrap"]["mem_mb"],
+                what="evaluation.n_resamples",
+                limit=f"resources.{study}.bootstrap.mem_mb",
+            )
+        except ValueError as exc:
+            errors.append(str(exc))
+    return errors
+
+
+def _coverage_checks(config: Mapping[str, Any]) -> list[str]:
+    """The coverage study needs the main run of its settings and at most all replicates with R."""
+    cov, settings = config["coverage"], config["simulation"]["settings"]
+    errors = []
+    missing = [s for s in cov["settings"] or () if s not in settings]
+    if missing:
+        errors.append(
+            f"coverage.settings must be among simulation.settings (the study uses their models and weight "
+            f"models; null means all of them); not there: {', '.join(map(repr, missing))}; got "
+            f"coverage.settings={cov['settings']!r}, simulation.settings={settings!r}"
+        )
+    if cov["n_replicates_r"] > cov["n_replicates"]:
+        errors.append(
+            f"coverage.n_replicates_r must be at most coverage.n_replicates ({cov['n_replicates']}); "
+            f"got {cov['n_replicates_r']}"
+        )
+    return errors
+
+
+# Cross-key checks and the keys each one reads (skipped if the schema rejected one of them).
+_CROSS_CHECKS = (
+    (_min_rows_checks, ("simulation.n_test", "simulation.n_train", "models.cv_folds", "models.crossfit_folds")),
+    (_duplicate_setting_checks, ("simulation.settings", "simulation.selection_settings")),
+    (_survey_year_checks, ("acs.year", "acs.tasks")),
+    (
+        _coverage_checks,
+        ("coverage.settings", "coverage.n_replicates", "coverage.n_replicates_r", "simulation.settings"),
+    ),
+    (
+        _bootstrap_memory_checks,
+        ("evaluation.n_resamples", "resources.simulation.bootstrap.mem_mb", "resources.acs.bootstrap.mem_mb"),
+    ),
+)
+
+
+def _rejected(key: str, bad: set[str]) -> bool:
+    """Whether the schema rejected ``key``, one of its parents or one of its children."""
+    return (
+        any(key == b or key.startswith(b + ".") or b.startswith(key + ".") for b in bad) or "the configuration" in bad
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API
+
+
+def check_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a YAML configuration file; it must hold a mapping of configuration keys.
+
+    Snakemake's own loader rejects an empty file, or one that is not a mapping, with a message that
+    does not name the file; the ``Snakefile`` calls this before its ``configfile:`` directive.
 
     Parameters
     ----------
-    config : mapping
-        The merged Snakemake configuration.
-    settings : iterable of str, optional
-        Known simulation setting ids; default :func:`known_settings`.
-    tasks : iterable of str, optional
-        Known ACS dataset ids; default :func:`known_tasks`.
+    path : path-like
+        A YAML (or JSON) file.
+
+    Returns
+    -------
+    dict
+        The file's content.
+
+    Raises
+    ------
+    ConfigError
+        If the file is empty, not valid YAML (the message gives the line), or not a mapping.
+    FileNotFoundError
+        If the file does not exist.
+    """
+    import yaml
+
+    p = Path(path)
+    text = p.read_text(encoding="utf-8")
+    try:
+        content = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"configuration file {p} is not valid YAML{where}: {exc}") from None
+    if content is None:
+        raise ConfigError(
+            f"configuration file {p} is empty: it must map configuration keys to values "
+            "(see config/README.md), e.g. 'evaluation: {n_resamples: 1000}'"
+        )
+    if not isinstance(content, dict):
+        raise ConfigError(
+            f"configuration file {p} must map configuration keys to values (see config/README.md); "
+            f"got a {type(content).__name__}: {content!r:.80}"
+        )
+    return content
+
+
+def validate_config(
+    config: dict[str, Any],
+    *,
+    schema: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Fill the defaults of the configuration and check it; raise :class:`ConfigError` listing every problem.
+
+    Parameters
+    ----------
+    config : dict
+        The merged Snakemake configuration; absent keys get their schema default (in place).
+    schema : path-like or mapping, optional
+        The schema (a file, or one returned by :func:`load_schema`); default :data:`SCHEMA_PATH`.
+
+    Returns
+    -------
+    dict
+        ``config``, with every default filled in.
 
     Raises
     ------
@@ -184,77 +454,15 @@ def validate_config(
         If any value is invalid. Each line names the key path (``simulation.n_train``), what was
         expected and the value found.
     """
-    check = _Checker(config)
-    check.unknown_keys(config, _STRUCTURE, "")
-
-    present, seed = check.get("seed")
-    if present and not (_is_int(seed) and seed >= 0):
-        check.error("seed", "a non-negative integer", seed)
-
-    known = tuple(settings) if settings is not None else known_settings()
-    check.names("simulation.settings", known, allow_empty=False)
-    check.names("simulation.selection_settings", known, allow_empty=True)
-    for path in ("simulation.n_train", "simulation.n_test", "simulation.oracle.n_monte_carlo"):
-        check.int_at_least(path, 1)
-    check.int_at_least("simulation.oracle.n_bins", 2)
-
-    present, grid = check.get("models.max_leaf_nodes")
-    if present:
-        if not isinstance(grid, list) or not grid:
-            check.error("models.max_leaf_nodes", "a non-empty list of integers >= 2", grid)
-        else:
-            bad = [v for v in grid if not (_is_int(v) and v >= 2)]
-            if bad:
-                check.error("models.max_leaf_nodes", f"a list of integers >= 2 (bad entries {bad!r})", grid)
-            elif len(set(grid)) != len(grid):
-                check.error("models.max_leaf_nodes", "a list without repeated values", grid)
-    check.int_at_least("models.cv_folds", 2)
-    check.int_at_least("models.crossfit_folds", 2)
-
-    check.int_at_least("evaluation.n_resamples", 1)
-    for path in ("evaluation.confidence", "evaluation.threshold", "evaluation.preference_threshold"):
-        check.open_unit(path)
-    present, batch = check.get("evaluation.batch_size")
-    if present and batch is not None and not (_is_int(batch) and batch >= 1):
-        check.error("evaluation.batch_size", "null or a positive integer", batch)
-    check.int_at_least("calibration.n_bins", 2)
-
-    check.names("acs.tasks", tuple(tasks) if tasks is not None else known_tasks(), allow_empty=False)
-    present, root = check.get("acs.data_root")
-    if present and not (isinstance(root, str) and root.strip()):
-        check.error("acs.data_root", "a non-empty folder path", root)
-    check.int_at_least("acs.year", 2014)
-    present, horizon = check.get("acs.horizon")
-    if present and horizon not in HORIZONS:
-        check.error("acs.horizon", f"one of {', '.join(HORIZONS)}", horizon)
-    present, state = check.get("acs.state")
-    if present and state not in STATES:
-        check.error("acs.state", "a two-letter state abbreviation such as 'CA'", state)
-    check.open_unit("acs.test_size")
-    present, download = check.get("acs.download")
-    if present and not isinstance(download, bool):
-        check.error("acs.download", "true or false", download)
-
-    for study, jobs in _STRUCTURE["resources"].items():
-        for job in jobs:
-            for key in _JOB_KEYS:
-                check.int_at_least(f"resources.{study}.{job}.{key}", 1)
-
-    # Cross-key checks: the folds must find rows of every group in every fold.
-    n_test, n_train = check.get("simulation.n_test")[1], check.get("simulation.n_train")[1]
-    cv, crossfit = check.get("models.cv_folds")[1], check.get("models.crossfit_folds")[1]
-    if all(_is_int(v) and v >= 1 for v in (n_test, cv, crossfit)) and cv >= 2 and crossfit >= 2:
-        needed = 10 * cv * crossfit
-        if n_test < needed:
-            check.errors.append(
-                f"simulation.n_test must be at least 10 x models.cv_folds x models.crossfit_folds = "
-                f"{needed} (the weight models P(A | R) are cross-fitted on the test set); got {n_test}"
-            )
-    if all(_is_int(v) and v >= 1 for v in (n_train, cv)) and cv >= 2 and n_train < 20 * cv:
-        check.errors.append(
-            f"simulation.n_train must be at least 20 x models.cv_folds = {20 * cv}; got {n_train}"
-        )
-
-    if check.errors:
-        lines = "\n".join(f"  - {e}" for e in check.errors)
-        raise ConfigError(f"invalid configuration ({len(check.errors)} problem(s)):\n{lines}")
+    if not isinstance(config, dict):
+        raise ConfigError(f"the configuration must be a mapping of keys to values; got {config!r:.80}")
+    schema = dict(schema) if isinstance(schema, Mapping) else load_schema(schema)
+    fill_defaults(config, schema)
+    errors, bad = _schema_errors(config, schema)
+    for check, keys in _CROSS_CHECKS:
+        if not any(_rejected(k, bad) for k in keys):
+            errors.extend(check(config))
+    if errors:
+        lines = "\n".join(f"  - {e}" for e in errors)
+        raise ConfigError(f"invalid configuration ({len(errors)} problem(s)):\n{lines}")
+    return config

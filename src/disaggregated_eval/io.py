@@ -1,42 +1,138 @@
 """Atomic file output: write to a temporary file in the target folder, then rename.
 
 A crash or a killed job never leaves a half-written result that a later rule could mistake for a
-finished one.
+finished one. A killed writer does leave its hidden temporary file (``.<name>.<pid>-<token>.tmp``
+next to the target); the next write of the same target removes such leftovers of writers that no
+longer run (:func:`remove_stale_temporaries`), so rerunning a rule cleans up after its killed run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
+import re
+import secrets
+import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["atomic_path", "write_table", "write_json", "read_table", "rule_logger"]
+__all__ = [
+    "atomic_path",
+    "temporary_sibling",
+    "remove_stale_temporaries",
+    "write_table",
+    "write_json",
+    "read_table",
+    "rule_logger",
+]
+
+
+def _temporary_pattern(name: str, suffix: str) -> re.Pattern[str]:
+    """Names of the temporaries of target ``name``: ``.<name>.<pid>-<8 hex digits><suffix>``.
+
+    The writer's id and token hold no dot, so a temporary of one target never matches the pattern of
+    another target (``a.csv`` and ``a.csv.bak`` included).
+    """
+    return re.compile(rf"\.{re.escape(name)}\.(?P<pid>\d+)-[0-9a-f]{{8}}{re.escape(suffix)}")
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether a process with this id runs on this host (a process of another user counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError as exc:  # e.g. EINVAL on exotic platforms: assume alive, never remove
+        return exc.errno != errno.ESRCH
+    return True
+
+
+def remove_stale_temporaries(path: str | os.PathLike[str], *, suffix: str = ".tmp") -> list[Path]:
+    """Remove the temporaries of ``path`` left behind by writers that no longer run.
+
+    A temporary ``.<name>.<pid>-<token><suffix>`` next to ``path`` is stale when no process ``pid``
+    runs on this host; files (or folders) of running writers, and temporaries of any other target, are
+    kept. Within the workflow one job writes a given output, so a temporary whose writer runs on
+    another cluster node (whose id may be unknown here) is never one of a concurrent writer of the
+    same target.
+
+    Parameters
+    ----------
+    path : path-like
+        The target file whose temporaries are looked for in its folder.
+    suffix : str, default ".tmp"
+        The temporaries' suffix (``".download"`` for the folders of :mod:`disaggregated_eval.acs`).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The removed paths.
+    """
+    target = Path(path)
+    pattern = _temporary_pattern(target.name, suffix)
+    removed = []
+    try:
+        entries = list(os.scandir(target.parent))
+    except FileNotFoundError:
+        return removed
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None or _process_alive(int(match["pid"])):
+            continue
+        stale = Path(entry.path)
+        with contextlib.suppress(FileNotFoundError):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink()
+            removed.append(stale)
+    return removed
+
+
+def temporary_sibling(path: str | os.PathLike[str], *, suffix: str = ".tmp", directory: bool = False) -> Path:
+    """Create an empty hidden file (or folder) next to ``path`` named for this process; return it.
+
+    The name is ``.<name>.<pid>-<token><suffix>`` (:func:`remove_stale_temporaries` recognises it).
+    A file gets the permissions an ordinary ``open()`` would give (0666 less the umask), so results
+    renamed from it stay readable on shared filesystems.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        candidate = target.parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}{suffix}"
+        try:
+            if directory:
+                candidate.mkdir(mode=0o700)
+            else:
+                os.close(os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return candidate
 
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path next to ``path``; rename it to ``path`` if the block succeeds.
 
-    The temporary file is removed if the block raises, so no partial output is left behind.
+    Stale temporaries of ``path`` from killed writers are removed first
+    (:func:`remove_stale_temporaries`). The temporary file is removed if the block raises, so no
+    partial output is left behind.
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    # mkstemp creates the file with mode 0600; give the result the permissions an ordinary
-    # open() would (0666 less the umask), so results stay readable on shared filesystems.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)
-    tmp_path = Path(tmp)
+    remove_stale_temporaries(target)
+    tmp_path = temporary_sibling(target)
     try:
         yield tmp_path
         os.replace(tmp_path, target)

@@ -1,13 +1,15 @@
-"""The paper's figures from the tidy tables (SPEC section 6, ``docs/design.md``).
+"""The paper's figures from the tidy tables (paper Figure 1, Supplementary Figures B1-B40; ``docs/design.md``).
 
 Every plotting function takes a tidy table positionally and everything else keyword-only, checks
-that the table has rows for every requested metric, model and setting (``ValueError`` naming the
+that the table has rows for every requested metric, model and dataset (``ValueError`` naming the
 missing ones otherwise), draws a grid of small panels, writes it to every path in ``paths`` with
-:func:`save_figure` and returns the written paths.
+:func:`save_figure` and returns the written paths. A dataset is a simulation setting or an ACS task
+(column ``dataset`` of the tables).
 
 Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot state, no display; the
 Agg renderer writes the PNG) under a local style context, so importing or calling this module never
-changes global matplotlib settings.
+changes global matplotlib settings. Names and display labels come from
+:mod:`disaggregated_eval.vocabulary` (no computational module is imported).
 
 ========================================  ======================================================
 paper item                                function
@@ -34,13 +36,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from disaggregated_eval.acs import TASKS
-from disaggregated_eval.evaluation import CONTROLS
+from disaggregated_eval import vocabulary
 from disaggregated_eval.io import atomic_path
-from disaggregated_eval.metrics import METRIC_LABELS
-from disaggregated_eval.simulate import SETTINGS
 
 __all__ = [
+    "DATASET_LABELS",
     "SETTING_LABELS",
     "MODEL_LABELS",
     "CONTROL_LABELS",
@@ -51,39 +51,28 @@ __all__ = [
     "plot_shared_space",
     "plot_relative_performance",
     "plot_calibration_curves",
+    "plot_coverage",
 ]
 
-#: Display names of simulation settings and ACS tasks (paper Table 1 and Section 5), taken from the
-#: simulator registry and the ACS task definitions so that each name is written once.
-SETTING_LABELS: dict[str, str] = {
-    **{setting_id: dgp.display_name for setting_id, dgp in SETTINGS.items()},
-    **TASKS,
-}
-
+#: Display names of simulation settings and ACS tasks (paper Table 1, Supplementary A.4).
+DATASET_LABELS: dict[str, str] = vocabulary.DATASET_LABELS
+#: The same mapping under its earlier name.
+SETTING_LABELS: dict[str, str] = DATASET_LABELS
 #: Display names of model types.
-MODEL_LABELS: dict[str, str] = {
-    "x": "Covariates: X",
-    "xa": "Covariates: X, A",
-    "xa_stratified": "Stratified by A",
-    "bayes_x": "Bayes-optimal: E[Y|X]",
-    "bayes_xa": "Bayes-optimal: E[Y|X,A]",
-}
-
+MODEL_LABELS: dict[str, str] = vocabulary.MODEL_LABELS
 #: Display names of control variables ``V``.
-CONTROL_LABELS: dict[str, str] = {
-    "none": "Control: none",
-    "X": "Control: X",
-    "Y": "Control: Y",
-    "R": "Control: R",
-}
+CONTROL_LABELS: dict[str, str] = vocabulary.CONTROL_LABELS
+#: Display names of metrics.
+METRIC_LABELS: dict[str, str] = vocabulary.METRIC_LABELS
 
-_CONTROLS = CONTROLS
+_CONTROLS = vocabulary.CONTROLS
+_OVERALL = vocabulary.OVERALL
 _METRIC_COLUMNS = (
-    "setting", "model", "comparison", "control", "weight_source", "group", "metric",
+    "dataset", "model", "comparison", "control", "weight_source", "group", "metric",
     "estimate", "ci_low", "ci_high",
 )  # fmt: skip
 _CALIBRATION_COLUMNS = (
-    "setting", "model", "group", "mean_score", "fraction_positive", "ci_low", "ci_high",
+    "dataset", "model", "group", "mean_score", "fraction_positive", "ci_low", "ci_high",
 )  # fmt: skip
 _DPI = 200
 _SAVE_METADATA = {"png": {}, "pdf": {"CreationDate": None}}  # reproducible PDF bytes
@@ -201,27 +190,27 @@ def _require_levels(available: Iterable[str], requested: Sequence[str], kind: st
         raise ValueError(f"no rows for {kind} {missing} ({context})")
 
 
-def _setting_order(available: pd.Series, settings: Sequence[str] | None, context: str) -> list[str]:
-    """Requested settings (checked), or all present: known ids in SETTING_LABELS order, then others."""
+def _dataset_order(available: pd.Series, datasets: Sequence[str] | None, context: str) -> list[str]:
+    """Requested datasets (checked), or all present: known ids in DATASET_LABELS order, then others."""
     present = list(pd.unique(available))
-    if settings is not None:
-        order = _as_list(settings, "settings")
-        _require_levels(present, order, "setting(s)", context)
+    if datasets is not None:
+        order = _as_list(datasets, "datasets")
+        _require_levels(present, order, "dataset(s)", context)
         return order
-    known = [s for s in SETTING_LABELS if s in present]
-    return known + [s for s in present if s not in SETTING_LABELS]
+    known = [s for s in DATASET_LABELS if s in present]
+    return known + [s for s in present if s not in DATASET_LABELS]
 
 
 def _group_order(groups: pd.Series, *, include_overall: bool) -> list[str]:
     """Groups in order of first appearance; ``overall`` last (or dropped)."""
-    levels = [g for g in pd.unique(groups) if g != "overall"]
-    if include_overall and (groups == "overall").any():
-        levels.append("overall")
+    levels = [g for g in pd.unique(groups) if g != _OVERALL]
+    if include_overall and (groups == _OVERALL).any():
+        levels.append(_OVERALL)
     return levels
 
 
 def _group_label(group: str) -> str:
-    return "Overall" if group == "overall" else str(group)
+    return "Overall" if group == _OVERALL else str(group)
 
 
 def _with_weight_source(rows: pd.DataFrame, weight_source: str, context: str) -> pd.DataFrame:
@@ -232,13 +221,11 @@ def _with_weight_source(rows: pd.DataFrame, weight_source: str, context: str) ->
     """
     if not (rows["weight_source"] == weight_source).any():
         raise ValueError(f"no rows for weight_source {weight_source!r} ({context})")
-    keep = (rows["weight_source"] == weight_source) | (
-        (rows["control"] == "none") & (rows["weight_source"] == "none")
-    )
+    keep = (rows["weight_source"] == weight_source) | ((rows["control"] == "none") & (rows["weight_source"] == "none"))
     rows = rows[keep]
     preferred = (rows["weight_source"] != weight_source).astype(int)  # 0 = requested source first
     rows = rows.assign(_pref=preferred).sort_values("_pref", kind="stable")
-    rows = rows.drop_duplicates(["setting", "model", "control", "group", "metric"], keep="first")
+    rows = rows.drop_duplicates(["dataset", "model", "control", "group", "metric"], keep="first")
     return rows.drop(columns="_pref").sort_index()
 
 
@@ -269,7 +256,7 @@ def _palette(levels: Sequence[str]) -> list[tuple[float, float, float]]:
     base = sns.color_palette("colorblind", n_colors=max(len(levels), 1))
     colors, k = [], 0
     for level in levels:
-        if level == "overall":
+        if level == _OVERALL:
             colors.append(_OVERALL_COLOR)
         else:
             colors.append(tuple(base[k % len(base)]))
@@ -390,13 +377,13 @@ def plot_controlled_differences(
     models: Sequence[str],
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     weight_source: str = "estimated",
-    settings: Sequence[str] | None = None,
+    datasets: Sequence[str] | None = None,
     title: str | None = None,
 ) -> list[Path]:
     """Controlled differences ``T_a`` (paper Figure 1, B4-B10, B27-B33).
 
     Grid: one row per model, one column per control ``V`` (none, X, Y, R). In each panel the y axis
-    lists the settings (in the given order), x is ``T_a`` with its interval, one dodged point per
+    lists the datasets (in the given order), x is ``T_a`` with its interval, one dodged point per
     group, and a dashed line marks 0.
 
     Parameters
@@ -412,8 +399,8 @@ def plot_controlled_differences(
         ``.png``/``.pdf`` targets (see :func:`save_figure`).
     weight_source : {"estimated", "oracle"}, default "estimated"
         Which weights; rows of ``control == "none"`` may carry ``weight_source == "none"``.
-    settings : sequence of str, optional
-        Settings to show, top to bottom; default all in the table.
+    datasets : sequence of str, optional
+        Datasets to show, top to bottom; default all in the table.
     title : str, optional
         Figure title.
 
@@ -425,7 +412,7 @@ def plot_controlled_differences(
     Raises
     ------
     ValueError
-        If the table lacks required columns, or has no rows for the metric, a model or a setting;
+        If the table lacks required columns, or has no rows for the metric, a model or a dataset;
         if a path is invalid.
     """
     targets = _check_paths(paths)
@@ -435,9 +422,9 @@ def plot_controlled_differences(
     rows = _with_weight_source(rows, weight_source, f"metric {metric!r}, comparison controlled_difference")
     _require_levels(rows["model"], models, "model(s)", f"metric {metric!r}, {context}")
     rows = rows[rows["model"].isin(models)]
-    order = _setting_order(rows["setting"], settings, f"metric {metric!r}, {context}")
-    rows = rows[rows["setting"].isin(order) & rows["control"].isin(_CONTROLS)]
-    _check_unique(rows, ["setting", "model", "control", "group"], context)
+    order = _dataset_order(rows["dataset"], datasets, f"metric {metric!r}, {context}")
+    rows = rows[rows["dataset"].isin(order) & rows["control"].isin(_CONTROLS)]
+    _check_unique(rows, ["dataset", "model", "control", "group"], context)
     groups = _group_order(rows["group"], include_overall=False)
     metric_label = METRIC_LABELS.get(metric, metric)
     with mpl.rc_context(_style()):
@@ -445,7 +432,7 @@ def plot_controlled_differences(
             rows,
             row_col="model", row_levels=models, row_labels=[MODEL_LABELS.get(m, m) for m in models],
             col_col="control", col_levels=_CONTROLS, col_titles=[CONTROL_LABELS[c] for c in _CONTROLS],
-            cat_col="setting", categories=order, cat_labels=[SETTING_LABELS.get(s, s) for s in order],
+            cat_col="dataset", categories=order, cat_labels=[DATASET_LABELS.get(s, s) for s in order],
             hue_col="group", hues=groups, hue_labels=[_group_label(g) for g in groups],
             legend_title="Group", xlabel=f"$T_a$ ({metric_label})", sharex=True, zero_line=True,
             title=title,
@@ -460,11 +447,11 @@ def plot_weighted_population(
     models: Sequence[str],
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     weight_source: str = "estimated",
-    settings: Sequence[str] | None = None,
+    datasets: Sequence[str] | None = None,
 ) -> list[Path]:
     """Weighted population metrics ``M_a`` next to the subgroup metric (paper B11-B17, B34-B40).
 
-    Grid: one row per setting, one column per model. In each panel the y axis lists the groups, x is
+    Grid: one row per dataset, one column per model. In each panel the y axis lists the groups, x is
     the metric; entries (hue) are "Subgroup" (``comparison == "absolute"``, the unweighted metric of
     the group) and ``M_a`` for each control (``comparison == "weighted_population"``; "Control:
     none" is the plain population metric), each with its interval.
@@ -481,8 +468,8 @@ def plot_weighted_population(
         ``.png``/``.pdf`` targets.
     weight_source : {"estimated", "oracle"}, default "estimated"
         Which weights for ``M_a``.
-    settings : sequence of str, optional
-        Settings to show, one row each, top to bottom; default all in the table.
+    datasets : sequence of str, optional
+        Datasets to show, one row each, top to bottom; default all in the table.
 
     Returns
     -------
@@ -492,7 +479,7 @@ def plot_weighted_population(
     Raises
     ------
     ValueError
-        If the table has no ``M_a`` or subgroup rows for the metric, a model or a setting.
+        If the table has no ``M_a`` or subgroup rows for the metric, a model or a dataset.
     """
     targets = _check_paths(paths)
     models = _as_list(models, "models")
@@ -503,13 +490,13 @@ def plot_weighted_population(
     for rows, ctx in ((weighted, context), (absolute, "comparison absolute")):
         _require_levels(rows["model"], models, "model(s)", f"metric {metric!r}, {ctx}")
     weighted = weighted[weighted["model"].isin(models) & weighted["control"].isin(_CONTROLS)]
-    absolute = absolute[absolute["model"].isin(models) & (absolute["group"] != "overall")]
-    order = _setting_order(weighted["setting"], settings, f"metric {metric!r}, {context}")
-    _require_levels(absolute["setting"], order, "setting(s)", f"metric {metric!r}, comparison absolute")
-    weighted = weighted[weighted["setting"].isin(order)].assign(entry=lambda d: d["control"].map(CONTROL_LABELS))
-    absolute = absolute[absolute["setting"].isin(order)].assign(entry="Subgroup")
-    _check_unique(weighted, ["setting", "model", "control", "group"], context)
-    _check_unique(absolute, ["setting", "model", "group"], "comparison absolute")
+    absolute = absolute[absolute["model"].isin(models) & (absolute["group"] != _OVERALL)]
+    order = _dataset_order(weighted["dataset"], datasets, f"metric {metric!r}, {context}")
+    _require_levels(absolute["dataset"], order, "dataset(s)", f"metric {metric!r}, comparison absolute")
+    weighted = weighted[weighted["dataset"].isin(order)].assign(entry=lambda d: d["control"].map(CONTROL_LABELS))
+    absolute = absolute[absolute["dataset"].isin(order)].assign(entry="Subgroup")
+    _check_unique(weighted, ["dataset", "model", "control", "group"], context)
+    _check_unique(absolute, ["dataset", "model", "group"], "comparison absolute")
     rows = pd.concat([absolute, weighted], ignore_index=True)
     groups = _group_order(weighted["group"], include_overall=False)
     groups += [g for g in _group_order(absolute["group"], include_overall=False) if g not in groups]
@@ -519,7 +506,7 @@ def plot_weighted_population(
     with mpl.rc_context(_style()):
         fig = _forest_grid(
             rows,
-            row_col="setting", row_levels=order, row_labels=[SETTING_LABELS.get(s, s) for s in order],
+            row_col="dataset", row_levels=order, row_labels=[DATASET_LABELS.get(s, s) for s in order],
             col_col="model", col_levels=models, col_titles=[MODEL_LABELS.get(m, m) for m in models],
             cat_col="group", categories=groups, cat_labels=[_group_label(g) for g in groups],
             hue_col="entry", hues=entries, hue_labels=entry_labels, legend_title="Estimate",
@@ -535,11 +522,11 @@ def plot_shared_space(
     models: Sequence[str],
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     weight_source: str = "estimated",
-    settings: Sequence[str] | None = None,
+    datasets: Sequence[str] | None = None,
 ) -> list[Path]:
     """Subgroup metrics weighted to a shared space (Cai et al.; paper B18-B24).
 
-    Grid: one row per setting, one column per control (X, Y, R). In each panel the y axis lists the
+    Grid: one row per dataset, one column per control (X, Y, R). In each panel the y axis lists the
     groups, x is the shared-space weighted group metric (``comparison == "shared_space"``) with its
     interval, one dodged point per model.
 
@@ -555,8 +542,8 @@ def plot_shared_space(
         ``.png``/``.pdf`` targets.
     weight_source : {"estimated", "oracle"}, default "estimated"
         Which weights.
-    settings : sequence of str, optional
-        Settings to show, one row each; default all in the table.
+    datasets : sequence of str, optional
+        Datasets to show, one row each; default all in the table.
 
     Returns
     -------
@@ -566,7 +553,7 @@ def plot_shared_space(
     Raises
     ------
     ValueError
-        If the table has no shared-space rows for the metric, a model or a setting.
+        If the table has no shared-space rows for the metric, a model or a dataset.
     """
     targets = _check_paths(paths)
     models = _as_list(models, "models")
@@ -577,15 +564,15 @@ def plot_shared_space(
         raise ValueError(f"no rows for weight_source {weight_source!r} (metric {metric!r}, comparison shared_space)")
     _require_levels(rows["model"], models, "model(s)", f"metric {metric!r}, {context}")
     rows = rows[rows["model"].isin(models)]
-    order = _setting_order(rows["setting"], settings, f"metric {metric!r}, {context}")
-    controls = ("X", "Y", "R")
-    rows = rows[rows["setting"].isin(order) & rows["control"].isin(controls)]
-    _check_unique(rows, ["setting", "model", "control", "group"], context)
+    order = _dataset_order(rows["dataset"], datasets, f"metric {metric!r}, {context}")
+    controls = vocabulary.WEIGHT_CONTROLS
+    rows = rows[rows["dataset"].isin(order) & rows["control"].isin(controls)]
+    _check_unique(rows, ["dataset", "model", "control", "group"], context)
     groups = _group_order(rows["group"], include_overall=False)
     with mpl.rc_context(_style()):
         fig = _forest_grid(
             rows,
-            row_col="setting", row_levels=order, row_labels=[SETTING_LABELS.get(s, s) for s in order],
+            row_col="dataset", row_levels=order, row_labels=[DATASET_LABELS.get(s, s) for s in order],
             col_col="control", col_levels=controls, col_titles=[CONTROL_LABELS[c] for c in controls],
             cat_col="group", categories=groups, cat_labels=[_group_label(g) for g in groups],
             hue_col="model", hues=models, hue_labels=[MODEL_LABELS.get(m, m) for m in models],
@@ -597,15 +584,15 @@ def plot_shared_space(
 def plot_relative_performance(
     table: pd.DataFrame,
     *,
-    metrics: Sequence[str] = ("log_loss", "auc", "sensitivity", "specificity", "net_benefit"),
-    models: Sequence[str] = ("xa", "xa_stratified"),
+    metrics: Sequence[str] = vocabulary.RELATIVE_METRICS,
+    models: Sequence[str] = vocabulary.RELATIVE_FIGURE_MODELS,
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-    settings: Sequence[str] | None = None,
+    datasets: Sequence[str] | None = None,
 ) -> list[Path]:
     """Relative performance of subgroup-aware models (paper B1, B25).
 
     Grid: one row per compared model (e.g. ``xa - x``, ``xa_stratified - x``), one column per
-    metric. In each panel the y axis lists the settings, x is the difference (``comparison ==
+    metric. In each panel the y axis lists the datasets, x is the difference (``comparison ==
     "relative"``) with its interval, one dodged point per group and for "Overall"; a dashed line
     marks 0.
 
@@ -620,8 +607,8 @@ def plot_relative_performance(
         Compared models, one grid row each.
     paths : path or iterable of paths
         ``.png``/``.pdf`` targets.
-    settings : sequence of str, optional
-        Settings to show, top to bottom; default all in the table.
+    datasets : sequence of str, optional
+        Datasets to show, top to bottom; default all in the table.
 
     Returns
     -------
@@ -631,7 +618,7 @@ def plot_relative_performance(
     Raises
     ------
     ValueError
-        If the table has no relative rows for a metric, a model or a setting.
+        If the table has no relative rows for a metric, a model or a dataset.
     """
     targets = _check_paths(paths)
     metrics = _as_list(metrics, "metrics")
@@ -641,9 +628,9 @@ def plot_relative_performance(
     _require_levels(rows["metric"], metrics, "metric(s)", "comparison relative")
     _require_levels(rows["model"], models, "model(s)", "comparison relative")
     rows = rows[rows["metric"].isin(metrics) & rows["model"].isin(models)]
-    order = _setting_order(rows["setting"], settings, "comparison relative")
-    rows = rows[rows["setting"].isin(order)]
-    keys = ["setting", "model", "metric", "group"] + (["reference"] if "reference" in rows.columns else [])
+    order = _dataset_order(rows["dataset"], datasets, "comparison relative")
+    rows = rows[rows["dataset"].isin(order)]
+    keys = ["dataset", "model", "metric", "group"] + (["reference"] if "reference" in rows.columns else [])
     _check_unique(rows, keys, "comparison relative")
     if "reference" in rows.columns:
         _check_unique(rows, keys[:-1], "comparison relative: one reference model per compared model")
@@ -658,7 +645,7 @@ def plot_relative_performance(
             rows,
             row_col="model", row_levels=models, row_labels=row_labels,
             col_col="metric", col_levels=metrics, col_titles=[METRIC_LABELS.get(m, m) for m in metrics],
-            cat_col="setting", categories=order, cat_labels=[SETTING_LABELS.get(s, s) for s in order],
+            cat_col="dataset", categories=order, cat_labels=[DATASET_LABELS.get(s, s) for s in order],
             hue_col="group", hues=groups, hue_labels=[_group_label(g) for g in groups],
             legend_title="Group", xlabel="Difference", sharex="col", zero_line=True,
         )  # fmt: skip
@@ -668,13 +655,13 @@ def plot_relative_performance(
 def plot_calibration_curves(
     calibration: pd.DataFrame,
     *,
-    models: Sequence[str] = ("x", "xa", "xa_stratified"),
+    models: Sequence[str] = vocabulary.MODEL_TYPES,
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-    settings: Sequence[str] | None = None,
+    datasets: Sequence[str] | None = None,
 ) -> list[Path]:
     """Calibration curves per group (paper B2, B3, B26).
 
-    Grid: one row per model type, one column per setting. In each panel, one line per group of
+    Grid: one row per model type, one column per dataset. In each panel, one line per group of
     ``fraction_positive`` against ``mean_score`` with vertical Wilson intervals, the diagonal
     (perfect calibration) dashed, both axes on [0, 1]. The ``"overall"`` curve is not drawn.
 
@@ -682,13 +669,13 @@ def plot_calibration_curves(
     ----------
     calibration : pandas.DataFrame
         Calibration table (:func:`disaggregated_eval.calibration.calibration_table`) with an extra
-        ``setting`` column.
+        ``dataset`` column.
     models : sequence of str
         Model types, one grid row each.
     paths : path or iterable of paths
         ``.png``/``.pdf`` targets.
-    settings : sequence of str, optional
-        Settings to show, left to right; default all in the table.
+    datasets : sequence of str, optional
+        Datasets to show, left to right; default all in the table.
 
     Returns
     -------
@@ -698,18 +685,18 @@ def plot_calibration_curves(
     Raises
     ------
     ValueError
-        If the table lacks required columns or has no rows for a model or a setting.
+        If the table lacks required columns or has no rows for a model or a dataset.
     """
     targets = _check_paths(paths)
     models = _as_list(models, "models")
     _require_columns(calibration, _CALIBRATION_COLUMNS, "calibration")
-    rows = calibration[calibration["group"] != "overall"]
+    rows = calibration[calibration["group"] != _OVERALL]
     if rows.empty:
         raise ValueError("no rows for any group in calibration (only 'overall' or empty)")
     _require_levels(rows["model"], models, "model(s)", "calibration")
     rows = rows[rows["model"].isin(models)]
-    order = _setting_order(rows["setting"], settings, "calibration")
-    rows = rows[rows["setting"].isin(order)]
+    order = _dataset_order(rows["dataset"], datasets, "calibration")
+    rows = rows[rows["dataset"].isin(order)]
     groups = _group_order(rows["group"], include_overall=False)
     colors = _palette(groups)
     nrows, ncols = len(models), len(order)
@@ -718,10 +705,10 @@ def plot_calibration_curves(
         fig = Figure(figsize=(width, nrows * _CAL_PANEL + _MARGIN_H), layout="constrained")
         axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
         for i, model in enumerate(models):
-            for j, setting in enumerate(order):
+            for j, dataset in enumerate(order):
                 ax = axes[i, j]
                 ax.plot([0, 1], [0, 1], color="0.5", linestyle="--", linewidth=0.8, zorder=1)
-                panel = rows[(rows["model"] == model) & (rows["setting"] == setting)]
+                panel = rows[(rows["model"] == model) & (rows["dataset"] == dataset)]
                 for k, group in enumerate(groups):
                     sub = panel[panel["group"] == group]
                     if "bin" in sub.columns:
@@ -744,10 +731,155 @@ def plot_calibration_curves(
                 ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
                 ax.yaxis.set_major_locator(MaxNLocator(nbins=5))
                 if i == 0:
-                    ax.set_title(SETTING_LABELS.get(setting, setting))
+                    ax.set_title(DATASET_LABELS.get(dataset, dataset))
                 if j == 0:
                     ax.set_ylabel(f"{MODEL_LABELS.get(model, model)}\nFraction positive")
                 if i == nrows - 1:
                     ax.set_xlabel("Mean score")
         _add_legend(fig, _legend_handles([_group_label(g) for g in groups], colors), "Group", width)
+        return save_figure(fig, targets)
+
+
+# --------------------------------------------------------------------------------------------------
+# coverage study (docs/method.md, "Coverage study"); appended by the coverage study's owner
+# --------------------------------------------------------------------------------------------------
+_COVERAGE_COLUMNS = (
+    "dataset", "model", "control", "weight_source", "group", "metric", "coverage", "n_replicates",
+    "nominal_band_low", "nominal_band_high",
+)  # fmt: skip
+_GROUP_MARKERS = ("o", "^", "s", "D", "v", "P")
+
+
+def plot_coverage(
+    coverage: pd.DataFrame,
+    *,
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    nominal: float = 0.95,
+    datasets: Sequence[str] | None = None,
+    metrics: Sequence[str] | None = None,
+) -> list[Path]:
+    """Coverage of the ``T_a`` intervals per cell (coverage study; ``docs/method.md``).
+
+    Grid: one row per (model, weight source) present in the table (Bayes-optimal scores with
+    oracle weights, fitted models with estimated and with oracle weights), one column per control
+    ``V`` (none, X, Y, R; ``V = none`` has no weights and is repeated in every row of its model). In
+    each panel the y axis lists the metrics and every point is one cell: its coverage (share of
+    replicates whose 95% interval covers the population ``T_a``), colored by dataset, marker by
+    group. A dashed line marks the nominal level, the grey band the range a correct interval's
+    coverage falls in with probability 95% (``nominal_band_low`` .. ``nominal_band_high`` at the
+    panel's median number of replicates).
+
+    Parameters
+    ----------
+    coverage : pandas.DataFrame
+        Coverage table (:func:`disaggregated_eval.coverage.coverage_table`), columns
+        ``dataset, model, control, weight_source, group, metric, coverage, n_replicates,
+        nominal_band_low, nominal_band_high``.
+    paths : path or iterable of paths
+        ``.png``/``.pdf`` targets (see :func:`save_figure`).
+    nominal : float, default 0.95
+        Nominal coverage (the dashed line).
+    datasets : sequence of str, optional
+        Datasets to show (colors); default all in the table.
+    metrics : sequence of str, optional
+        Metrics to show, top to bottom; default those in the table, in ``vocabulary.METRICS`` order.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+
+    Raises
+    ------
+    ValueError
+        If the table lacks required columns, has no cell with a replicate, or has no rows for a
+        requested dataset or metric; if a path is invalid.
+    """
+    targets = _check_paths(paths)
+    _require_columns(coverage, _COVERAGE_COLUMNS, "coverage")
+    rows = coverage[coverage["n_replicates"] > 0]
+    if rows.empty:
+        raise ValueError("coverage has no cell with a defined replicate")
+    order = _dataset_order(rows["dataset"], datasets, "coverage")
+    rows = rows[rows["dataset"].isin(order)]
+    if metrics is None:
+        present = set(rows["metric"])
+        metric_order = [m for m in vocabulary.METRICS if m in present] + sorted(present - set(vocabulary.METRICS))
+    else:
+        metric_order = _as_list(metrics, "metrics")
+        _require_levels(rows["metric"], metric_order, "metric(s)", "coverage")
+    rows = rows[rows["metric"].isin(metric_order)]
+    _check_unique(rows, ["dataset", "model", "control", "weight_source", "group", "metric"], "coverage")
+    models = [m for m in vocabulary.SIMULATION_MODELS if m in set(rows["model"])]
+    models += sorted(set(rows["model"]) - set(models))
+    panel_rows = []  # (model, weight source) with weights, in model order; estimated first
+    for model in models:
+        sources = set(rows.loc[(rows["model"] == model) & (rows["control"] != "none"), "weight_source"])
+        panel_rows += [(model, s) for s in ("estimated", "oracle") if s in sources]
+        panel_rows += [(model, s) for s in sorted(sources - {"estimated", "oracle"})]
+        if not sources:  # only V = none
+            panel_rows.append((model, "none"))
+    groups = _group_order(rows["group"], include_overall=False)
+    colors = _palette(order)
+    position = {m: i for i, m in enumerate(metric_order)}
+    step = min(0.8 / max(len(order), 1), 0.12)
+    offsets = (np.arange(len(order)) - (len(order) - 1) / 2) * step
+    low = float(np.nanmin(rows["coverage"].to_numpy(dtype=float)))
+    xlim = (max(0.0, min(low, nominal - 0.1) - 0.02), 1.01)
+    panel_h = max(_PANEL_H_MIN, 0.6 + 0.28 * len(metric_order))
+    width = len(_CONTROLS) * _PANEL_W + _MARGIN_W
+    with mpl.rc_context(_style()):
+        fig = Figure(figsize=(width, len(panel_rows) * panel_h + _MARGIN_H + 0.3), layout="constrained")
+        axes = fig.subplots(len(panel_rows), len(_CONTROLS), sharex=True, sharey=True, squeeze=False)
+        for i, (model, source) in enumerate(panel_rows):
+            for j, control in enumerate(_CONTROLS):
+                ax = axes[i, j]
+                keep = (rows["model"] == model) & (rows["control"] == control)
+                keep &= (rows["weight_source"] == "none") if control == "none" else (rows["weight_source"] == source)
+                panel = rows[keep]
+                if not panel.empty:
+                    n = float(np.median(panel["n_replicates"]))
+                    at = panel["n_replicates"] == panel["n_replicates"].iloc[(panel["n_replicates"] - n).abs().argmin()]
+                    band = panel.loc[at, ["nominal_band_low", "nominal_band_high"]].iloc[0].to_numpy(dtype=float)
+                    ax.axvspan(band[0], band[1], color="0.88", zorder=0, linewidth=0)
+                ax.axvline(nominal, color="0.35", linewidth=0.8, linestyle="--", zorder=1)
+                for k, dataset in enumerate(order):
+                    for g, group in enumerate(groups):
+                        sub = panel[(panel["dataset"] == dataset) & (panel["group"] == group)]
+                        if sub.empty:
+                            continue
+                        y = sub["metric"].map(position).to_numpy(dtype=float) + offsets[k]
+                        ax.plot(sub["coverage"].to_numpy(dtype=float), y, linestyle="",
+                                marker=_GROUP_MARKERS[g % len(_GROUP_MARKERS)], markersize=3.5,
+                                markerfacecolor=colors[k] if g == 0 else "none", markeredgecolor=colors[k],
+                                markeredgewidth=0.8, zorder=3)  # fmt: skip
+                if panel.empty:
+                    ax.text(0.5, 0.5, "not computed", transform=ax.transAxes, ha="center", va="center",
+                            color="0.5", fontsize=7)  # fmt: skip
+                else:
+                    reps = sorted(set(panel["n_replicates"].astype(int)))
+                    text = f"R = {reps[0]}" if len(reps) == 1 else f"R = {reps[0]}-{reps[-1]}"
+                    ax.text(0.02, 0.02, text, transform=ax.transAxes, ha="left", va="bottom", fontsize=6,
+                            color="0.4")  # fmt: skip
+                ax.set_xlim(*xlim)
+                ax.set_ylim(len(metric_order) - 0.5, -0.5)
+                ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
+                ax.grid(False, axis="y")
+                if i == 0:
+                    ax.set_title(CONTROL_LABELS[control])
+                if j == 0:
+                    ax.set_yticks(range(len(metric_order)), labels=[METRIC_LABELS.get(m, m) for m in metric_order])
+                    weights = "no weights" if source == "none" else f"{source} weights"
+                    ax.set_ylabel(f"{MODEL_LABELS.get(model, model)}\n{weights}")
+                if i == len(panel_rows) - 1:
+                    ax.set_xlabel("Coverage of the 95% interval of $T_a$")
+        handles = [
+            Line2D([], [], color=c, marker="o", markersize=5, linestyle="", label=DATASET_LABELS.get(d, d))
+            for d, c in zip(order, colors, strict=True)
+        ] + [
+            Line2D([], [], color="0.3", marker=_GROUP_MARKERS[g % len(_GROUP_MARKERS)], markersize=5, linestyle="",
+                   markerfacecolor="0.3" if g == 0 else "none", label=_group_label(group))
+            for g, group in enumerate(groups)
+        ]  # fmt: skip
+        _add_legend(fig, handles, "Dataset (color), group (marker)", width)
         return save_figure(fig, targets)

@@ -28,12 +28,57 @@ from .io import atomic_path
 __all__ = ["PERSON_COLUMNS", "REQUIRED_COLUMNS", "write_synthetic_person_file"]
 
 _STATE_FIPS = {
-    "AL": 1, "AK": 2, "AZ": 4, "AR": 5, "CA": 6, "CO": 8, "CT": 9, "DE": 10, "FL": 12, "GA": 13,
-    "HI": 15, "ID": 16, "IL": 17, "IN": 18, "IA": 19, "KS": 20, "KY": 21, "LA": 22, "ME": 23,
-    "MD": 24, "MA": 25, "MI": 26, "MN": 27, "MS": 28, "MO": 29, "MT": 30, "NE": 31, "NV": 32,
-    "NH": 33, "NJ": 34, "NM": 35, "NY": 36, "NC": 37, "ND": 38, "OH": 39, "OK": 40, "OR": 41,
-    "PA": 42, "RI": 44, "SC": 45, "SD": 46, "TN": 47, "TX": 48, "UT": 49, "VT": 50, "VA": 51,
-    "WA": 53, "WV": 54, "WI": 55, "WY": 56, "PR": 72,
+    "AL": 1,
+    "AK": 2,
+    "AZ": 4,
+    "AR": 5,
+    "CA": 6,
+    "CO": 8,
+    "CT": 9,
+    "DE": 10,
+    "FL": 12,
+    "GA": 13,
+    "HI": 15,
+    "ID": 16,
+    "IL": 17,
+    "IN": 18,
+    "IA": 19,
+    "KS": 20,
+    "KY": 21,
+    "LA": 22,
+    "ME": 23,
+    "MD": 24,
+    "MA": 25,
+    "MI": 26,
+    "MN": 27,
+    "MS": 28,
+    "MO": 29,
+    "MT": 30,
+    "NE": 31,
+    "NV": 32,
+    "NH": 33,
+    "NJ": 34,
+    "NM": 35,
+    "NY": 36,
+    "NC": 37,
+    "ND": 38,
+    "OH": 39,
+    "OK": 40,
+    "OR": 41,
+    "PA": 42,
+    "RI": 44,
+    "SC": 45,
+    "SD": 46,
+    "TN": 47,
+    "TX": 48,
+    "UT": 49,
+    "VT": 50,
+    "VA": 51,
+    "WA": 53,
+    "WV": 54,
+    "WI": 55,
+    "WY": 56,
+    "PR": 72,
 }
 
 _BASE = (
@@ -64,22 +109,73 @@ REQUIRED_COLUMNS: tuple[str, ...] = tuple(
     for c in PERSON_COLUMNS
     if c
     in {
-        "SERIALNO", "SPORDER", "PUMA", "ST", "PWGTP", "AGEP", "COW", "SCHL", "MAR", "OCCP", "POBP",
-        "RELP", "WKHP", "SEX", "RAC1P", "PINCP", "DIS", "ESP", "CIT", "MIG", "MIL", "ANC", "NATIVITY",
-        "DEAR", "DEYE", "DREM", "ESR", "FER", "PUBCOV", "HISP",
+        "SERIALNO",
+        "SPORDER",
+        "PUMA",
+        "ST",
+        "PWGTP",
+        "AGEP",
+        "COW",
+        "SCHL",
+        "MAR",
+        "OCCP",
+        "POBP",
+        "RELP",
+        "WKHP",
+        "SEX",
+        "RAC1P",
+        "PINCP",
+        "DIS",
+        "ESP",
+        "CIT",
+        "MIG",
+        "MIL",
+        "ANC",
+        "NATIVITY",
+        "DEAR",
+        "DEYE",
+        "DREM",
+        "ESR",
+        "FER",
+        "PUBCOV",
+        "HISP",
     }
 )
 
 # Loosely California-shaped marginals (not estimates).
 _RAC1P_P = np.array([0.56, 0.058, 0.008, 0.0005, 0.003, 0.145, 0.004, 0.17, 0.0515])
-_HISP_P = np.r_[0.61, 0.31, 0.004, 0.003, 0.002, 0.002, 0.003, 0.002, 0.002, 0.002,
-                0.014, 0.009, 0.001, 0.0015, 0.001, 0.002, 0.002, 0.0008, 0.001, 0.0007,
-                0.0015, 0.0006, 0.0012, 0.016]
+_HISP_P = np.r_[
+    0.61,
+    0.31,
+    0.004,
+    0.003,
+    0.002,
+    0.002,
+    0.003,
+    0.002,
+    0.002,
+    0.002,
+    0.014,
+    0.009,
+    0.001,
+    0.0015,
+    0.001,
+    0.002,
+    0.002,
+    0.0008,
+    0.001,
+    0.0007,
+    0.0015,
+    0.0006,
+    0.0012,
+    0.016,
+]
 _HISP_P = _HISP_P / _HISP_P.sum()
 _ANC_P = np.array([0.48, 0.32, 0.03, 0.15, 0.02])  # codes 1, 2, 3, 4, 8
 _ANC_CODES = np.array([1, 2, 3, 4, 8])
-_RELP_ADULT_P = np.array([0.38, 0.2, 0.12, 0.005, 0.005, 0.04, 0.03, 0.01, 0.005, 0.005, 0.03, 0.06, 0.01,
-                          0.04, 0.002, 0.008, 0.02, 0.03])
+_RELP_ADULT_P = np.array(
+    [0.38, 0.2, 0.12, 0.005, 0.005, 0.04, 0.03, 0.01, 0.005, 0.005, 0.03, 0.06, 0.01, 0.04, 0.002, 0.008, 0.02, 0.03]
+)
 _RELP_ADULT_P = _RELP_ADULT_P / _RELP_ADULT_P.sum()
 
 
@@ -127,7 +223,10 @@ def _chunk(
     states = np.array([c for c in _STATE_FIPS.values() if c != 72])
     pobp = np.where(rng.random(n) < 0.75, fips, rng.choice(states, size=n))
     pobp = np.where(rng.random(n) < 0.004, 72, pobp)  # Puerto Rico
-    abroad = rng.choice(np.r_[np.arange(100, 170), np.arange(200, 255), np.arange(300, 375), [400, 414, 440, 461, 468, 501, 515, 554]], size=n)
+    abroad = rng.choice(
+        np.r_[np.arange(100, 170), np.arange(200, 255), np.arange(300, 375), [400, 414, 440, 461, 468, 501, 515, 554]],
+        size=n,
+    )
     pobp = np.where(foreign, abroad, pobp)
     nativity = np.where(foreign, 2, 1)
     cit = np.where(pobp == 72, 2, 1)
@@ -136,12 +235,17 @@ def _chunk(
     cit = np.where(foreign & (cit != 3), np.where(rng.random(n) < 0.5 + 0.004 * age, 4, 5), cit)
 
     # Education (blank under 3), marital status, relationship.
-    schl = np.clip(np.round(rng.normal(np.minimum(age, 22) * 0.8 + 2.5, 2.0) + (age >= 22) * rng.normal(1.5, 2.5, size=n)), 1, 24).astype(np.int64)
+    schl = np.clip(
+        np.round(rng.normal(np.minimum(age, 22) * 0.8 + 2.5, 2.0) + (age >= 22) * rng.normal(1.5, 2.5, size=n)), 1, 24
+    ).astype(np.int64)
     schl = np.where((foreign | (hisp != 1)) & (rng.random(n) < 0.2), np.maximum(schl - 6, 1), schl)
     mar = np.where(age < 15, 5, rng.choice([1, 2, 3, 4, 5], size=n, p=[0.48, 0.05, 0.1, 0.02, 0.35]))
     mar = np.where((age >= 15) & (age < 25) & (rng.random(n) < 0.8), 5, mar)
-    relp = np.where(age < 18, rng.choice([2, 3, 4, 7, 8, 9, 10, 11], size=n, p=[0.78, 0.03, 0.02, 0.1, 0.03, 0.01, 0.02, 0.01]),
-                    rng.choice(np.arange(0, 18), size=n, p=_RELP_ADULT_P))
+    relp = np.where(
+        age < 18,
+        rng.choice([2, 3, 4, 7, 8, 9, 10, 11], size=n, p=[0.78, 0.03, 0.02, 0.1, 0.03, 0.01, 0.02, 0.01]),
+        rng.choice(np.arange(0, 18), size=n, p=_RELP_ADULT_P),
+    )
 
     # Disability and difficulty items (DREM blank under 5).
     dis_p = 0.03 + 0.004 * np.maximum(age - 30, 0)
@@ -164,10 +268,17 @@ def _chunk(
 
     # Income (blank under 15): depends on schooling, hours, age, occupation, sex, nativity.
     log_inc = (
-        8.6 + 0.11 * (schl - 16) + 0.75 * np.log(np.where(worked_12m, wkhp, 4) / 40 + 0.1)
-        + 0.035 * np.minimum(age - 18, 30) + np.where(worked, effect[occ_idx], -0.8)
-        + 0.12 * (sex == 1) - 0.08 * (cit == 5) - 0.3 * (hisp != 1) - 0.2 * (rac1p == 2)
-        + 0.1 * (rac1p == 6) + rng.normal(0, 0.75, size=n)
+        8.6
+        + 0.11 * (schl - 16)
+        + 0.75 * np.log(np.where(worked_12m, wkhp, 4) / 40 + 0.1)
+        + 0.035 * np.minimum(age - 18, 30)
+        + np.where(worked, effect[occ_idx], -0.8)
+        + 0.12 * (sex == 1)
+        - 0.08 * (cit == 5)
+        - 0.3 * (hisp != 1)
+        - 0.2 * (rac1p == 2)
+        + 0.1 * (rac1p == 6)
+        + rng.normal(0, 0.75, size=n)
     )
     pincp = np.round(np.exp(log_inc + 0.8), -1).astype(np.int64)
     pincp = np.where(rng.random(n) < 0.07, 0, pincp)
@@ -175,8 +286,17 @@ def _chunk(
     pincp = np.minimum(pincp, 1_500_000)
 
     # Public coverage: children, the poor, the disabled, the old, the unemployed.
-    logit = (-0.9 + 1.3 * (age < 19) + 2.2 * (age >= 65) + 1.1 * (dis == 1) - 0.00006 * np.maximum(pincp, 0)
-             + 0.6 * (esr == 3) + 0.5 * (esr == 6) * (age < 65) - 0.4 * (cit == 5) + 0.15 * (schl < 16))
+    logit = (
+        -0.9
+        + 1.3 * (age < 19)
+        + 2.2 * (age >= 65)
+        + 1.1 * (dis == 1)
+        - 0.00006 * np.maximum(pincp, 0)
+        + 0.6 * (esr == 3)
+        + 0.5 * (esr == 6) * (age < 65)
+        - 0.4 * (cit == 5)
+        + 0.15 * (schl < 16)
+    )
     pubcov = np.where(rng.random(n) < 1 / (1 + np.exp(-logit)), 1, 2)
 
     esp = rng.choice(np.arange(1, 9), size=n, p=[0.55, 0.1, 0.08, 0.07, 0.1, 0.04, 0.04, 0.02])
@@ -191,7 +311,11 @@ def _chunk(
     prefix = str(year)
     values: dict[str, pa.Array] = {
         "RT": pa.array(np.full(n, "P", dtype=object)),
-        "SERIALNO": pa.array(np.char.add(np.char.add(prefix, np.where(relp >= 16, "GQ", "HU")), np.char.zfill((household + 1).astype(str), 7))),
+        "SERIALNO": pa.array(
+            np.char.add(
+                np.char.add(prefix, np.where(relp >= 16, "GQ", "HU")), np.char.zfill((household + 1).astype(str), 7)
+            )
+        ),
         "SPORDER": pa.array(rows % 3 + 1),
         "PUMA": pa.array(np.char.zfill(rng.integers(101, 11300, size=n).astype(str), 5)),
         "ST": pa.array(np.full(n, f"{fips:02d}", dtype=object)),
@@ -231,7 +355,9 @@ def _chunk(
         elif c.startswith("F") and c.endswith(("P", "C")):  # allocation flags
             out.append(pa.array((rng.random(n) < 0.05).astype(np.int8)))
         elif c in ("SOCP", "NAICSP"):
-            out.append(pa.array(np.char.add(np.char.zfill(rng.integers(11, 55, size=n).astype(str), 2), "XXXX"), mask=~worked))
+            out.append(
+                pa.array(np.char.add(np.char.zfill(rng.integers(11, 55, size=n).astype(str), 2), "XXXX"), mask=~worked)
+            )
         elif c == "ADJINC":
             out.append(pa.array(np.full(n, 1013097, dtype=np.int32)))
         else:  # other PUMS item: small code, blank for a share of rows

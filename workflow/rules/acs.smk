@@ -1,8 +1,8 @@
-# Data stage of the ACS PUMS study (SPEC 3). The person file lives in acs.data_root and is never a
-# Snakemake output (Snakemake deletes outputs before rerunning a job): obtain_pums_file downloads it
-# if missing and writes a small validation report instead. The file is not an input either (it may
-# not exist before the first run, and a changing input set would rerun the whole study after the
-# download): after replacing it, run with `--forcerun obtain_pums_file`.
+# Data stage of the ACS PUMS study (paper Supplementary A.4). The person file lives in acs.data_root
+# and is never a Snakemake output (Snakemake deletes outputs before rerunning a job): obtain_pums_file
+# downloads it if missing and writes a small validation report instead. The file is not an input
+# either (it may not exist before the first run, and a changing input set would rerun the whole study
+# after the download): after replacing it, run with `--forcerun obtain_pums_file`.
 # On a cluster the download runs on the submitting node, which has network access.
 
 
@@ -19,6 +19,8 @@ rule obtain_pums_file:
         "logs/obtain_pums_file/validation.log",
     benchmark:
         "benchmarks/output/obtain_pums_file/validation.tsv"
+    conda:
+        "../../envs/disaggregated_eval.yaml"
     params:
         data_root=config["acs"]["data_root"],
         year=config["acs"]["year"],
@@ -26,8 +28,6 @@ rule obtain_pums_file:
         state=config["acs"]["state"],
         download=config["acs"]["download"],
         tasks=ACS_DATASETS,
-    conda:
-        "../../envs/disaggregated_eval.yaml"
     script:
         "../scripts/obtain_pums_file.py"
 
@@ -47,6 +47,12 @@ rule extract_acs_task:
         "benchmarks/output/extract_acs_task/{dataset}.tsv"
     wildcard_constraints:
         dataset=ACS_PATTERN,
+    conda:
+        "../../envs/disaggregated_eval.yaml"
+    threads: job_resource("extract", "threads")
+    resources:
+        mem_mb=job_resource("extract", "mem_mb"),
+        runtime=job_resource("extract", "runtime"),
     params:
         seed=config["seed"],
         data_root=config["acs"]["data_root"],
@@ -54,12 +60,6 @@ rule extract_acs_task:
         horizon=config["acs"]["horizon"],
         state=config["acs"]["state"],
         test_size=config["acs"]["test_size"],
-    threads: job_resource("extract", "threads")
-    resources:
-        mem_mb=job_resource("extract", "mem_mb"),
-        runtime=job_resource("extract", "runtime"),
-    conda:
-        "../../envs/disaggregated_eval.yaml"
     script:
         "../scripts/extract_acs_task.py"
 
@@ -73,9 +73,9 @@ rule tabulate_acs_cohort:
         md="results/tables/acs_cohort.md",
     log:
         "logs/tabulate_acs_cohort/acs_cohort.log",
-    params:
-        datasets=ACS_DATASETS,
     conda:
         "../../envs/disaggregated_eval.yaml"
+    params:
+        datasets=ACS_DATASETS,
     script:
         "../scripts/tabulate_acs_cohort.py"

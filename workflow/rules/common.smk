@@ -1,27 +1,23 @@
 # Helpers of the workflow: constants, wildcard constraints, input and parameter functions.
 # The other rule files hold only rules.
+import ast
 import re
+from pathlib import Path
 
-# Model types (docs/design.md "Terms"): fitted for every dataset; Bayes-optimal for simulations.
-MODELS = ["x", "xa", "xa_stratified"]
-BAYES_MODELS = ["bayes_x", "bayes_xa"]
+from disaggregated_eval import vocabulary
+
+# Names come from the vocabulary module (docs/design.md "Terms"), which imports nothing heavy.
+# Model types: fitted for every dataset; Bayes-optimal for simulations.
+MODELS = list(vocabulary.MODEL_TYPES)
+BAYES_MODELS = list(vocabulary.BAYES_MODELS)
 # Relative comparisons: model -> its reference model.
-RELATIVE_TO = {"xa": "x", "xa_stratified": "x", "bayes_xa": "bayes_x"}
-ACS_RELATIVE_TO = {"xa": "x", "xa_stratified": "x"}
+RELATIVE_TO = dict(vocabulary.RELATIVE_TO)
+ACS_RELATIVE_TO = dict(vocabulary.ACS_RELATIVE_TO)
 # Metric order of the per-metric figures (B4-B10, B11-B17, B18-B24, B27-B33, B34-B40).
-METRICS = [
-    "log_loss",
-    "auc",
-    "sensitivity",
-    "specificity",
-    "net_benefit",
-    "precision",
-    "label_rate",
-]
-# Figures B1 and B25: compared models and metrics (paper B1: log loss, AUC, sensitivity, specificity,
-# net benefit).
-RELATIVE_MODELS = ["xa", "xa_stratified"]
-RELATIVE_METRICS = ["log_loss", "auc", "sensitivity", "specificity", "net_benefit"]
+METRICS = list(vocabulary.FIGURE_METRICS)
+# Figures B1 and B25: compared models and metrics.
+RELATIVE_MODELS = list(vocabulary.RELATIVE_FIGURE_MODELS)
+RELATIVE_METRICS = list(vocabulary.RELATIVE_METRICS)
 
 MAIN_SETTINGS = list(config["simulation"]["settings"])
 SELECTION_SETTINGS = list(config["simulation"]["selection_settings"])
@@ -51,13 +47,44 @@ def study_of(dataset):
     return "simulation" if is_simulation(dataset) else "acs"
 
 
-# Modules the plotting scripts import (plots takes its labels from metrics, simulate, acs and evaluation).
-PLOT_MODULES = ("plots", "metrics", "simulate", "acs", "evaluation", "bootstrap", "seeds")
+# Library modules of the figure rules (plots imports only io and vocabulary of the library).
+PLOT_MODULES = ("plots",)
+LIBRARY = Path(workflow.basedir) / "src" / "disaggregated_eval"
+
+
+def _library_imports(name):
+    """Library modules that module ``name`` imports directly (``from . import x``, ``from .x import y``,
+    ``from disaggregated_eval.x import y``, ``import disaggregated_eval.x``)."""
+    tree = ast.parse((LIBRARY / f"{name}.py").read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level == 1 or base.startswith("disaggregated_eval"):
+                parts = (
+                    base.split(".")[1:] if node.level == 0 else ([base] if base else [])
+                )
+                names = [parts[0]] if parts else [alias.name for alias in node.names]
+                found.update(names)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                parts = alias.name.split(".")
+                if parts[0] == "disaggregated_eval" and len(parts) > 1:
+                    found.add(parts[1])
+    return {m for m in found if (LIBRARY / f"{m}.py").is_file()}
 
 
 def library_files(*modules):
-    """Library modules a rule's script imports: listed as inputs so that code edits rerun the rule."""
-    return [f"src/disaggregated_eval/{m}.py" for m in ("__init__", "io", *modules)]
+    """Library modules a rule's script imports, with every library module they import in turn:
+    listed as inputs so that an edit of one of them reruns the rule (and only such rules).
+    """
+    seen, todo = set(), ["__init__", "io", *modules]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo.extend(_library_imports(name))
+    return [f"src/disaggregated_eval/{m}.py" for m in sorted(seen)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -72,7 +99,9 @@ def data_file(key):
 
     def get(wildcards):
         upstream = (
-            rules.simulate_setting if is_simulation(wildcards.dataset) else rules.extract_acs_task
+            rules.simulate_setting
+            if is_simulation(wildcards.dataset)
+            else rules.extract_acs_task
         )
         return dataset_file(getattr(upstream.output, key), wildcards)
 
@@ -83,13 +112,19 @@ def score_files(wildcards):
     """Scores of every model type evaluated on the dataset (Bayes scores for simulations)."""
     files = {"scores": dataset_file(rules.fit_outcome_models.output.scores, wildcards)}
     if is_simulation(wildcards.dataset):
-        files["bayes_scores"] = dataset_file(rules.score_bayes_models.output.scores, wildcards)
+        files["bayes_scores"] = dataset_file(
+            rules.score_bayes_models.output.scores, wildcards
+        )
     return files
 
 
 def weight_files(wildcards):
     """Long weight tables: estimated for every dataset, oracle for simulations."""
-    files = {"weights_estimated": dataset_file(rules.fit_weight_models.output.weights, wildcards)}
+    files = {
+        "weights_estimated": dataset_file(
+            rules.fit_weight_models.output.weights, wildcards
+        )
+    }
     if is_simulation(wildcards.dataset):
         files["weights_oracle"] = dataset_file(
             rules.compute_oracle_weights.output.weights, wildcards
@@ -107,8 +142,19 @@ def relative_to(wildcards):
     return RELATIVE_TO if is_simulation(wildcards.dataset) else ACS_RELATIVE_TO
 
 
+def weight_fit_population(wildcards):
+    """Where P(A | X) and P(A | Y) are fitted: cross-fitted on the test set for the selection
+    settings (their training split is the selected sample S = 1, paper Supplementary A.2), else on
+    the training split."""
+    return "test" if wildcards.dataset in vocabulary.SELECTION_SETTINGS else "train"
+
+
 def weight_sources(wildcards):
-    return ["estimated", "oracle"] if is_simulation(wildcards.dataset) else ["estimated"]
+    return (
+        list(vocabulary.WEIGHT_SOURCES)
+        if is_simulation(wildcards.dataset)
+        else ["estimated"]
+    )
 
 
 def job_resource(group, key):
@@ -121,35 +167,43 @@ def job_resource(group, key):
 
 
 # ---------------------------------------------------------------------------------------------
-# Figures: id -> study, kind, parameters. Paper numbering (SPEC 6).
+# Figures: id -> study, kind, parameters. Paper numbering (Figure 1, Supplementary Figures B1-B40).
 def _figure_catalog():
     catalog = {
         "figure_1": dict(
             study="simulation", kind="controlled", metric="log_loss", models=["x", "xa"]
         ),
         "figure_B1": dict(study="simulation", kind="relative", models=RELATIVE_MODELS),
-        "figure_B2": dict(study="simulation", kind="calibration", settings=MAIN_SETTINGS),
+        "figure_B2": dict(
+            study="simulation", kind="calibration", datasets=MAIN_SETTINGS
+        ),
         "figure_B25": dict(study="acs", kind="relative", models=RELATIVE_MODELS),
-        "figure_B26": dict(study="acs", kind="calibration", settings=ACS_DATASETS),
+        "figure_B26": dict(study="acs", kind="calibration", datasets=ACS_DATASETS),
     }
     if SELECTION_SETTINGS:
         catalog["figure_B3"] = dict(
-            study="simulation", kind="calibration", settings=SELECTION_SETTINGS
+            study="simulation", kind="calibration", datasets=SELECTION_SETTINGS
         )
     for i, metric in enumerate(METRICS):
-        catalog[f"figure_B{4 + i}"] = dict(study="simulation", kind="controlled", metric=metric)
-        catalog[f"figure_B{11 + i}"] = dict(study="simulation", kind="weighted", metric=metric)
+        catalog[f"figure_B{4 + i}"] = dict(
+            study="simulation", kind="controlled", metric=metric
+        )
+        catalog[f"figure_B{11 + i}"] = dict(
+            study="simulation", kind="weighted", metric=metric
+        )
         catalog[f"figure_B{18 + i}"] = dict(
             study="simulation", kind="shared_space", metric=metric
         )
-        catalog[f"figure_B{27 + i}"] = dict(study="acs", kind="controlled", metric=metric)
+        catalog[f"figure_B{27 + i}"] = dict(
+            study="acs", kind="controlled", metric=metric
+        )
         catalog[f"figure_B{34 + i}"] = dict(study="acs", kind="weighted", metric=metric)
     for figure in catalog.values():
         figure.setdefault("models", list(MODELS))
         figure.setdefault("metric", None)
         figure.setdefault("metrics", RELATIVE_METRICS)
         default = MAIN_SETTINGS if figure["study"] == "simulation" else ACS_DATASETS
-        figure.setdefault("settings", list(default))
+        figure.setdefault("datasets", list(default))
     return catalog
 
 
@@ -157,7 +211,9 @@ FIGURES = _figure_catalog()
 
 
 def figure_pattern(kind):
-    return alternatives(sorted(f for f, spec in FIGURES.items() if spec["kind"] == kind))
+    return alternatives(
+        sorted(f for f, spec in FIGURES.items() if spec["kind"] == kind)
+    )
 
 
 def figure_param(key):

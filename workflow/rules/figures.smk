@@ -1,5 +1,6 @@
-# Figures of the paper (SPEC 6) from the collected tables; {figure} is the paper's figure id
-# (figure_1, figure_B1, ...), {study} the output folder (simulation, acs).
+# Figures of the paper (Figure 1, Supplementary Figures B1-B40) from the collected tables;
+# {figure} is the paper's figure id (figure_1, figure_B1, ...), {study} the output folder
+# (simulation, acs).
 
 
 rule plot_controlled_differences:
@@ -18,12 +19,12 @@ rule plot_controlled_differences:
         "logs/plot_controlled_differences/{study}/{figure}.log",
     wildcard_constraints:
         figure=figure_pattern("controlled"),
+    conda:
+        "../../envs/disaggregated_eval.yaml"
     params:
         metric=figure_param("metric"),
         models=figure_param("models"),
-        settings=figure_param("settings"),
-    conda:
-        "../../envs/disaggregated_eval.yaml"
+        datasets=figure_param("datasets"),
     script:
         "../scripts/plot_controlled_differences.py"
 
@@ -44,12 +45,12 @@ rule plot_weighted_metrics:
         "logs/plot_weighted_metrics/{study}/{figure}.log",
     wildcard_constraints:
         figure=figure_pattern("weighted"),
+    conda:
+        "../../envs/disaggregated_eval.yaml"
     params:
         metric=figure_param("metric"),
         models=figure_param("models"),
-        settings=figure_param("settings"),
-    conda:
-        "../../envs/disaggregated_eval.yaml"
+        datasets=figure_param("datasets"),
     script:
         "../scripts/plot_weighted_metrics.py"
 
@@ -70,12 +71,12 @@ rule plot_shared_space_metrics:
         "logs/plot_shared_space_metrics/{study}/{figure}.log",
     wildcard_constraints:
         figure=figure_pattern("shared_space"),
+    conda:
+        "../../envs/disaggregated_eval.yaml"
     params:
         metric=figure_param("metric"),
         models=figure_param("models"),
-        settings=figure_param("settings"),
-    conda:
-        "../../envs/disaggregated_eval.yaml"
+        datasets=figure_param("datasets"),
     script:
         "../scripts/plot_shared_space_metrics.py"
 
@@ -96,12 +97,12 @@ rule plot_relative_performance:
         "logs/plot_relative_performance/{study}/{figure}.log",
     wildcard_constraints:
         figure=figure_pattern("relative"),
+    conda:
+        "../../envs/disaggregated_eval.yaml"
     params:
         metrics=figure_param("metrics"),
         models=figure_param("models"),
-        settings=figure_param("settings"),
-    conda:
-        "../../envs/disaggregated_eval.yaml"
+        datasets=figure_param("datasets"),
     script:
         "../scripts/plot_relative_performance.py"
 
@@ -122,10 +123,10 @@ rule plot_calibration_curves:
         "logs/plot_calibration_curves/{study}/{figure}.log",
     wildcard_constraints:
         figure=figure_pattern("calibration"),
-    params:
-        models=figure_param("models"),
-        settings=figure_param("settings"),
     conda:
         "../../envs/disaggregated_eval.yaml"
+    params:
+        models=figure_param("models"),
+        datasets=figure_param("datasets"),
     script:
         "../scripts/plot_calibration_curves.py"

@@ -1,13 +1,14 @@
-"""Rule compute_calibration_curves: calibration curves per group and model type (SPEC 5.4)."""
+"""Rule compute_calibration_curves: calibration curves per group and model type (paper Supplementary A.3; Figures B2, B3, B26)."""
 
 import json
+from pathlib import Path
 
 from disaggregated_eval import calibration, io
 
 log = io.rule_logger(snakemake.log[0], "compute_calibration_curves")  # noqa: F821 (snakemake is injected)
 
 params = snakemake.params
-schema = json.loads(open(snakemake.input.schema).read())
+schema = json.loads(Path(snakemake.input.schema).read_text())
 test = io.read_table(snakemake.input.test)
 scores = io.read_table(snakemake.input.scores)
 table = calibration.calibration_table(

@@ -10,7 +10,11 @@ log = io.rule_logger(snakemake.log[0], "obtain_pums_file")  # noqa: F821 (snakem
 params = snakemake.params
 log.info(
     "PUMS person file %s %s %s under %s (download=%s)",
-    params.year, params.horizon, params.state, params.data_root, params.download,
+    params.year,
+    params.horizon,
+    params.state,
+    params.data_root,
+    params.download,
 )
 path = acs.obtain_person_file(
     params.data_root,

@@ -8,7 +8,7 @@ params = snakemake.params
 written = plots.plot_calibration_curves(
     io.read_table(snakemake.input.calibration),
     models=params.models,
-    settings=params.settings,
+    datasets=params.datasets,
     paths=[snakemake.output.png, snakemake.output.pdf],
 )
 log.info("wrote %s", [str(p) for p in written])

@@ -9,7 +9,7 @@ written = plots.plot_controlled_differences(
     io.read_table(snakemake.input.metrics),
     metric=params.metric,
     models=params.models,
-    settings=params.settings,
+    datasets=params.datasets,
     weight_source="estimated",
     paths=[snakemake.output.png, snakemake.output.pdf],
 )

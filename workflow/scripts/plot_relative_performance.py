@@ -9,7 +9,7 @@ written = plots.plot_relative_performance(
     io.read_table(snakemake.input.metrics),
     metrics=params.metrics,
     models=params.models,
-    settings=params.settings,
+    datasets=params.datasets,
     paths=[snakemake.output.png, snakemake.output.pdf],
 )
 log.info("wrote %s", [str(p) for p in written])
