@@ -1,0 +1,504 @@
+"""Checking and coding the input of an audit: the options and the data frame.
+
+Everything is checked before any computation. Each error is an :class:`AuditInputError` (a
+``ValueError``) whose message names the option or column, shows the offending values (the first few)
+and says what was expected, e.g. ``label column 'y' must hold 0/1 values; got values {2, 3} in 14
+rows (first at row 7); give positive_label when the label has two other values such as yes/no``.
+
+The coded input (:class:`AuditInput`) has its rows in the order of the first model's score (a stable
+sort): the slice kernel then reads its bootstrap counts without a gather, and every later stage
+(bootstrap, permutation tests, controlled evaluation) sees the same row order, so that resample ``i``
+draws the same rows everywhere.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+import numba
+import numpy as np
+import pandas as pd
+
+from .. import vocabulary
+from .._validation import check_choice, check_int, check_open_unit, check_seed, format_values, show_value
+from ..metrics import check_metric_names
+from .options import AuditOptions
+from .slices import FAMILY_SEPARATOR, Attribute
+
+__all__ = ["AuditInputError", "AuditInput", "resolve_options", "prepare_input", "MISSING_LEVEL"]
+
+#: Name of the level that holds the rows with a missing attribute value (``missing_group="level"``).
+MISSING_LEVEL = "missing"
+#: Largest integer code of a categorical feature of HistGradientBoosting (``max_bins - 1``).
+_MAX_CATEGORY_CODE = 254
+#: How many offending values an error message shows.
+_SHOW = 5
+
+
+class AuditInputError(ValueError):
+    """Bad input to an audit: an option or a column of the data frame (checked before any work)."""
+
+
+@dataclass(frozen=True)
+class AuditInput:
+    """The checked and coded input of an audit, rows sorted by the first model's score.
+
+    Attributes
+    ----------
+    y : ndarray (n,), float64
+        Labels 0/1.
+    scores : dict of str to ndarray (n,), float64
+        Each model's scores in [0, 1], in the order of ``options.scores``.
+    hard : dict of str to bool
+        Whether the model's column holds only 0 and 1 (hard predictions).
+    weight : ndarray (n,) or None
+        Sample weights (``options.sample_weight``).
+    attributes : tuple of Attribute
+        The protected attributes (levels coded ``0..L-1``).
+    features : pandas.DataFrame or None
+        Features for the control variable X (numeric; categorical columns integer-coded), index 0..n-1.
+    categorical : tuple of str
+        The integer-coded categorical features.
+    row : ndarray (n,), int64
+        Position of each row in the frame given (after rows dropped for a missing attribute).
+    notes : tuple of str
+    """
+
+    y: np.ndarray
+    scores: dict[str, np.ndarray]
+    hard: dict[str, bool]
+    weight: np.ndarray | None
+    attributes: tuple[Attribute, ...]
+    features: pd.DataFrame | None
+    categorical: tuple[str, ...]
+    row: np.ndarray
+    notes: tuple[str, ...]
+
+    @property
+    def n(self) -> int:
+        return int(self.y.shape[0])
+
+
+# ----------------------------------------------------------------------------------------------
+# Options
+# ----------------------------------------------------------------------------------------------
+
+
+def _as_list(value: Any, name: str) -> list:
+    """A list of option values; a single string (or number) is a list of one."""
+    if isinstance(value, (str, numbers.Number)):
+        return [value]
+    if value is None:
+        raise AuditInputError(f"{name} must be a list; got None")
+    try:
+        return list(value)
+    except TypeError:
+        raise AuditInputError(f"{name} must be a list; got {value!r}") from None
+
+
+def _names(value: Any, name: str, *, allow_empty: bool = True) -> list[str]:
+    values = _as_list(value, name)
+    bad = [v for v in values if not isinstance(v, str) or not v]
+    if bad:
+        raise AuditInputError(f"{name} must be column names (non-empty strings); got {bad!r}")
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise AuditInputError(f"{name} must be distinct; {repeated!r} appear more than once")
+    if not values and not allow_empty:
+        raise AuditInputError(f"{name} must name at least one column")
+    return values
+
+
+def _wrap(check, *args, **kwargs):
+    try:
+        return check(*args, **kwargs)
+    except (TypeError, ValueError) as error:
+        raise AuditInputError(str(error)) from None
+
+
+def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) -> AuditOptions:
+    """Merge ``overrides`` into ``options`` (or the defaults) and check every option.
+
+    Returns
+    -------
+    AuditOptions
+        Normalised options: lists are lists, ``intersections`` is the integer used.
+
+    Raises
+    ------
+    AuditInputError
+        Unknown option names or any invalid value (the message names the option).
+    """
+    if options is None:
+        options = AuditOptions()
+    elif not isinstance(options, AuditOptions):
+        raise AuditInputError(f"options must be an AuditOptions; got {type(options).__name__}")
+    known = {f.name for f in fields(AuditOptions)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise AuditInputError(f"unknown option(s) {unknown}; the options are {sorted(known)}")
+    o = replace(options, **dict(overrides))
+
+    if not isinstance(o.label, str) or not o.label:
+        raise AuditInputError(f"label must name the label column; got {o.label!r}")
+    scores = _names(o.scores, "scores", allow_empty=False)
+    groups = _names(o.groups, "groups", allow_empty=False)
+    features = _names(o.features, "features")
+    for group in groups:
+        for mark in ("=", FAMILY_SEPARATOR):
+            if mark in group:
+                raise AuditInputError(
+                    f"group column names must not contain {mark!r} (it separates the parts of slice names); "
+                    f"got {group!r}; rename the column"
+                )
+    if vocabulary.OVERALL in groups:
+        raise AuditInputError(
+            f"a group column must not be called {vocabulary.OVERALL!r} (it names the whole population)"
+        )
+    if o.positive_label is not None and not isinstance(o.positive_label, (str, numbers.Number)):
+        raise AuditInputError(f"positive_label must be a value of the label column; got {o.positive_label!r}")
+    intersections = o.intersections
+    if intersections is None:
+        intersections = len(groups)
+    else:
+        intersections = _wrap(check_int, intersections, "intersections", minimum=1, maximum=len(groups))
+    min_group_size = _wrap(check_int, o.min_group_size, "min_group_size", minimum=0)
+    min_denominator = _wrap(check_int, o.min_denominator, "min_denominator", minimum=0)
+    threshold = _wrap(check_open_unit, o.threshold, "threshold")
+    preference_threshold = _wrap(check_open_unit, o.preference_threshold, "preference_threshold")
+    confidence = _wrap(check_open_unit, o.confidence, "confidence")
+    metrics = list(_wrap(check_metric_names, _as_list(o.metrics, "metrics"), "metrics"))
+    n_resamples = _wrap(check_int, o.n_resamples, "n_resamples", minimum=1)
+    resampling = _wrap(check_choice, o.resampling, "resampling", vocabulary.RESAMPLING_SCHEMES)
+    seed = _wrap(check_seed, o.seed, "seed")
+    adjust = _wrap(check_choice, o.adjust, "adjust", ("holm", "bh", "none"))
+    n_permutations = _wrap(check_int, o.n_permutations, "n_permutations", minimum=0)
+    controls = _as_list(o.controls, "controls")
+    bad = [c for c in controls if c not in vocabulary.CONTROLS]
+    if bad:
+        raise AuditInputError(f"controls must be among {list(vocabulary.CONTROLS)}; got {bad!r}")
+    if len(set(controls)) != len(controls):
+        raise AuditInputError(f"controls must be distinct; got {controls!r}")
+    controls = [c for c in vocabulary.CONTROLS if c in controls]
+    if "X" in controls and not features:
+        raise AuditInputError("control X needs feature columns: give features (--features col1 col2 ...)")
+    if o.sample_weight is not None and (not isinstance(o.sample_weight, str) or not o.sample_weight):
+        raise AuditInputError(f"sample_weight must name a column or be None; got {o.sample_weight!r}")
+    missing_group = _wrap(check_choice, o.missing_group, "missing_group", ("level", "drop"))
+    grid = _as_list(o.max_leaf_nodes, "max_leaf_nodes")
+    grid = [_wrap(check_int, v, "max_leaf_nodes entries", minimum=2) for v in grid]
+    if not grid or len(set(grid)) != len(grid):
+        raise AuditInputError(f"max_leaf_nodes must be a non-empty list of distinct integers >= 2; got {grid!r}")
+    cv_folds = _wrap(check_int, o.cv_folds, "cv_folds", minimum=2)
+    crossfit_folds = _wrap(check_int, o.crossfit_folds, "crossfit_folds", minimum=2)
+    n_threads = _wrap(check_int, o.n_threads, "n_threads", minimum=1, maximum=numba.config.NUMBA_NUM_THREADS)
+    return replace(
+        o,
+        scores=scores,
+        groups=groups,
+        features=features,
+        intersections=intersections,
+        min_group_size=min_group_size,
+        min_denominator=min_denominator,
+        threshold=threshold,
+        preference_threshold=preference_threshold,
+        confidence=confidence,
+        metrics=metrics,
+        n_resamples=n_resamples,
+        resampling=resampling,
+        seed=seed,
+        adjust=adjust,
+        n_permutations=n_permutations,
+        controls=controls,
+        missing_group=missing_group,
+        max_leaf_nodes=grid,
+        cv_folds=cv_folds,
+        crossfit_folds=crossfit_folds,
+        n_threads=n_threads,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# The data frame
+# ----------------------------------------------------------------------------------------------
+
+
+def _show(values: np.ndarray) -> str:
+    return format_values(values, limit=_SHOW)
+
+
+def _where(bad: np.ndarray) -> str:
+    rows = np.flatnonzero(bad)
+    return f"in {rows.size} row{'s' if rows.size != 1 else ''} (first at row {int(rows[0])})"
+
+
+def _numeric(series: pd.Series, what: str, expected: str) -> np.ndarray:
+    """float64 values of a numeric column (bool included); else an error naming the non-numbers."""
+    if pd.api.types.is_bool_dtype(series.dtype) or pd.api.types.is_numeric_dtype(series.dtype):
+        return series.to_numpy(dtype=np.float64, na_value=np.nan)
+    converted = pd.to_numeric(series, errors="coerce")
+    bad = converted.isna().to_numpy() & series.notna().to_numpy()
+    if bad.any():
+        raise AuditInputError(
+            f"{what} must be {expected}; got non-numeric values {_show(series.to_numpy()[bad])} {_where(bad)}"
+        )
+    return converted.to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _labels(series: pd.Series, column: str, positive_label: Any) -> np.ndarray:
+    what = f"label column {column!r}"
+    raw = series.to_numpy()
+    missing = series.isna().to_numpy()
+    if positive_label is None:
+        if pd.api.types.is_bool_dtype(series.dtype) or pd.api.types.is_numeric_dtype(series.dtype):
+            values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+        else:
+            values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        ok = (values == 0.0) | (values == 1.0)
+        if not ok.all():
+            bad = ~ok
+            raise AuditInputError(
+                f"{what} must hold 0/1 values; got values {_show(raw[bad])} {_where(bad)}; give "
+                f"positive_label when the label has two other values (e.g. yes/no)"
+            )
+        return values
+    if missing.any():
+        raise AuditInputError(f"{what} must not have missing values; got {_show(raw[missing])} {_where(missing)}")
+    distinct = pd.unique(series)
+    if len(distinct) > 2:
+        raise AuditInputError(f"{what} must be binary (two values); got {len(distinct)} values {_show(distinct)}")
+    text = series.astype(str).to_numpy()
+    positive = text == str(positive_label)
+    if not positive.any():
+        raise AuditInputError(
+            f"positive_label {positive_label!r} does not occur in {what}; its values are {_show(distinct)}"
+        )
+    return positive.astype(np.float64)
+
+
+def _scores(series: pd.Series, column: str) -> np.ndarray:
+    what = f"score column {column!r}"
+    values = _numeric(series, what, "numbers in [0, 1] (probabilities of the positive class, or 0/1 predictions)")
+    bad = ~(np.isfinite(values) & (values >= 0.0) & (values <= 1.0))
+    if bad.any():
+        raise AuditInputError(
+            f"{what} must hold finite numbers in [0, 1] (probabilities of the positive class, or 0/1 "
+            f"predictions); got values {_show(series.to_numpy()[bad])} {_where(bad)}"
+        )
+    return values
+
+
+def _weights(series: pd.Series, column: str) -> np.ndarray:
+    what = f"sample_weight column {column!r}"
+    values = _numeric(series, what, "finite numbers >= 0")
+    bad = ~(np.isfinite(values) & (values >= 0.0))
+    if bad.any():
+        raise AuditInputError(
+            f"{what} must hold finite numbers >= 0; got values {_show(series.to_numpy()[bad])} {_where(bad)}"
+        )
+    if not (values > 0).any():
+        raise AuditInputError(f"{what} is 0 in every row; at least one row needs a positive weight")
+    return values
+
+
+def _level_name(value: Any) -> str:
+    value = show_value(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _sorted_levels(values: np.ndarray) -> list:
+    try:
+        return sorted(values.tolist())
+    except TypeError:  # mixed types: sort by text
+        return sorted(values.tolist(), key=lambda v: (type(v).__name__, str(v)))
+
+
+def _attribute(series: pd.Series, column: str, missing: np.ndarray, missing_as_level: bool) -> Attribute:
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        levels = list(series.cat.categories)
+    else:
+        levels = _sorted_levels(pd.unique(series[~missing]))
+    names = [_level_name(v) for v in levels]
+    if missing_as_level and missing.any():
+        if MISSING_LEVEL in names:
+            raise AuditInputError(
+                f"group column {column!r} has a level called {MISSING_LEVEL!r} and missing values, which "
+                f"would form a level of the same name; rename the level or give missing_group='drop'"
+            )
+        names.append(MISSING_LEVEL)
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise AuditInputError(
+            f"group column {column!r} has different values that print the same: {repeated!r}; recode the column"
+        )
+    clash = [n for n in names if FAMILY_SEPARATOR in n]
+    if clash:
+        raise AuditInputError(
+            f"levels of group column {column!r} must not contain {FAMILY_SEPARATOR!r} (it separates the "
+            f"attributes of an intersection's name); got {clash[:_SHOW]!r}"
+        )
+    codes = np.full(series.shape[0], len(levels), dtype=np.int64)  # the missing level, if any
+    present = ~missing
+    codes[present] = pd.Categorical(series[present], categories=levels).codes.astype(np.int64)
+    observed = np.unique(codes)
+    if observed.size < 2:
+        only = names[int(observed[0])] if observed.size else "none"
+        raise AuditInputError(
+            f"group column {column!r} has a single level ({only!r}) in the rows audited; a disaggregated "
+            f"evaluation needs at least two levels"
+        )
+    return Attribute(column, tuple(names), codes)
+
+
+def _features(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, tuple[str, ...], list[str]]:
+    """Numeric features as float64; others integer-coded categorical (NaN stays missing)."""
+    out: dict[str, np.ndarray] = {}
+    categorical: list[str] = []
+    notes: list[str] = []
+    for column in columns:
+        series = frame[column]
+        if (pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype)) and not isinstance(
+            series.dtype, pd.CategoricalDtype
+        ):
+            values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+            bad = np.isinf(values)
+            if bad.any():
+                raise AuditInputError(
+                    f"feature column {column!r} must hold finite numbers (NaN for missing); got "
+                    f"{_show(values[bad])} {_where(bad)}"
+                )
+            out[column] = values
+            continue
+        present = series.notna().to_numpy()
+        counts = series[present].astype(str).value_counts()
+        levels = sorted(counts.index.tolist())
+        codes = np.full(series.shape[0], np.nan)
+        mapped = pd.Categorical(series[present].astype(str), categories=levels).codes.astype(np.float64)
+        if len(levels) > _MAX_CATEGORY_CODE + 1:
+            keep = set(counts.index[:_MAX_CATEGORY_CODE].tolist())  # most frequent first
+            kept = [lv for lv in levels if lv in keep]
+            remap = np.array([kept.index(lv) if lv in keep else _MAX_CATEGORY_CODE for lv in levels], dtype=np.float64)
+            mapped = remap[mapped.astype(np.int64)]
+            notes.append(
+                f"feature {column!r} has {len(levels)} levels; the {_MAX_CATEGORY_CODE} most frequent keep "
+                f"their own code for the weight models, the other {len(levels) - _MAX_CATEGORY_CODE} share one"
+            )
+        codes[present] = mapped
+        out[column] = codes
+        categorical.append(column)
+    return pd.DataFrame(out), tuple(categorical), notes
+
+
+def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
+    """Check the frame against the (resolved) options and code it (module docstring).
+
+    Raises
+    ------
+    AuditInputError
+        If ``data`` is not a non-empty DataFrame, a column is missing, duplicated or used in two
+        roles, the label is not binary, a score is outside [0, 1] or NaN, a weight is negative or
+        NaN, or a group column has a single level (messages name the column, the offending values
+        and what was expected).
+    """
+    if not isinstance(data, pd.DataFrame):
+        raise AuditInputError(f"data must be a pandas DataFrame; got {type(data).__name__}")
+    o = options
+    roles: list[tuple[str, str]] = [("label", o.label)]
+    roles += [("scores", c) for c in o.scores] + [("groups", c) for c in o.groups]
+    roles += [("features", c) for c in o.features]
+    if o.sample_weight is not None:
+        roles.append(("sample_weight", o.sample_weight))
+    seen: dict[str, str] = {}
+    for role, column in roles:
+        if column in seen:
+            raise AuditInputError(
+                f"column {column!r} is given both as {seen[column]} and as {role}; each column has one role"
+            )
+        seen[column] = role
+    columns = list(map(str, data.columns))
+    missing_columns = [c for _, c in roles if c not in columns]
+    if missing_columns:
+        shown = columns[:30] + (["..."] if len(columns) > 30 else [])
+        raise AuditInputError(f"data has no column(s) {missing_columns!r}; its columns are {shown!r}")
+    duplicated = sorted({c for _, c in roles if columns.count(c) > 1})
+    if duplicated:
+        raise AuditInputError(f"data has several columns named {duplicated!r}; column names must be unique")
+    if len(data) == 0:
+        raise AuditInputError("data has no rows")
+    frame = data.reset_index(drop=True)
+    frame.columns = columns
+    notes: list[str] = []
+
+    # Rows with a missing attribute value.
+    missing = {c: frame[c].isna().to_numpy() for c in o.groups}
+    keep = np.ones(len(frame), dtype=bool)
+    if o.missing_group == "drop":
+        for c in o.groups:
+            keep &= ~missing[c]
+        if not keep.any():
+            raise AuditInputError(
+                f"every row has a missing value in a group column {o.groups!r}; nothing is left to audit"
+            )
+        if not keep.all():
+            detail = ", ".join(f"{c} {int(missing[c].sum())}" for c in o.groups if missing[c].any())
+            notes.append(f"{int((~keep).sum())} rows with a missing group value were dropped ({detail})")
+    else:
+        for c in o.groups:
+            if missing[c].any():
+                notes.append(f"{c}: {int(missing[c].sum())} rows with a missing value form the level {MISSING_LEVEL!r}")
+
+    # Check every used column on every row given (the messages' row numbers refer to the frame).
+    y = _labels(frame[o.label], o.label, o.positive_label)
+    scores = {c: _scores(frame[c], c) for c in o.scores}
+    weight = _weights(frame[o.sample_weight], o.sample_weight) if o.sample_weight is not None else None
+
+    row = np.flatnonzero(keep)
+    y = y[row]
+    scores = {c: v[row] for c, v in scores.items()}
+    if weight is not None:
+        weight = weight[row]
+        if not (weight > 0).any():
+            raise AuditInputError(f"sample_weight column {o.sample_weight!r} is 0 in every row audited")
+    sub = frame.iloc[row].reset_index(drop=True)
+    attributes = tuple(_attribute(sub[c], c, missing[c][row], o.missing_group == "level") for c in o.groups)
+    features, categorical = None, ()
+    if "X" in o.controls:
+        features, categorical, feature_notes = _features(sub, o.features)
+        notes += feature_notes
+    elif o.features:
+        notes.append(f"features {o.features!r} are used only by the control X, which was not requested")
+
+    hard = {c: bool(np.all((v == 0.0) | (v == 1.0))) for c, v in scores.items()}
+    left_out = [m for m in vocabulary.SCORE_METRICS if m in o.metrics]
+    for c, is_hard in hard.items():
+        if is_hard and left_out:
+            notes.append(
+                f"score column {c!r} holds only 0 and 1 (hard predictions): {', '.join(left_out)} need scores "
+                f"and are left out for it"
+            )
+
+    # Rows in the order of the first model's score (stable).
+    order = np.argsort(scores[o.scores[0]], kind="stable")
+    y = np.ascontiguousarray(y[order])
+    scores = {c: np.ascontiguousarray(v[order]) for c, v in scores.items()}
+    if weight is not None:
+        weight = np.ascontiguousarray(weight[order])
+    attributes = tuple(Attribute(a.name, a.levels, np.ascontiguousarray(a.codes[order])) for a in attributes)
+    if features is not None:
+        features = features.iloc[order].reset_index(drop=True)
+    return AuditInput(
+        y=y,
+        scores=scores,
+        hard=hard,
+        weight=weight,
+        attributes=attributes,
+        features=features,
+        categorical=categorical,
+        row=row[order].astype(np.int64),
+        notes=tuple(notes),
+    )

@@ -1,0 +1,342 @@
+"""Reading the input file of an audit (CSV, gzipped CSV, TSV or parquet) with clear errors.
+
+pandas reads many broken files without complaint: a gzipped file under a ``.csv`` name becomes one
+column of garbage, a truncated last line is padded with missing values, and duplicated column names
+are silently renamed ``name.1``. :func:`load_table` checks the file itself first (its bytes, its
+header, the number of fields on every line) and raises :class:`InputFileError` naming the file, the
+offending column or line, the first few bad values and what was expected, before any work is done.
+The command line turns that error into exit status 2 (``docs/audit.md``, "Exit codes").
+"""
+
+from __future__ import annotations
+
+import csv
+import difflib
+import gzip
+import io
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["InputFileError", "SUFFIXES", "table_format", "read_header", "load_table", "required_columns"]
+
+#: File name endings the tool reads, and their format.
+SUFFIXES: dict[str, str] = {
+    ".csv": "csv",
+    ".csv.gz": "csv",
+    ".tsv": "tsv",
+    ".tsv.gz": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+}
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZIP_MAGIC = b"PK\x03\x04"
+_PARQUET_MAGIC = b"PAR1"
+_SHOW = 5  # offending lines or values shown in a message
+
+
+class InputFileError(ValueError):
+    """The input file cannot be read as a table, or lacks what the audit needs.
+
+    The message names the file and the problem in one line (the command line prints it and exits
+    with status 2).
+    """
+
+
+def _name_of(path: Path) -> str:
+    return str(path)
+
+
+def table_format(path: str | os.PathLike[str]) -> str:
+    """The format of ``path`` from its name: ``"csv"``, ``"tsv"`` or ``"parquet"``.
+
+    Raises
+    ------
+    InputFileError
+        If the name ends in none of :data:`SUFFIXES`.
+    """
+    name = Path(path).name.lower()
+    for suffix in sorted(SUFFIXES, key=len, reverse=True):
+        if name.endswith(suffix):
+            return SUFFIXES[suffix]
+    raise InputFileError(f"{_name_of(Path(path))}: unknown file type; expected a name ending in {', '.join(SUFFIXES)}")
+
+
+def _is_gzip_name(path: Path) -> bool:
+    return path.name.lower().endswith(".gz")
+
+
+def _check_file(path: Path) -> bytes:
+    """The file's first bytes, after checking it exists, is a readable file and is not empty."""
+    name = _name_of(path)
+    if not path.exists():
+        parent = path.parent if str(path.parent) else Path(".")
+        hint = ""
+        if parent.is_dir():
+            close = difflib.get_close_matches(path.name, [p.name for p in parent.iterdir()], n=3, cutoff=0.75)
+            if close:
+                hint = f" (similar names in {parent}: {', '.join(close)})"
+        raise InputFileError(f"{name}: no such file{hint}")
+    if path.is_dir():
+        raise InputFileError(f"{name}: is a folder; expected a table file ({', '.join(SUFFIXES)})")
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+    except OSError as exc:
+        raise InputFileError(f"{name}: cannot be read ({exc.strerror or exc})") from exc
+    if not head:
+        raise InputFileError(f"{name}: the file is empty; expected a header line and data rows")
+    return head
+
+
+def _check_magic(path: Path, head: bytes, fmt: str) -> None:
+    """Catch files whose content does not match their name (the commonest silent mistake)."""
+    name = _name_of(path)
+    if fmt == "parquet":
+        if not head.startswith(_PARQUET_MAGIC):
+            kind = "gzip-compressed" if head.startswith(_GZIP_MAGIC) else "not a parquet file"
+            raise InputFileError(
+                f"{name}: {kind} (no parquet magic bytes 'PAR1' at the start); expected a parquet file"
+            )
+        return
+    gz_name = _is_gzip_name(path)
+    if head.startswith(_GZIP_MAGIC) and not gz_name:
+        raise InputFileError(
+            f"{name}: the file is gzip-compressed but its name does not end in .gz; "
+            f"rename it to {path.name}.gz or decompress it (gunzip)"
+        )
+    if gz_name and not head.startswith(_GZIP_MAGIC):
+        raise InputFileError(f"{name}: the name ends in .gz but the file is not gzip-compressed")
+    if head.startswith(_ZIP_MAGIC):
+        raise InputFileError(f"{name}: the file is a zip archive; extract the CSV file from it first")
+    if head.startswith(_PARQUET_MAGIC):
+        raise InputFileError(f"{name}: the file is a parquet file, not {fmt.upper()}; rename it to end in .parquet")
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    raw = gzip.open(path, "rb") if _is_gzip_name(path) else path.open("rb")  # noqa: SIM115 - closed by the wrapper
+    return io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+
+
+def _text_errors(path: Path, exc: Exception) -> InputFileError:
+    name = _name_of(path)
+    if isinstance(exc, UnicodeDecodeError):
+        byte = exc.object[exc.start : exc.start + 1].hex() if exc.object else "?"
+        return InputFileError(
+            f"{name}: not UTF-8 text (byte 0x{byte} cannot be decoded); expected a text table "
+            "encoded as UTF-8 (re-save it as UTF-8 CSV)"
+        )
+    if isinstance(exc, (gzip.BadGzipFile, EOFError, OSError)):
+        return InputFileError(f"{name}: the compressed file is damaged or truncated ({exc})")
+    return InputFileError(f"{name}: cannot be parsed as a table ({exc})")
+
+
+def _delimiter(fmt: str) -> str:
+    return "\t" if fmt == "tsv" else ","
+
+
+def _check_header(path: Path, header: list[str], fmt: str) -> list[str]:
+    name = _name_of(path)
+    if not header or all(not h.strip() for h in header):
+        raise InputFileError(f"{name}: the first line (header) is empty; expected column names")
+    if "\x00" in "".join(header):
+        raise InputFileError(f"{name}: contains NUL bytes: a binary file, not a {fmt.upper()} table")
+    positions: dict[str, list[int]] = {}
+    for i, column in enumerate(header, start=1):
+        positions.setdefault(column, []).append(i)
+    duplicated = {c: p for c, p in positions.items() if len(p) > 1}
+    if duplicated:
+        shown = "; ".join(f"{c!r} (columns {', '.join(map(str, p))})" for c, p in list(duplicated.items())[:_SHOW])
+        raise InputFileError(
+            f"{name}: duplicated column names in the header: {shown}; every column needs a distinct "
+            "name (pandas would silently rename the copies to 'name.1')"
+        )
+    empty = [i for i, c in enumerate(header, start=1) if not c.strip()]
+    # An unnamed first column is the index written by DataFrame.to_csv(index=True): allowed.
+    if empty and len(empty) < len(header) and empty != [1]:
+        raise InputFileError(
+            f"{name}: column(s) {', '.join(map(str, empty[:_SHOW]))} of the header have no name; "
+            "expected a name for every column"
+        )
+    return header
+
+
+def read_header(path: str | os.PathLike[str]) -> list[str]:
+    """Column names of a table file, checked (no duplicates, no unnamed columns but an index).
+
+    Raises
+    ------
+    InputFileError
+        If the file is missing, unreadable, empty, compressed differently from its name, not
+        UTF-8 text, or its header repeats a name.
+    """
+    path = Path(path)
+    fmt = table_format(path)
+    head = _check_file(path)
+    _check_magic(path, head, fmt)
+    if fmt == "parquet":
+        return _parquet_columns(path)
+    try:
+        with _open_text(path) as handle:
+            header = next(csv.reader(handle, delimiter=_delimiter(fmt), strict=True), [])
+    except (UnicodeDecodeError, csv.Error, OSError, EOFError) as exc:
+        raise _text_errors(path, exc) from exc
+    return _check_header(path, header, fmt)
+
+
+def _parquet_columns(path: Path) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputFileError(f"{_name_of(path)}: not a readable parquet file ({exc})") from exc
+    names = list(schema.names)
+    return _check_header(path, names, "parquet")
+
+
+def _check_rows(path: Path, n_columns: int, fmt: str) -> int:
+    """Number of data rows, after checking that every line has exactly ``n_columns`` fields."""
+    name = _name_of(path)
+    bad: list[tuple[int, int]] = []
+    n_bad = 0
+    n_rows = 0
+    last_line = 0
+    last_fields = n_columns
+    reader = None
+    try:
+        with _open_text(path) as handle:
+            reader = csv.reader(handle, delimiter=_delimiter(fmt), strict=True)
+            next(reader, None)
+            for row in reader:
+                if not row:
+                    continue  # blank line (pandas skips them too)
+                n_rows += 1
+                last_line, last_fields = reader.line_num, len(row)
+                if len(row) != n_columns:
+                    n_bad += 1
+                    if len(bad) < _SHOW:
+                        bad.append((reader.line_num, len(row)))
+            ends_with_newline = _ends_with_newline(path)
+    except csv.Error as exc:
+        raise InputFileError(
+            f"{name}: malformed CSV near line {reader.line_num if reader else 1} ({exc}); an unclosed quote or a "
+            "truncated file?"
+        ) from exc
+    except (UnicodeDecodeError, OSError, EOFError) as exc:
+        raise _text_errors(path, exc) from exc
+    if n_bad:
+        if n_bad == 1 and bad[0][0] == last_line and last_fields < n_columns and not ends_with_newline:
+            raise InputFileError(
+                f"{name}: the last line (line {last_line}) is truncated: {last_fields} of "
+                f"{n_columns} fields and no line end; was the file cut off while writing or copying?"
+            )
+        shown = ", ".join(f"line {line}: {k} fields" for line, k in bad)
+        more = f" ... ({n_bad} lines in all)" if n_bad > len(bad) else ""
+        raise InputFileError(f"{name}: expected {n_columns} fields on every line (as in the header); got {shown}{more}")
+    if n_rows == 0:
+        raise InputFileError(f"{name}: has a header but no data rows")
+    return n_rows
+
+
+def _ends_with_newline(path: Path) -> bool:
+    if _is_gzip_name(path):
+        return True  # a truncated gzip stream is caught by the decompressor
+    with path.open("rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() == 0:
+            return False
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) in (b"\n", b"\r")
+
+
+def _check_columns(path: Path, header: Sequence[str], columns: Sequence[str]) -> None:
+    missing = [c for c in columns if c not in header]
+    if not missing:
+        return
+    hints = []
+    for column in missing:
+        close = difflib.get_close_matches(column, list(header), n=2, cutoff=0.6)
+        lower = [h for h in header if h.lower() == column.lower() and h not in close]
+        if close or lower:
+            hints.append(f"{column!r} -> did you mean {', '.join(map(repr, lower + close))}?")
+    shown = ", ".join(map(repr, list(header)[:20])) + (" ..." if len(header) > 20 else "")
+    single = ""
+    if len(header) == 1 and any(sep in header[0] for sep in (";", "\t", "|", ",")):
+        single = " (the header has a single column: is the file separated by another character?)"
+    raise InputFileError(
+        f"{_name_of(path)}: no column(s) {', '.join(map(repr, missing))}"
+        f"{' (' + '; '.join(hints) + ')' if hints else ''}; the file has columns [{shown}]{single}"
+    )
+
+
+def required_columns(options: Mapping[str, Any]) -> list[str]:
+    """The columns an audit with these options reads, in a stable order without repeats.
+
+    ``options`` maps option names to values (as given to :func:`disaggregated_eval.audit.audit`):
+    ``label``, ``scores``, ``groups``, ``features``, ``sample_weight``.
+    """
+    names = [options.get("label") or "", *(options.get("scores") or ()), *(options.get("groups") or ()),
+             *(options.get("features") or ()), options.get("sample_weight") or ""]  # fmt: skip
+    out: list[str] = []
+    for n in names:
+        if n and n not in out:
+            out.append(n)
+    return out
+
+
+def load_table(path: str | os.PathLike[str], *, columns: Sequence[str] | None = None) -> pd.DataFrame:
+    """Read an audit's input table after checking the file; only ``columns`` if given.
+
+    Parameters
+    ----------
+    path : path-like
+        A ``.csv``, ``.csv.gz``, ``.tsv``, ``.tsv.gz``, ``.parquet`` or ``.pq`` file. CSV files are
+        UTF-8 text (a byte-order mark is allowed) with one header line; empty fields and pandas'
+        usual markers (``NA``, ``NaN``, ...) are missing values.
+    columns : sequence of str, optional
+        Columns to read (in this order); default all.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_rows, len(columns))
+
+    Raises
+    ------
+    InputFileError
+        If the file is missing, unreadable, empty, of another type than its name says (a gzipped
+        file named ``.csv``, a parquet file named ``.csv``), not UTF-8 text, has duplicated or
+        unnamed columns, a line with a different number of fields than the header (a truncated
+        last line included), no data rows, or lacks a requested column (close names suggested).
+        Every message names the file.
+    """
+    path = Path(path)
+    fmt = table_format(path)
+    header = read_header(path)
+    wanted = list(columns) if columns is not None else list(header)
+    _check_columns(path, header, wanted)
+    if fmt == "parquet":
+        try:
+            frame = pd.read_parquet(path, columns=wanted)
+        except Exception as exc:  # pyarrow raises many types for damaged files
+            raise InputFileError(f"{_name_of(path)}: not a readable parquet file ({exc})") from exc
+        if len(frame) == 0:
+            raise InputFileError(f"{_name_of(path)}: has no data rows")
+        return frame
+    _check_rows(path, len(header), fmt)
+    try:
+        frame = pd.read_csv(
+            path,
+            sep=_delimiter(fmt),
+            usecols=wanted,
+            encoding="utf-8-sig",
+            compression="gzip" if _is_gzip_name(path) else None,
+            low_memory=False,
+        )
+    except (ValueError, UnicodeDecodeError, OSError, EOFError) as exc:
+        raise _text_errors(path, exc) from exc
+    return frame[wanted]

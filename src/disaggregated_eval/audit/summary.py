@@ -1,0 +1,318 @@
+"""The terminal summary of an audit: compact tables in the style of a disaggregated evaluation.
+
+One table per model for the headline metric (the first of ``--metrics`` that was computed): slice,
+``n``, estimate, 95% interval, its width and flags (withheld slices, differences from the overall
+value that survive the multiple-comparison adjustment, resamples where the metric was undefined);
+a one-line digest of every other metric; and, when the audit has control variables, a table of the
+controlled differences ``T_a`` (paper section 4.2) of the headline metric. The full tables are in
+the output files (``docs/audit.md``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from .. import vocabulary
+
+__all__ = [
+    "format_estimate",
+    "format_interval",
+    "slice_table",
+    "controlled_table",
+    "metric_digest",
+    "model_digest",
+    "headline_metric",
+    "summary_text",
+]
+
+_WITHHELD = "-"
+_MAX_NAMES = 3  # slices named in a one-line digest
+
+
+def format_estimate(value: float, digits: int = 3, *, signed: bool = False) -> str:
+    """``0.123`` (``+0.123`` if ``signed``); ``-`` for NaN (not reported or undefined)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return _WITHHELD
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def format_interval(low: float, high: float, digits: int = 3, *, signed: bool = False) -> str:
+    """``[0.100, 0.200]``; ``[-]`` when the interval is undefined."""
+    if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in (low, high)):
+        return "[" + _WITHHELD + "]"
+    return f"[{format_estimate(low, digits, signed=signed)}, {format_estimate(high, digits, signed=signed)}]"
+
+
+def _metric_label(metric: str) -> str:
+    return vocabulary.METRIC_LABELS.get(metric, metric)
+
+
+def _render(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
+    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines = []
+    for cells in [list(header), *rows]:
+        parts = [str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right, strict=True)]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def _significant(comparisons: pd.DataFrame, alpha: float) -> pd.Series:
+    """Rows whose adjusted p-value is below ``alpha`` (or, without p-values, whose interval excludes 0)."""
+    p = comparisons["p_adjusted"].astype(float)
+    by_interval = (comparisons["ci_low"] > 0) | (comparisons["ci_high"] < 0)
+    flagged = p.lt(alpha).where(p.notna(), by_interval).astype(bool)
+    if "reported" in comparisons.columns:  # withheld differences are never flagged
+        flagged &= comparisons["reported"].astype(bool)
+    return flagged
+
+
+def _format_p(p: float) -> str:
+    if p is None or math.isnan(p):
+        return ""
+    return "p_adj < 0.001" if p < 0.001 else f"p_adj {p:.3f}"
+
+
+def slice_table(
+    slices: pd.DataFrame,
+    comparisons: pd.DataFrame,
+    *,
+    model: str,
+    metric: str,
+    alpha: float = 0.05,
+    level: float = 0.95,
+) -> str:
+    """One metric of one model as a text table: slice, n, estimate, interval, width, flags.
+
+    Parameters
+    ----------
+    slices, comparisons : pandas.DataFrame
+        ``AuditResult.slices`` and ``AuditResult.comparisons`` (``docs/audit.md``, "Tables").
+    model, metric : str
+        Which rows to show.
+    alpha : float
+        A slice is flagged when its ``vs_overall`` comparison has ``p_adjusted < alpha`` (when the
+        audit computed no p-values: when the interval of the difference excludes 0).
+    level : float
+        Confidence level, for the column title.
+
+    Returns
+    -------
+    str
+        Lines without a trailing newline. Withheld slices show ``-`` as the estimate, their
+        interval, and the reason in the flags column.
+    """
+    rows = slices[(slices["model"] == model) & (slices["metric"] == metric)]
+    vs_overall = comparisons[
+        (comparisons["model"] == model) & (comparisons["metric"] == metric) & (comparisons["kind"] == "vs_overall")
+    ]
+    vs_overall = vs_overall.assign(_sig=_significant(vs_overall, alpha)).set_index("slice")
+    body = []
+    for row in rows.itertuples(index=False):
+        flags = []
+        if not bool(row.reported):
+            flags.append(f"withheld: {row.reason}" if row.reason else "withheld")
+        elif row.slice in vs_overall.index:
+            comp = vs_overall.loc[row.slice]
+            if isinstance(comp, pd.DataFrame):  # defensive: one row per slice expected
+                comp = comp.iloc[0]
+            if bool(comp["_sig"]):
+                direction = "above" if comp["difference"] > 0 else "below"
+                p_text = _format_p(float(comp["p_adjusted"]))
+                flags.append(f"{direction} overall ({p_text})" if p_text else f"{direction} overall")
+        if int(row.n_undefined) > 0:
+            flags.append(f"undefined in {int(row.n_undefined)} resamples")
+        width = row.ci_high - row.ci_low
+        body.append([
+            str(row.slice),
+            str(int(row.n)),
+            format_estimate(float(row.estimate)),
+            format_interval(float(row.ci_low), float(row.ci_high)),
+            format_estimate(float(width)),
+            "; ".join(flags),
+        ])  # fmt: skip
+    header = ["slice", "n", "estimate", f"{level:.0%} CI", "width", "flags"]
+    return _render(header, body, [False, True, True, False, True, False])
+
+
+def controlled_table(
+    controlled: pd.DataFrame,
+    *,
+    model: str,
+    metric: str,
+    controls: Sequence[str],
+    withheld: Sequence[str] | None = None,
+) -> str:
+    """Controlled differences ``T_a`` (with intervals) of one metric: one row per slice, one column per control.
+
+    ``T_a`` is the slice's metric minus the weighted population metric ``M_a`` (paper section 4.2);
+    for the control ``none`` it is the slice minus the whole population. Rows not reported (their
+    ``reported`` column, or the slices named in ``withheld``) show ``-`` and the interval only.
+    """
+    rows = controlled[(controlled["model"] == model) & (controlled["metric"] == metric)]
+    if withheld is not None and "reported" not in rows.columns:
+        rows = rows.assign(reported=~rows["slice"].isin(withheld))
+    slices = list(pd.unique(rows["slice"]))
+    header = ["slice"] + [f"T_a | V={c}" if c != "none" else "T_a | none" for c in controls]
+    body = []
+    indexed = rows.set_index(["slice", "control"])
+    for name in slices:
+        cells = [str(name)]
+        for control in controls:
+            if (name, control) in indexed.index:
+                r = indexed.loc[(name, control)]
+                if isinstance(r, pd.DataFrame):
+                    r = r.iloc[0]
+                value = float(r["T_a"]) if bool(r.get("reported", True)) else float("nan")
+                cells.append(
+                    f"{format_estimate(value, signed=True)} "
+                    f"{format_interval(float(r['T_a_low']), float(r['T_a_high']), signed=True)}"
+                )
+            else:
+                cells.append("")
+        body.append(cells)
+    return _render(header, body, [False] + [False] * len(controls))
+
+
+def metric_digest(slices: pd.DataFrame, comparisons: pd.DataFrame, *, model: str, metric: str, alpha: float) -> str:
+    """One line: how many reported slices differ from the overall value, the first few by name."""
+    rows = slices[(slices["model"] == model) & (slices["metric"] == metric) & (slices["slice"] != vocabulary.OVERALL)]
+    reported = rows[rows["reported"].astype(bool)]
+    comps = comparisons[
+        (comparisons["model"] == model) & (comparisons["metric"] == metric) & (comparisons["kind"] == "vs_overall")
+    ]
+    comps = comps[comps["slice"].isin(reported["slice"])]
+    flagged = comps[_significant(comps, alpha).to_numpy(dtype=bool)] if len(comps) else comps
+    names = [f"{s} ({d:+.3f})" for s, d in zip(flagged["slice"], flagged["difference"], strict=True)]
+    shown = ", ".join(names[:_MAX_NAMES]) + (", ..." if len(names) > _MAX_NAMES else "")
+    withheld = len(rows) - len(reported)
+    text = f"{_metric_label(metric)}: {len(flagged)} of {len(reported)} reported slices differ from overall"
+    if names:
+        text += f": {shown}"
+    if withheld:
+        text += f"; {withheld} withheld"
+    return text
+
+
+def model_digest(comparisons: pd.DataFrame, *, model: str, reference: str, metric: str) -> str:
+    """One line: ``model`` minus the first model overall, and on how many slices the interval excludes 0."""
+    rows = comparisons[
+        (comparisons["kind"] == "vs_model") & (comparisons["model"] == model) & (comparisons["metric"] == metric)
+    ]
+    if "reported" in rows.columns:
+        rows = rows[rows["reported"].astype(bool)]
+    overall = rows[rows["slice"] == vocabulary.OVERALL]
+    text = f"{model} - {reference}, {_metric_label(metric)}:"
+    if len(overall):
+        r = overall.iloc[0]
+        text += (
+            f" overall {format_estimate(float(r['difference']), signed=True)} "
+            f"{format_interval(float(r['ci_low']), float(r['ci_high']), signed=True)};"
+        )
+    others = rows[rows["slice"] != vocabulary.OVERALL]
+    excludes = int(((others["ci_low"] > 0) | (others["ci_high"] < 0)).sum())
+    return text + f" the interval excludes 0 on {excludes} of {len(others)} reported slices"
+
+
+def headline_metric(result: Any) -> str | None:
+    """The first metric of the audit's options that has rows in ``result.slices``."""
+    present = set(result.slices["metric"])
+    for metric in result.options.metrics:
+        if metric in present:
+            return metric
+    return next(iter(pd.unique(result.slices["metric"])), None)
+
+
+def _adjust_text(options: Any) -> str:
+    if not options.n_permutations:
+        return "no permutation tests"
+    adjust = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no"}.get(options.adjust, options.adjust)
+    return f"{options.n_permutations:,} permutations, {adjust} adjustment"
+
+
+def summary_text(
+    result: Any,
+    *,
+    metric: str | None = None,
+    input_path: str | Path | None = None,
+    out_dir: str | Path | None = None,
+    seed_is_default: bool | None = None,
+) -> str:
+    """The audit's terminal summary (what ``disagg-eval audit`` prints on standard output).
+
+    Parameters
+    ----------
+    result : AuditResult
+    metric : str, optional
+        Metric of the tables; default :func:`headline_metric`.
+    input_path, out_dir : path, optional
+        Shown in the header and the footer.
+    seed_is_default : bool, optional
+        Whether the seed is the built-in default (then the header says so).
+
+    Returns
+    -------
+    str
+        Lines without ANSI colours, ending without a newline.
+    """
+    options = result.options
+    metric = metric or headline_metric(result)
+    alpha = 1.0 - float(options.confidence)
+    lines = []
+    rows = f"{input_path} ({result.n_rows:,} rows)" if input_path is not None else f"{result.n_rows:,} rows"
+    lines.append(
+        f"disagg-eval audit: {rows}, label {options.label}, "
+        f"model(s) {', '.join(options.scores)}, groups {' x '.join(options.groups)}"
+    )
+    seed_note = " (the default; change it with --seed)" if seed_is_default else ""
+    lines.append(
+        f"seed {options.seed}{seed_note}; {options.n_resamples:,} bootstrap resamples ({options.resampling}), "
+        f"{options.confidence:.0%} intervals; {_adjust_text(options)}; "
+        f"slices with n < {options.min_group_size} are withheld"
+    )
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    if metric is None:
+        lines.append("no metric could be computed")
+        return "\n".join(lines)
+    headline = metric
+    for model in options.scores:
+        present = list(pd.unique(result.slices.loc[result.slices["model"] == model, "metric"]))
+        if not present:
+            continue
+        # A model of hard 0/1 predictions has no score metrics: its headline is its first metric.
+        metric = headline if headline in present else next(m for m in options.metrics if m in present)
+        lines.append("")
+        lines.append(f"{_metric_label(metric)} of {model} by slice")
+        lines.append(
+            slice_table(
+                result.slices, result.comparisons, model=model, metric=metric, alpha=alpha, level=options.confidence
+            )
+        )
+        if model != options.scores[0]:
+            lines.append(model_digest(result.comparisons, model=model, reference=options.scores[0], metric=metric))
+        others = [m for m in options.metrics if m != metric and m in present]
+        if others:
+            lines.append("")
+            lines.append(f"other metrics of {model} (differences at adjusted p < {alpha:g}):")
+            lines.extend(
+                "  " + metric_digest(result.slices, result.comparisons, model=model, metric=m, alpha=alpha)
+                for m in others
+            )
+        controls = [c for c in options.controls if c in set(result.controlled.get("control", []))]
+        if controls and any(c != "none" for c in controls):
+            lines.append("")
+            lines.append(f"controlled differences T_a = slice - M_a, {_metric_label(metric)} of {model}")
+            rows = result.slices[(result.slices["model"] == model) & (result.slices["metric"] == metric)]
+            withheld = list(rows.loc[~rows["reported"].astype(bool), "slice"])
+            lines.append(
+                controlled_table(result.controlled, model=model, metric=metric, controls=controls, withheld=withheld)
+            )
+    if out_dir is not None:
+        lines.append("")
+        lines.append(f"every table and figure: {Path(out_dir) / 'report.html'} (tables also as parquet and csv)")
+    return "\n".join(lines)

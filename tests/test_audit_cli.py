@@ -1,0 +1,474 @@
+"""The command line ``disagg-eval audit``: options, --config files, bad usage and input, end to end.
+
+Most tests call :func:`disaggregated_eval.audit.cli.main` in-process (fast, and ``capsys`` sees
+stdout and stderr); a few run the installed entry point in a subprocess. The end-to-end tests run
+the real audit on the shipped COMPAS copy (``examples/data/compas.csv``) with small resample counts
+(docs/audit.md, "Exit codes" and "Output files").
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from disaggregated_eval.audit import cli
+from disaggregated_eval.audit.options import DEFAULT_SEED, AuditOptions
+
+REPO = Path(__file__).resolve().parents[1]
+COMPAS = REPO / "examples" / "data" / "compas.csv"
+BASE = ["--label", "two_year_recid", "--score", "compas_score", "--group", "race", "--group", "sex"]
+# Small sizes keep an end-to-end audit to seconds; the numbers are not checked here (see
+# tests/test_audit_engine*.py), only that every surface is produced and consistent.
+FAST = ["--n-resamples", "60", "--n-permutations", "60", "--max-leaf-nodes", "10", "--cv-folds", "2",
+        "--crossfit-folds", "2"]  # fmt: skip
+
+
+def run(argv, capsys):
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_usage_error(code, out, err, *needles):
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err  # one line naming the problem
+    assert lines[0].startswith("disagg-eval audit: error: "), lines[0]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    assert out == ""
+
+
+# ---- --help ----------------------------------------------------------------------------------
+def help_entries(text: str) -> dict[str, str]:
+    """Option entries of an argparse help text: first flag -> its help, unwrapped."""
+    entries: dict[str, str] = {}
+    current = None
+    for line in text.splitlines():
+        if re.match(r"^  -", line):
+            current = line.split()[0].rstrip(",")
+            entries[current] = line
+        elif current is not None and line.startswith("      "):
+            entries[current] += " " + line.strip()
+        else:
+            current = None
+    return {k: " ".join(v.split()) for k, v in entries.items()}
+
+
+def test_help_documents_every_option_with_its_default(capsys):
+    code, out, _ = run(["audit", "--help"], capsys)
+    assert code == 0
+    entries = help_entries(out)
+    for field in fields(AuditOptions):
+        entry = entries[cli.flag_of(field.name)]
+        assert field.metadata["help"][:30] in entry  # the help text of AuditOptions
+        assert "(default: " in entry or entry.endswith("(required)"), entry
+    assert entries["--min-group-size"].endswith("(default: 30)")
+    assert entries["--min-denominator"].endswith("(default: 10)")
+    assert entries["--threshold"].endswith("(default: 0.5)")
+    assert entries["--n-resamples"].endswith("(default: 10,000)")
+    assert entries["--n-permutations"].endswith("(default: 10,000)")
+    assert entries["--adjust"].endswith("(default: holm)")
+    assert entries["--resampling"].endswith("(default: population)")
+    assert entries["--missing-group"].endswith("(default: level)")
+    assert entries["--seed"].endswith(f"(default: {DEFAULT_SEED})")
+    assert entries["--label"].endswith("(required)")
+    for flag in ("--config", "--out", "--quiet"):
+        assert "default" in entries[flag]
+    assert "FILE" in out
+
+
+def test_choices_are_listed_in_the_help(capsys):
+    _, out, _ = run(["audit", "--help"], capsys)
+    text = " ".join(out.split())
+    assert "one of population, within_group" in text
+    assert "one of holm, bh, none" in text
+    assert "one or more of none, X, Y, R" in text
+
+
+def test_no_command_prints_help_and_exits_2(capsys):
+    code, _, err = run([], capsys)
+    assert code == 2 and "audit" in err
+
+
+def test_version(capsys):
+    code, out, _ = run(["--version"], capsys)
+    assert code == 0 and out.startswith("disagg-eval ")
+
+
+# ---- option resolution: defaults < --config < flags ------------------------------------------------
+def resolve(argv):
+    args = cli.build_parser().parse_args(["audit", *map(str, argv)])
+    return cli.resolve_options(args)
+
+
+def test_flags_win_over_the_config_file_and_the_file_over_defaults(tmp_path):
+    config = tmp_path / "audit.yaml"
+    config.write_text(yaml.safe_dump({
+        "file": str(COMPAS), "label": "two_year_recid", "scores": ["compas_score"], "groups": "race,sex",
+        "min_group_size": 50, "n_resamples": 500, "controls": ["none", "Y"], "out": str(tmp_path / "o"),
+    }))  # fmt: skip
+    file, out, options, seed_default = resolve(["--config", config, "--n-resamples", "70", "--seed", "3"])
+    assert file == COMPAS and out == tmp_path / "o"
+    assert options["min_group_size"] == 50  # from the file
+    assert options["n_resamples"] == 70  # the flag wins
+    assert options["groups"] == ["race", "sex"]  # comma-separated text in YAML is a list
+    assert options["controls"] == ["none", "Y"]
+    assert options["seed"] == 3 and seed_default is False
+    assert "threshold" not in options  # absent: the default of AuditOptions applies
+
+
+def test_list_flags_take_repeats_spaces_and_commas():
+    _, _, options, seed_default = resolve([COMPAS, "--label", "y", "--score", "a", "--score", "b,c", "--group", "g h",
+                                           "--group", "k", "--control", "none,Y", "R", "--max-leaf-nodes", "5,9"])  # fmt: skip
+    assert options["scores"] == ["a", "b", "c"]
+    assert options["groups"] == ["g h", "k"]  # a space inside one value stays (a column name)
+    assert options["controls"] == ["none", "Y", "R"]
+    assert options["max_leaf_nodes"] == [5, 9]
+    assert seed_default is True
+
+
+def test_default_out_folder_is_named_after_the_file(tmp_path):
+    _, out, _, _ = resolve([tmp_path / "preds.csv.gz", *BASE])
+    assert out == Path("preds_audit")
+
+
+@pytest.mark.parametrize(
+    ("content", "needles"),
+    [
+        ({"min_group_sise": 5}, ["unknown option 'min_group_sise'", "did you mean 'min_group_size'"]),
+        ({"score": "a"}, ["unknown option 'score'", "did you mean 'scores'"]),
+        ({"n_resamples": "many"}, ["n_resamples must be an integer; got 'many'"]),
+        ({"threshold": True}, ["threshold must be a number; got True"]),
+        ({"adjust": "bonferroni"}, ["adjust must be one of holm, bh, none; got 'bonferroni'"]),
+        ({"metrics": ["auc", "aucc"]}, ["metrics has unknown value(s) {'aucc'}"]),
+        ({"controls": ["Y", "Y"]}, ["controls lists Y more than once"]),
+        (["not", "a", "mapping"], ["expected a mapping of option names"]),
+    ],
+)
+def test_bad_config_file_is_exit_2_naming_the_key(tmp_path, capsys, content, needles):
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump(content))
+    out_dir = tmp_path / "out"
+    code, out, err = run(["audit", COMPAS, *BASE, "--config", config, "--out", out_dir], capsys)
+    assert_usage_error(code, out, err, f"--config {config}", *needles)
+    assert not out_dir.exists()
+
+
+def test_config_file_that_is_not_yaml(tmp_path, capsys):
+    config = tmp_path / "bad.yaml"
+    config.write_text("label: [unclosed\n")
+    code, out, err = run(["audit", COMPAS, *BASE, "--config", config], capsys)
+    assert_usage_error(code, out, err, "not valid YAML", "line")
+
+
+def test_missing_config_file(tmp_path, capsys):
+    code, out, err = run(["audit", COMPAS, *BASE, "--config", tmp_path / "none.yaml"], capsys)
+    assert_usage_error(code, out, err, "none.yaml: no such file")
+
+
+# ---- bad usage -------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["audit", *BASE], ["missing FILE"]),
+        (["audit", "--label", "y", "--score", "s", "--group", "race", str(COMPAS)], ["missing FILE", "put FILE first"]),
+        (["audit", COMPAS, "--score", "compas_score", "--group", "race"], ["missing --label COL"]),
+        (["audit", COMPAS, "--label", "two_year_recid"], ["missing --score COL, --group COL"]),
+        (["audit", COMPAS, *BASE, "--n-resamples", "abc"], ["--n-resamples", "must be an integer; got 'abc'"]),
+        (["audit", COMPAS, *BASE, "--threshold", "x"], ["--threshold", "must be a number"]),
+        (
+            ["audit", COMPAS, *BASE, "--resampling", "jackknife"],
+            ["--resampling must be one of population, within_group"],
+        ),
+        (["audit", COMPAS, *BASE, "--metrics", "acc"], ["--metrics has unknown value(s) {'acc'}"]),
+        (["audit", COMPAS, *BASE, "--control", "Z"], ["--control has unknown value(s) {'Z'}"]),
+        (["audit", COMPAS, *BASE, "--score", "compas_score"], ["--score lists compas_score more than once"]),
+        (["audit", COMPAS, *BASE, "--no-such-flag"], ["unrecognized arguments: --no-such-flag"]),
+        (["audit", COMPAS, *BASE, "--min-group-siz", "3"], ["unrecognized arguments"]),  # no abbreviations
+        (["frobnicate"], ["invalid choice: 'frobnicate'"]),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(tmp_path, capsys, argv, needles):
+    code, out, err = run([*argv, "--out", tmp_path / "out"] if argv[0] == "audit" else argv, capsys)
+    assert_usage_error(code, out, err, *needles)
+    assert not (tmp_path / "out").exists()
+
+
+# ---- bad input files (each stops before any work, exit 2) ---------------------------------------------
+def _bad_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    header = COMPAS.read_text().splitlines()[0]
+    lines = COMPAS.read_text().splitlines()[:50]
+    gz_named_csv = tmp_path / "gzipped.csv"
+    gz_named_csv.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    truncated = tmp_path / "truncated.csv"
+    truncated.write_text("\n".join(lines) + "\n" + lines[10][:12])
+    binary = tmp_path / "binary.csv"
+    binary.write_bytes(bytes(range(256)) * 8)
+    duplicated = tmp_path / "duplicated.csv"
+    duplicated.write_text(header.replace("decile_score", "compas_score") + "\n" + "\n".join(lines[1:]) + "\n")
+    missing_column = tmp_path / "no_score.csv"
+    missing_column.write_text("\n".join(line.rsplit(",", 1)[0] for line in lines) + "\n")
+    return {
+        "missing": (tmp_path / "nope.csv", "no such file"),
+        "gzipped under .csv": (gz_named_csv, "gzip-compressed"),
+        "truncated last line": (truncated, "is truncated"),
+        "not a CSV": (binary, "not UTF-8 text"),
+        "duplicated columns": (duplicated, "duplicated column names in the header: 'compas_score' (columns 11, 14)"),
+        "missing column": (missing_column, "no column(s) 'compas_score'"),
+    }
+
+
+@pytest.mark.parametrize("case", ["missing", "gzipped under .csv", "truncated last line", "not a CSV",
+                                  "duplicated columns", "missing column"])  # fmt: skip
+def test_bad_input_files_exit_2_naming_file_and_problem(tmp_path, capsys, case):
+    path, needle = _bad_files(tmp_path)[case]
+    out_dir = tmp_path / "out"
+    code, out, err = run(["audit", path, *BASE, "--out", out_dir], capsys)
+    assert_usage_error(code, out, err, str(path), needle)
+    assert not out_dir.exists()
+
+
+def test_out_folder_with_other_content_is_refused_before_any_work(tmp_path, capsys):
+    out_dir = tmp_path / "mine"
+    out_dir.mkdir()
+    (out_dir / "thesis.tex").write_text("precious")
+    code, out, err = run(["audit", COMPAS, *BASE, "--out", out_dir], capsys)
+    assert_usage_error(code, out, err, str(out_dir), "not an earlier audit's output")
+    assert [p.name for p in out_dir.iterdir()] == ["thesis.tex"]
+
+
+def test_bad_option_value_caught_by_the_engine_is_exit_2(tmp_path, capsys):
+    # -5 passes the command line's type check (an integer); the engine's validation rejects it.
+    code, out, err = run(["audit", COMPAS, *BASE, *FAST, "--min-group-size", "-5", "--out", tmp_path / "o"], capsys)
+    assert_usage_error(code, out, err, "min_group_size")
+    assert not (tmp_path / "o").exists()
+
+
+def test_label_values_that_are_not_binary_are_exit_2(tmp_path, capsys):
+    code, out, err = run(["audit", COMPAS, "--label", "decile_score", "--score", "compas_score", "--group", "race",
+                          *FAST, "--out", tmp_path / "o"], capsys)  # fmt: skip
+    assert_usage_error(code, out, err, "decile_score")
+
+
+# ---- end to end on the COMPAS copy ------------------------------------------------------------------
+EXPECTED_FILES = ["slices.parquet", "slices.csv", "comparisons.parquet", "comparisons.csv", "controlled.parquet",
+                  "controlled.csv", "report.html", "manifest.json"]  # fmt: skip
+METRICS = ["false_positive_rate", "false_negative_rate", "precision", "auc"]
+
+
+@pytest.fixture(scope="module")
+def compas_audit(tmp_path_factory):
+    """One audit of the COMPAS copy through the command line (race x sex, controls none, Y, R)."""
+    out_dir = tmp_path_factory.mktemp("cli") / "compas_audit"
+    argv = ["audit", str(COMPAS), *BASE, "--metrics", ",".join(METRICS), "--control", "none,Y,R", *FAST,
+            "--out", str(out_dir)]  # fmt: skip
+    result = subprocess.run([sys.executable, "-m", "disaggregated_eval.audit.cli", *argv],
+                            capture_output=True, text=True, timeout=900)  # fmt: skip
+    return out_dir, result
+
+
+@pytest.mark.slow
+def test_end_to_end_exit_0_and_every_output_file(compas_audit):
+    out_dir, proc = compas_audit
+    assert proc.returncode == 0, proc.stderr
+    for name in EXPECTED_FILES:
+        assert (out_dir / name).is_file(), name
+    figures = sorted(p.name for p in (out_dir / "figures").iterdir())
+    assert figures == sorted(
+        [f"forest_{m}.{ext}" for m in METRICS for ext in ("png", "svg")]
+        + [f"controlled_{c}.{ext}" for c in ("none", "Y", "R") for ext in ("png", "svg")]
+    )
+    for png in (out_dir / "figures").glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # no temporary folders left next to the output
+    assert [p.name for p in out_dir.parent.iterdir()] == ["compas_audit"]
+
+
+@pytest.mark.slow
+def test_end_to_end_tables_have_the_documented_columns_in_parquet_and_csv(compas_audit):
+    from disaggregated_eval.audit.result import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS
+
+    out_dir, proc = compas_audit
+    assert proc.returncode == 0, proc.stderr
+    for name, columns in (("slices", SLICE_COLUMNS), ("comparisons", COMPARISON_COLUMNS),
+                          ("controlled", CONTROLLED_COLUMNS)):  # fmt: skip
+        parquet = pd.read_parquet(out_dir / f"{name}.parquet")
+        csv = pd.read_csv(out_dir / f"{name}.csv", keep_default_na=False, na_values=[""])
+        assert list(parquet.columns) == list(columns) == list(csv.columns)
+        assert len(parquet) == len(csv) > 0
+    slices = pd.read_parquet(out_dir / "slices.parquet")
+    assert set(slices["metric"]) == set(METRICS)
+    overall = slices[(slices["slice"] == "overall") & (slices["metric"] == "false_positive_rate")]
+    # The overall false positive rate of COMPAS "higher risk" (decile >= 5) on ProPublica's rows:
+    # computed directly from the file, it must equal the audit's point estimate.
+    data = pd.read_csv(COMPAS)
+    negatives = data[data["two_year_recid"] == 0]
+    assert overall["estimate"].iloc[0] == pytest.approx((negatives["decile_score"] >= 5).mean(), abs=1e-12)
+    assert set(pd.read_parquet(out_dir / "controlled.parquet")["control"]) == {"none", "Y", "R"}
+
+
+@pytest.mark.slow
+def test_end_to_end_manifest(compas_audit):
+    from disaggregated_eval.audit.outputs import file_sha256
+
+    out_dir, proc = compas_audit
+    assert proc.returncode == 0, proc.stderr
+    manifest = json.loads((out_dir / "manifest.json").read_text())
+    assert manifest["tool"] == "disagg-eval audit"
+    assert manifest["input"]["sha256"] == file_sha256(COMPAS)
+    assert manifest["seed"] == DEFAULT_SEED == manifest["options"]["seed"]
+    assert manifest["options"]["n_resamples"] == 60 and manifest["options"]["controls"] == ["none", "Y", "R"]
+    assert manifest["n_rows"] == 6172
+    for package in ("python", "disaggregated-eval", "numpy", "pandas", "scikit-learn", "matplotlib"):
+        assert package in manifest["versions"]
+    for name, digest in manifest["files"].items():  # every file's checksum, except the manifest itself
+        assert file_sha256(out_dir / name) == digest, name
+    assert set(manifest["files"]) >= set(EXPECTED_FILES) - {"manifest.json"}
+
+
+@pytest.mark.slow
+def test_end_to_end_terminal_table_and_streams(compas_audit):
+    out_dir, proc = compas_audit
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert f"seed {DEFAULT_SEED} (the default" in out
+    assert re.search(r"^slice\s+n\s+estimate\s+95% CI\s+width\s+flags$", out, re.M)
+    assert re.search(r"^overall\s+6172\s+0\.\d{3}\s+\[0\.\d{3}, 0\.\d{3}\]\s+0\.\d{3}", out, re.M)
+    # the two races with fewer than 30 ... rows are withheld (Asian: 31 rows but its intersections not)
+    assert re.search(r"^race=Native American\s+11\s+-\s+\[.*withheld", out, re.M)
+    assert "T_a | V=Y" in out and "T_a | V=R" in out
+    assert str(out_dir / "report.html") in out
+    # progress and notes go to stderr (plain lines: not a terminal), never to stdout
+    assert "disagg-eval: bootstrap" in proc.stderr
+    assert "disagg-eval: bootstrap" not in out
+
+
+@pytest.mark.slow
+def test_rerun_gives_identical_bytes_and_replaces_an_earlier_audit(tmp_path):
+    argv = ["audit", str(COMPAS), *BASE, "--metrics", "precision,auc", *FAST, "--quiet"]
+    assert cli.main([*argv, "--out", str(tmp_path / "first")]) == 0
+    assert cli.main([*argv, "--out", str(tmp_path / "second")]) == 0
+    (tmp_path / "second" / "stale.txt").write_text("from an earlier audit")
+    assert cli.main([*argv, "--out", str(tmp_path / "second")]) == 0  # an earlier audit's folder is replaced
+    assert not (tmp_path / "second" / "stale.txt").exists()
+    first = json.loads((tmp_path / "first" / "manifest.json").read_text())["files"]
+    second = json.loads((tmp_path / "second" / "manifest.json").read_text())["files"]
+    # Same file, options and seed => bit-identical tables, figures and report (the manifest itself
+    # differs only in the output path, and is not in its own list).
+    assert first == second
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["first", "second"]  # no temporary folders left
+
+
+def test_failure_while_writing_leaves_nothing_and_exits_1(tmp_path, capsys, monkeypatch):
+    from disaggregated_eval.audit import report
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full (simulated)")
+
+    monkeypatch.setattr(report, "render_html", broken)
+    out_dir = tmp_path / "out"
+    small = COMPAS.read_text().splitlines()[:400]
+    data = tmp_path / "small.csv"
+    data.write_text("\n".join(small) + "\n")
+    code, out, err = run(["audit", data, *BASE, *FAST, "--metrics", "auc", "--out", out_dir], capsys)
+    assert code == 1 and out == ""
+    assert err.strip().splitlines()[-1] == "disagg-eval audit: failed: RuntimeError: disk full (simulated)"
+    assert list(tmp_path.iterdir()) == [data]  # no output folder, no temporary folder
+
+
+@pytest.mark.slow
+def test_installed_entry_point_runs(tmp_path):
+    exe = shutil.which("disagg-eval")
+    if exe is None:
+        pytest.fail("the disagg-eval entry point is not installed: run pip install -e .")
+    proc = subprocess.run([exe, "audit", "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "--min-group-size" in proc.stdout
+    proc = subprocess.run([exe, "audit", str(tmp_path / "none.csv"), *BASE], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"disagg-eval audit: error: {tmp_path / 'none.csv'}: no such file"
+
+
+# ---- progress on standard error ---------------------------------------------------------------------
+class _Stream(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_progress_is_plain_lines_every_tenth_when_not_a_terminal():
+    stream = _Stream(tty=False)
+    progress = cli._Progress(stream)
+    progress.message("read f.csv: 10 rows", hold=True)
+    assert stream.getvalue() == ""  # held until the engine reports (it has accepted the data)
+    for done in range(0, 1001, 50):
+        progress("bootstrap", done, 1000)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "disagg-eval: read f.csv: 10 rows"
+    assert lines[1:] == [f"disagg-eval: bootstrap {d:,}/1,000" for d in range(0, 1001, 100)]
+
+
+def test_progress_is_a_tqdm_bar_on_a_terminal():
+    import tqdm  # noqa: F401 - a dependency of the package (progress bars); fails loudly if missing
+
+    stream = _Stream(tty=True)
+    progress = cli._Progress(stream)
+    for done in range(0, 101, 10):
+        progress("permutations", done, 100)
+    text = stream.getvalue()
+    assert "\r" in text and "permutations" in text and "100/100" in text
+    assert "disagg-eval: permutations" not in text  # no plain lines on a terminal
+
+
+def test_quiet_prints_no_progress():
+    stream = _Stream(tty=False)
+    progress = cli._Progress(stream, quiet=True)
+    progress.message("x")
+    progress("bootstrap", 1, 1)
+    assert stream.getvalue() == ""
+
+
+@pytest.mark.slow
+def test_two_models_and_hard_predictions(tmp_path, capsys):
+    # A second model: ProPublica's "higher risk" flag as a hard 0/1 prediction (no score metrics).
+    data = pd.read_csv(COMPAS).head(1500)
+    data["higher_risk"] = (data["decile_score"] >= 5).astype(int)
+    path = tmp_path / "two_models.csv"
+    data.to_csv(path, index=False)
+    out_dir = tmp_path / "out"
+    argv = ["audit", path, "--label", "two_year_recid", "--score", "compas_score", "higher_risk", "--group", "sex",
+            "--metrics", "auc,false_positive_rate", "--control", "none,Y", *FAST, "--out", out_dir]  # fmt: skip
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    # the hard predictions equal the thresholded score: every threshold metric is identical, and the
+    # score-only metric (AUC) is left out for them, with a note
+    assert "note: score column 'higher_risk' holds only 0 and 1" in out
+    assert "AUC-ROC of compas_score by slice" in out
+    assert "False positive rate of higher_risk by slice" in out
+    assert re.search(
+        r"^higher_risk - compas_score, False positive rate: overall \+0\.000 \[\+0\.000, \+0\.000\]", out, re.M
+    )
+    figures = sorted(p.name for p in (out_dir / "figures").glob("*.png"))
+    assert figures == sorted([
+        "forest_auc.png", "forest_false_positive_rate.png", "controlled_none_compas_score.png",
+        "controlled_none_higher_risk.png", "controlled_Y_compas_score.png", "controlled_Y_higher_risk.png",
+    ])  # fmt: skip
+    comparisons = pd.read_parquet(out_dir / "comparisons.parquet")
+    vs_model = comparisons[comparisons["kind"] == "vs_model"]
+    assert set(vs_model["model"]) == {"higher_risk"} and set(vs_model["reference"]) == {"compas_score"}
+    assert set(vs_model["metric"]) == {"false_positive_rate"}

@@ -1,0 +1,821 @@
+"""The audit engine: slices, metrics per slice, minimum sizes, bootstrap replicates, comparisons,
+permutation p-values, multiple-comparison adjustment, simultaneous bands, reproducibility.
+
+Tolerances:
+- point estimates vs scikit-learn: 1e-12. Both are ratios of sums of a few hundred float64 terms of
+  order 1 (rounding ~1e-15); complements' AUC goes through N(C) = N(all) - X1 - Wp Wn(s) + X2 + N(s),
+  a few more roundings of sums of order n^2 = 1e5, still ~1e-14 relative.
+- replicates vs compute_metrics on explicitly resampled rows: 1e-10. The kernel multiplies a weight by
+  its count where the reference adds the weight count times, and it forms TP = Wp - FN; both agree up
+  to a few ulps of the totals (~1e-14). 1e-10 still catches any wrong count, tie or weight, which
+  moves a value by at least ~1e-3 at these sizes.
+- permutation p-values vs a brute-force loop on the same permutations: exact (integer counts); the
+  brute force recomputes each permuted split with compute_metrics.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.metrics import (
+    accuracy_score,
+    brier_score_loss,
+    log_loss,
+    precision_score,
+    recall_score,
+    roc_auc_score,
+)
+from statsmodels.stats.multitest import multipletests
+
+from disaggregated_eval import seeds, vocabulary
+from disaggregated_eval.audit import AuditInputError, AuditOptions, AuditResult, audit
+from disaggregated_eval.audit._kernel import slice_bootstrap, slice_point
+from disaggregated_eval.audit.comparisons import adjust
+from disaggregated_eval.audit.permutation import permuted_subset, seed_key
+from disaggregated_eval.audit.result import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS
+from disaggregated_eval.audit.slices import Attribute, plan_slices
+from disaggregated_eval.bootstrap import metric_slots, percentile_interval, resample_counts
+from disaggregated_eval.metrics import METRICS, compute_metrics
+
+POINT_TOL = 1e-12
+REPLICATE_TOL = 1e-10
+FAST = dict(n_resamples=50, n_permutations=0)
+
+
+def _frame(n=500, seed=0, weights=False):
+    """Two attributes (3 and 2 levels, one cell rare), two models (one heavily tied), optional weights."""
+    rng = np.random.default_rng(seed)
+    race = rng.choice(["Asian", "Black", "White"], n, p=[0.15, 0.3, 0.55])
+    sex = rng.choice(["F", "M"], n)
+    y = rng.binomial(1, np.where(race == "Black", 0.45, 0.3))
+    p = np.clip(0.35 * y + 0.65 * rng.random(n), 0, 1)
+    df = pd.DataFrame(
+        {
+            "race": race,
+            "sex": sex,
+            "y": y,
+            "p": p,
+            "q": np.round(np.clip(0.2 * y + 0.8 * rng.random(n), 0, 1), 1),  # heavy ties, some at 0.5
+        }
+    )
+    if weights:
+        df["w"] = rng.gamma(2.0, 1.0, n)
+    return df
+
+
+def _sk(y, r, w, metric, threshold=0.5, t=0.5):
+    """scikit-learn's value of each metric (sample weights)."""
+    yhat = (r >= threshold).astype(int)
+    if metric == "log_loss":
+        return log_loss(y, r, sample_weight=w, labels=[0, 1])
+    if metric == "auc":
+        return roc_auc_score(y, r, sample_weight=w)
+    if metric == "sensitivity":
+        return recall_score(y, yhat, sample_weight=w)
+    if metric == "specificity":
+        return recall_score(y, yhat, pos_label=0, sample_weight=w)
+    if metric == "precision":
+        return precision_score(y, yhat, sample_weight=w, zero_division=0)
+    if metric == "net_benefit":
+        tp = np.sum(w * y * yhat)
+        fp = np.sum(w * (1 - y) * yhat)
+        return (tp - fp * t / (1 - t)) / np.sum(w)
+    if metric == "label_rate":
+        return np.average(y, weights=w)
+    if metric == "predicted_positive_rate":
+        return np.average(yhat, weights=w)
+    if metric == "accuracy":
+        return accuracy_score(y, yhat, sample_weight=w)
+    if metric == "false_positive_rate":
+        return 1 - recall_score(y, yhat, pos_label=0, sample_weight=w)
+    if metric == "false_negative_rate":
+        return 1 - recall_score(y, yhat, sample_weight=w)
+    assert metric == "brier_score"
+    return brier_score_loss(y, r, sample_weight=w)
+
+
+def _mask(df, slice_name):
+    if slice_name == "overall":
+        return np.ones(len(df), dtype=bool)
+    mask = np.ones(len(df), dtype=bool)
+    for term in slice_name.split(" & "):
+        column, level = term.split("=", 1)
+        mask &= df[column].astype(str).to_numpy() == level
+    return mask
+
+
+# ----------------------------------------------------------------------------------------------
+# Slices
+# ----------------------------------------------------------------------------------------------
+
+
+def test_slice_enumeration_names_and_order():
+    df = _frame()
+    res = audit(df, label="y", scores=["p"], groups=["race", "sex"], **FAST)
+    assert isinstance(res, AuditResult)
+    names = list(dict.fromkeys(res.slices["slice"]))
+    assert names == [
+        "overall",
+        "race=Asian",
+        "race=Black",
+        "race=White",
+        "sex=F",
+        "sex=M",
+        "race=Asian & sex=F",
+        "race=Asian & sex=M",
+        "race=Black & sex=F",
+        "race=Black & sex=M",
+        "race=White & sex=F",
+        "race=White & sex=M",
+    ]
+    attrs = res.slices.drop_duplicates("slice").set_index("slice")["attribute"]
+    assert attrs["overall"] == "overall" and attrs["sex=F"] == "sex" and attrs["race=Black & sex=M"] == "race & sex"
+    assert list(res.slices.columns) == list(SLICE_COLUMNS)
+    assert list(res.comparisons.columns) == list(COMPARISON_COLUMNS)
+    assert list(res.controlled.columns) == list(CONTROLLED_COLUMNS)
+    # counts are the unweighted row counts of each slice
+    first = res.slices.drop_duplicates("slice").set_index("slice")
+    for name in names:
+        mask = _mask(df, name)
+        assert first.loc[name, "n"] == mask.sum()
+        assert first.loc[name, "n_pos"] == df["y"][mask].sum()
+        assert first.loc[name, "n_neg"] == (1 - df["y"][mask]).sum()
+        assert first.loc[name, "n_predicted_pos"] == (df["p"][mask] >= 0.5).sum()
+    # intersections=1: no intersection; the order given is kept
+    one = audit(df, label="y", scores=["p"], groups=["sex", "race"], intersections=1, **FAST)
+    assert list(dict.fromkeys(one.slices["slice"])) == [
+        "overall",
+        "sex=F",
+        "sex=M",
+        "race=Asian",
+        "race=Black",
+        "race=White",
+    ]
+    assert one.options.intersections == 1 and res.options.intersections == 2
+
+
+def test_empty_and_single_row_slices_are_listed():
+    df = _frame(n=300)
+    df.loc[df.index[:1], ["race", "sex"]] = ["Other", "F"]  # one row; race=Other & sex=M has none
+    res = audit(df, label="y", scores=["p"], groups=["race", "sex"], **FAST)
+    counts = res.slices.drop_duplicates("slice").set_index("slice")["n"]
+    assert counts["race=Other"] == 1 and counts["race=Other & sex=F"] == 1
+    assert counts["race=Other & sex=M"] == 0
+    empty = res.slices[res.slices["slice"] == "race=Other & sex=M"]
+    assert len(empty) == len(METRICS)
+    assert not empty["reported"].any() and empty["estimate"].isna().all()
+    assert (empty["reason"] == "slice has 0 rows < min_group_size 30").all()
+    # a 0-row slice has no replicate at all: every one is undefined
+    assert (empty["n_undefined"] == 50).all()
+
+
+def test_three_attributes_all_crossings():
+    rng = np.random.default_rng(3)
+    df = _frame(n=400)
+    df["age"] = rng.choice(["young", "old"], len(df))
+    res = audit(df, label="y", scores=["p"], groups=["race", "sex", "age"], **FAST)
+    families = list(dict.fromkeys(res.slices["attribute"]))
+    assert families == ["overall", "race", "sex", "age", "race & sex", "race & age", "sex & age", "race & sex & age"]
+    assert res.slices["slice"].nunique() == 1 + 3 + 2 + 2 + 6 + 6 + 4 + 12
+    assert "race=White & sex=M & age=old" in set(res.slices["slice"])
+    two = audit(df, label="y", scores=["p"], groups=["race", "sex", "age"], intersections=2, **FAST)
+    assert "race & sex & age" not in set(two.slices["attribute"])
+
+
+# ----------------------------------------------------------------------------------------------
+# Metrics against scikit-learn, slices and complements
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("weights", [False, True])
+def test_every_metric_equals_scikit_learn_on_every_slice(weights):
+    df = _frame(weights=weights)
+    res = audit(
+        df,
+        label="y",
+        scores=["p", "q"],
+        groups=["race", "sex"],
+        sample_weight="w" if weights else None,
+        min_group_size=0,
+        min_denominator=0,
+        **FAST,
+    )
+    w_all = df["w"].to_numpy() if weights else np.ones(len(df))
+    checked = 0
+    for row in res.slices.itertuples():
+        mask = _mask(df, row.slice)
+        y, r, w = df["y"].to_numpy()[mask], df[row.model].to_numpy()[mask], w_all[mask]
+        if len(np.unique(y)) < 2 and row.metric in (
+            "auc",
+            "sensitivity",
+            "specificity",
+            "false_positive_rate",
+            "false_negative_rate",
+        ):
+            continue
+        assert abs(row.estimate - _sk(y, r, w, row.metric)) < POINT_TOL, (row.model, row.slice, row.metric)
+        checked += 1
+    assert checked == 2 * 12 * 12
+
+
+def test_complement_metrics_equal_direct_computation():
+    df = _frame(weights=True)
+    codes_race = pd.Categorical(df["race"]).codes.astype(np.int64)
+    codes_sex = pd.Categorical(df["sex"]).codes.astype(np.int64)
+    attrs = (Attribute("race", ("Asian", "Black", "White"), codes_race), Attribute("sex", ("F", "M"), codes_sex))
+    plan = plan_slices(attrs, intersections=2)
+    y = df["y"].to_numpy(dtype=float)
+    w = df["w"].to_numpy()
+    scores = [df["p"].to_numpy(), df["q"].to_numpy()]
+    point = slice_point(plan, y, scores, w, slots=metric_slots(METRICS), threshold=0.5, preference_threshold=0.5)
+    for m, r in enumerate(scores):
+        for s in range(1, plan.n_slices):
+            rest = ~plan.slice_mask(s)
+            ref = compute_metrics(y[rest], r[rest], sample_weight=w[rest])
+            np.testing.assert_allclose(point[m, s, 1], [ref[q] for q in METRICS], rtol=0, atol=POINT_TOL)
+    # the overall slice has no rest: every metric is undefined
+    assert np.isnan(point[:, 0, 1]).all()
+
+
+@pytest.mark.parametrize("strata", [False, True])
+def test_bootstrap_replicates_equal_direct_computation(strata):
+    """Replicates of the slice kernel = compute_metrics on the same resample (resample_counts)."""
+    df = _frame(n=240, weights=True)
+    attrs = (
+        Attribute("race", ("Asian", "Black", "White"), pd.Categorical(df["race"]).codes.astype(np.int64)),
+        Attribute("sex", ("F", "M"), pd.Categorical(df["sex"]).codes.astype(np.int64)),
+    )
+    plan = plan_slices(attrs, intersections=2)
+    y = df["y"].to_numpy(dtype=float)
+    w = df["w"].to_numpy()
+    scores = [df["p"].to_numpy(), df["q"].to_numpy()]
+    seed = seeds.seed_sequence(7, "audit", "bootstrap")
+    cells = plan.cell_codes if strata else None
+    boot = slice_bootstrap(
+        plan,
+        y,
+        scores,
+        w,
+        slots=metric_slots(METRICS),
+        threshold=0.5,
+        preference_threshold=0.5,
+        n_resamples=6,
+        seed=seed,
+        strata=cells,
+        n_threads=2,
+        batch_size=3,
+    )
+    counts = resample_counts(len(y), seed=seed, start=0, stop=6, strata=cells)
+    for i in range(6):
+        for m, r in enumerate(scores):
+            for s in range(plan.n_slices):
+                inside = plan.slice_mask(s)
+                for side, mask in ((0, inside), (1, ~inside)):
+                    ref = compute_metrics(y, r, sample_weight=w * counts[i] * mask)
+                    expected = np.array([ref[q] for q in METRICS])
+                    got = boot.replicates[i, m, s, side]
+                    assert np.array_equal(np.isnan(expected), np.isnan(got))
+                    np.testing.assert_allclose(got, expected, rtol=0, atol=REPLICATE_TOL)
+    if strata:  # within_group keeps every slice's size fixed
+        for i in range(6):
+            for s in range(plan.n_slices):
+                assert counts[i][plan.slice_mask(s)].sum() == plan.slice_mask(s).sum()
+
+
+def test_audit_intervals_use_the_library_resamples():
+    """ci_low/ci_high of the audit are percentiles over compute_metrics on resample_counts' resamples
+    of the rows in the order of the first model's score (stable), seed path ("audit", "bootstrap")."""
+    df = _frame(n=200)
+    res = audit(
+        df,
+        label="y",
+        scores=["p"],
+        groups=["race"],
+        n_resamples=40,
+        n_permutations=0,
+        seed=11,
+        min_group_size=0,
+        min_denominator=0,
+    )
+    order = np.argsort(df["p"].to_numpy(), kind="stable")
+    y = df["y"].to_numpy(dtype=float)[order]
+    r = df["p"].to_numpy()[order]
+    black = (df["race"].to_numpy() == "Black")[order]
+    counts = resample_counts(len(y), seed=seeds.seed_sequence(11, "audit", "bootstrap"), start=0, stop=40)
+    reps = np.array([compute_metrics(y, r, sample_weight=c * black)["auc"] for c in counts])
+    low, high, _ = percentile_interval(reps)
+    row = res.slices.query("slice == 'race=Black' and metric == 'auc'").iloc[0]
+    assert abs(row.ci_low - low) < REPLICATE_TOL and abs(row.ci_high - high) < REPLICATE_TOL
+
+
+# ----------------------------------------------------------------------------------------------
+# Minimum sizes
+# ----------------------------------------------------------------------------------------------
+
+
+def _sized(n_small, n_small_neg, seed=0):
+    """A frame whose level 'small' of attribute g has n_small rows, n_small_neg of them negative."""
+    rng = np.random.default_rng(seed)
+    n_big = 400
+    y_small = np.r_[np.zeros(n_small_neg), np.ones(n_small - n_small_neg)]
+    y = np.r_[rng.binomial(1, 0.4, n_big), y_small]
+    g = np.r_[np.full(n_big, "big"), np.full(n_small, "small")]
+    p = np.clip(0.3 * y + 0.7 * rng.random(y.size), 0, 1)
+    return pd.DataFrame({"y": y.astype(int), "p": p, "g": g})
+
+
+def test_slice_of_26_rows_is_withheld_at_the_default():
+    res = audit(_sized(26, 13), label="y", scores=["p"], groups=["g"], **FAST)
+    small = res.slices[res.slices["slice"] == "g=small"]
+    assert not small["reported"].any()
+    assert small["estimate"].isna().all()
+    assert (small["reason"] == "slice has 26 rows < min_group_size 30").all()
+    assert small["ci_low"].notna().all() and small["ci_high"].notna().all()  # the interval is still given
+    assert res.slices[res.slices["slice"] == "g=big"]["reported"].all()
+
+
+def test_slice_of_36_rows_with_15_negatives_is_reported():
+    df = _sized(36, 15)
+    res = audit(df, label="y", scores=["p"], groups=["g"], **FAST)
+    small = res.slices[res.slices["slice"] == "g=small"].set_index("metric")
+    assert small.loc["specificity", "n_neg"] == 15
+    mask = df["g"] == "small"
+    yhat = (df["p"][mask] >= 0.5).astype(int)
+    n_pp = int(yhat.sum())
+    for metric, row in small.iterrows():
+        if metric == "precision" and n_pp < 10:
+            assert not row.reported and row.reason == f"{n_pp} predicted positives < min_denominator 10"
+        else:
+            assert row.reported and row.reason == "", metric
+    assert abs(small.loc["specificity", "estimate"] - recall_score(df["y"][mask], yhat, pos_label=0)) < POINT_TOL
+
+
+def test_each_metric_checks_its_own_denominator():
+    df = _sized(40, 8)  # 40 rows, 8 negatives, 32 positives
+    res = audit(df, label="y", scores=["p"], groups=["g"], **FAST)
+    small = res.slices[res.slices["slice"] == "g=small"].set_index("metric")
+    for metric in ("specificity", "false_positive_rate"):
+        assert not small.loc[metric, "reported"]
+        assert small.loc[metric, "reason"] == "8 negatives < min_denominator 10"
+    assert small.loc["auc", "reason"] == "8 negatives (the smaller class) < min_denominator 10"
+    for metric in ("sensitivity", "false_negative_rate", "accuracy", "log_loss", "label_rate"):
+        assert small.loc[metric, "reported"], metric
+    # a comparison with a withheld term is withheld too, and left out of the adjustment family
+    cmp = res.comparisons.query("slice == 'g=small' and metric == 'specificity'")
+    assert not cmp["reported"].any() and cmp["difference"].isna().all() and cmp["ci_low"].notna().all()
+    assert cmp["reason"].str.contains("8 negatives < min_denominator 10").all()
+    loose = audit(df, label="y", scores=["p"], groups=["g"], min_denominator=5, **FAST)
+    assert loose.slices.query("slice == 'g=small' and metric == 'specificity'")["reported"].all()
+
+
+# ----------------------------------------------------------------------------------------------
+# Comparisons, permutation tests, adjustment, bands
+# ----------------------------------------------------------------------------------------------
+
+
+def test_comparison_differences_and_kinds():
+    df = _frame()
+    res = audit(df, label="y", scores=["p", "q"], groups=["race", "sex"], min_group_size=0, min_denominator=0, **FAST)
+    c = res.comparisons
+    est = res.slices.set_index(["model", "slice", "metric"])["estimate"]
+    row = c.query("model == 'p' and kind == 'vs_overall' and slice == 'race=Black' and metric == 'auc'").iloc[0]
+    assert row.reference == "overall"
+    assert abs(row.difference - (est["p", "race=Black", "auc"] - est["p", "overall", "auc"])) < POINT_TOL
+    row = c.query("model == 'p' and kind == 'vs_rest' and slice == 'race=Black' and metric == 'accuracy'").iloc[0]
+    rest = df["race"] != "Black"
+    ref = accuracy_score(df["y"][rest], (df["p"][rest] >= 0.5).astype(int))
+    assert abs(row.difference - (est["p", "race=Black", "accuracy"] - ref)) < POINT_TOL
+    pairs = c.query("model == 'p' and kind == 'pairwise' and metric == 'auc'")
+    # pairs within race (3), sex (1) and the 6 cells of race & sex (15); never across families
+    assert len(pairs) == 3 + 1 + 15
+    assert set(zip(pairs.slice, pairs.reference)) >= {("race=Asian", "race=Black"), ("sex=F", "sex=M")}
+    assert not ((pairs.slice == "race=Asian") & (pairs.reference == "sex=F")).any()
+    vs_model = c.query("kind == 'vs_model' and metric == 'auc'")
+    assert set(vs_model["model"]) == {"q"} and set(vs_model["reference"]) == {"p"}
+    row = vs_model[vs_model["slice"] == "sex=F"].iloc[0]
+    assert abs(row.difference - (est["q", "sex=F", "auc"] - est["p", "sex=F", "auc"])) < POINT_TOL
+    assert vs_model["p_value"].isna().all()
+    # paired intervals bracket the difference here (all slices are large enough)
+    assert ((c["ci_low"] <= c["difference"] + 1e-12) | c["difference"].isna()).mean() > 0.95
+
+
+def test_permutation_p_values_equal_a_brute_force_loop():
+    df = _frame(n=120, weights=True)
+    P = 60
+    res = audit(
+        df,
+        label="y",
+        scores=["p"],
+        groups=["sex", "race"],
+        intersections=1,
+        sample_weight="w",
+        n_resamples=10,
+        n_permutations=P,
+        seed=5,
+        min_group_size=0,
+        min_denominator=0,
+    )
+    order = np.argsort(df["p"].to_numpy(), kind="stable")
+    sorted_df = df.iloc[order].reset_index(drop=True)
+    y, r, w = (sorted_df[c].to_numpy() for c in ("y", "p", "w"))
+    # the permutation engine walks rows in each model's score order: the first model's order here
+    metrics = list(METRICS)
+
+    def values(rows):
+        ref = compute_metrics(y[rows], r[rows], sample_weight=w[rows])
+        return np.array([ref[q] for q in metrics])
+
+    def brute(universe_rows, n_first, key, observed):
+        size = universe_rows.size
+        m = min(n_first, size - n_first)
+        exceed = np.zeros((observed.shape[0], len(metrics)))
+        defined = np.zeros_like(exceed)
+        everything = values(np.arange(len(y)))
+        for p in range(P):
+            drawn = np.zeros(size, dtype=bool)
+            drawn[permuted_subset(key, p, size, m)] = True
+            first = drawn if n_first <= size - n_first else ~drawn
+            a, b = values(universe_rows[first]), values(universe_rows[~first])
+            stats = [a - b] if observed.shape[0] == 1 else [a - everything, a - b]
+            for k, t in enumerate(stats):
+                ok = np.isfinite(t) & np.isfinite(observed[k])
+                defined[k] += ok
+                exceed[k] += ok & (np.abs(t) >= np.abs(observed[k]) - 1e-9 * np.maximum(1, np.abs(observed[k])))
+        return (1 + exceed) / (1 + defined)
+
+    point = res.slices.set_index(["slice", "metric"])["estimate"]
+    comps = res.comparisons.set_index(["kind", "slice", "reference", "metric"])
+
+    # slice vs overall and vs rest: permuting membership of race=Asian among all rows
+    mask = sorted_df["race"].to_numpy() == "Asian"
+    allrows = np.arange(len(y))
+    observed = np.stack(
+        [
+            np.array([point["race=Asian", q] - point["overall", q] for q in metrics]),
+            np.array([point["race=Asian", q] for q in metrics]) - values(allrows[~mask]),
+        ]
+    )
+    key = seed_key(seeds.seed_sequence(5, "audit", "permutation", "p", "race=Asian"))
+    expected = brute(allrows, int(mask.sum()), key, observed)
+    for q, metric in enumerate(metrics):
+        assert comps.loc[("vs_overall", "race=Asian", "overall", metric), "p_value"] == pytest.approx(
+            expected[0, q], abs=0
+        )
+        assert comps.loc[("vs_rest", "race=Asian", "rest", metric), "p_value"] == pytest.approx(expected[1, q], abs=0)
+
+    # pairwise: labels permuted among the rows of race=Black and race=White
+    a = sorted_df["race"].to_numpy() == "Black"
+    b = sorted_df["race"].to_numpy() == "White"
+    universe_rows = np.flatnonzero(a | b)
+    observed = np.array([[point["race=Black", q] - point["race=White", q] for q in metrics]])
+    key = seed_key(seeds.seed_sequence(5, "audit", "permutation", "p", "race=Black", "race=White"))
+    expected = brute(universe_rows, int(a.sum()), key, observed)
+    for q, metric in enumerate(metrics):
+        assert comps.loc[("pairwise", "race=Black", "race=White", metric), "p_value"] == pytest.approx(
+            expected[0, q], abs=0
+        )
+
+
+def test_permuted_subsets_are_uniform():
+    """Floyd's algorithm draws every 3-subset of 6 positions equally often (chi-square test).
+
+    20 subsets, 20,000 draws: 1,000 expected each. With 19 degrees of freedom the 1e-6 upper quantile
+    of chi-square is ~61, so a correct sampler fails with probability 1e-6, while a sampler that
+    favours one subset by 20% alone adds ~40 to the statistic, and a biased position (e.g. never the
+    last) hundreds.
+    """
+    counts: dict[tuple, int] = {}
+    for p in range(20_000):
+        subset = tuple(permuted_subset((99, 7), p, 6, 3).tolist())
+        assert len(set(subset)) == 3 and all(0 <= v < 6 for v in subset) and list(subset) == sorted(subset)
+        counts[subset] = counts.get(subset, 0) + 1
+    assert len(counts) == math.comb(6, 3)
+    observed = np.array(list(counts.values()))
+    chi2 = float(np.sum((observed - 1000.0) ** 2 / 1000.0))
+    assert chi2 < 61.0
+
+
+def test_holm_and_benjamini_hochberg_equal_statsmodels():
+    df = _frame(n=300)
+    for method, sm in (("holm", "holm"), ("bh", "fdr_bh")):
+        res = audit(
+            df, label="y", scores=["p"], groups=["race", "sex"], n_resamples=10, n_permutations=99, adjust=method
+        )
+        tested = res.comparisons[res.comparisons["kind"] != "vs_model"]
+        for _, family in tested.groupby(["model", "metric"]):
+            inside = family["p_value"].notna()
+            assert inside.sum() > 10
+            expected = multipletests(family.loc[inside, "p_value"].to_numpy(), method=sm)[1]
+            np.testing.assert_array_equal(family.loc[inside, "p_adjusted"].to_numpy(), expected)
+            assert family.loc[~inside, "p_adjusted"].isna().all()
+            assert (family.loc[inside, "p_adjusted"] >= family.loc[inside, "p_value"] - 1e-15).all()
+    none = audit(df, label="y", scores=["p"], groups=["race"], n_resamples=10, n_permutations=20, adjust="none")
+    tested = none.comparisons[none.comparisons["kind"] != "vs_model"]
+    np.testing.assert_array_equal(tested["p_adjusted"].to_numpy(), tested["p_value"].to_numpy())
+    p = np.array([0.01, np.nan, 0.04, 0.03])
+    np.testing.assert_array_equal(adjust(p, "holm")[[0, 2, 3]], multipletests(p[[0, 2, 3]], method="holm")[1])
+    assert np.isnan(adjust(p, "bh")[1])
+
+
+def test_no_permutations_gives_no_p_values():
+    res = audit(_frame(n=200), label="y", scores=["p"], groups=["race"], n_resamples=10, n_permutations=0)
+    assert res.comparisons["p_value"].isna().all() and res.comparisons["p_adjusted"].isna().all()
+
+
+def test_simultaneous_bands_contain_the_intervals_and_cover_jointly():
+    df = _frame(n=800)
+    res = audit(df, label="y", scores=["p"], groups=["race", "sex"], n_resamples=400, n_permutations=0)
+    s = res.slices.dropna(subset=["ci_low"])
+    assert (s["band_low"] <= s["ci_low"] + 1e-15).all() and (s["band_high"] >= s["ci_high"] - 1e-15).all()
+    # bands are wider than the intervals somewhere (several slices are covered at once)
+    assert ((s["band_high"] - s["band_low"]) > (s["ci_high"] - s["ci_low"]) + 1e-9).mean() > 0.5
+    # joint coverage on the bootstrap replicates themselves: >= 95% of the resamples lie inside every
+    # reported slice's band at once (the defining property, up to the quantile's interpolation)
+    from disaggregated_eval.audit import _kernel, inputs
+
+    opts = inputs.resolve_options(
+        None, dict(label="y", scores=["p"], groups=["race", "sex"], n_resamples=400, n_permutations=0)
+    )
+    prepared = inputs.prepare_input(df, opts)
+    plan = plan_slices(prepared.attributes, intersections=2)
+    boot = _kernel.slice_bootstrap(
+        plan,
+        prepared.y,
+        [prepared.scores["p"]],
+        None,
+        slots=metric_slots(METRICS),
+        threshold=0.5,
+        preference_threshold=0.5,
+        n_resamples=400,
+        seed=seeds.seed_sequence(opts.seed, "audit", "bootstrap"),
+    )
+    for q, metric in enumerate(METRICS):
+        rows = res.slices[res.slices["metric"] == metric].reset_index(drop=True)
+        family = rows.index[rows["reported"]].to_numpy()
+        reps = boot.replicates[:, 0, family, 0, q]
+        inside = (reps >= rows.loc[family, "band_low"].to_numpy() - 1e-12) & (
+            reps <= rows.loc[family, "band_high"].to_numpy() + 1e-12
+        )
+        assert np.mean(np.all(inside | np.isnan(reps), axis=1)) >= 0.95 - 2.0 / 400, metric
+
+
+# ----------------------------------------------------------------------------------------------
+# Options and inputs
+# ----------------------------------------------------------------------------------------------
+
+
+def test_same_options_give_bit_identical_tables():
+    df = _frame(n=300, weights=True)
+    kwargs = dict(
+        label="y",
+        scores=["p", "q"],
+        groups=["race", "sex"],
+        sample_weight="w",
+        n_resamples=30,
+        n_permutations=30,
+        seed=3,
+    )
+    a = audit(df, **kwargs)
+    b = audit(df, **kwargs, n_threads=2)
+    c = audit(df, options=AuditOptions(**kwargs))
+    for other in (b, c):
+        for name in ("slices", "comparisons", "controlled"):
+            pd.testing.assert_frame_equal(getattr(a, name), getattr(other, name), check_exact=True)
+    d = audit(df, **{**kwargs, "seed": 4})
+    assert not np.array_equal(a.slices["ci_low"].to_numpy(), d.slices["ci_low"].to_numpy(), equal_nan=True)
+
+
+def test_hard_predictions_leave_out_score_metrics():
+    df = _frame()
+    df["hard"] = (df["p"] >= 0.5).astype(int)
+    res = audit(df, label="y", scores=["p", "hard"], groups=["race"], **FAST)
+    hard = res.slices[res.slices["model"] == "hard"]
+    assert set(hard["metric"]) == set(METRICS) - set(vocabulary.SCORE_METRICS)
+    assert set(res.slices[res.slices["model"] == "p"]["metric"]) == set(METRICS)
+    assert any("'hard'" in note and "log_loss, auc, brier_score" in note for note in res.notes)
+    assert not res.comparisons.query("model == 'hard' and metric == 'auc'").shape[0]
+    # its accuracy equals the thresholded score's
+    acc = res.slices.query("metric == 'accuracy' and slice == 'overall'").set_index("model")["estimate"]
+    assert acc["hard"] == acc["p"]
+
+
+def test_missing_group_values_form_a_level_or_are_dropped():
+    df = _frame(n=300)
+    df.loc[df.index[:20], "race"] = None
+    res = audit(df, label="y", scores=["p"], groups=["race"], **FAST)
+    counts = res.slices.drop_duplicates("slice").set_index("slice")["n"]
+    assert counts["race=missing"] == 20 and res.n_rows == 300
+    assert any("20 rows with a missing value form the level 'missing'" in n for n in res.notes)
+    dropped = audit(df, label="y", scores=["p"], groups=["race"], missing_group="drop", **FAST)
+    assert "race=missing" not in set(dropped.slices["slice"]) and dropped.n_rows == 280
+    assert any("20 rows with a missing group value were dropped (race 20)" in n for n in dropped.notes)
+
+
+def test_positive_label_and_categorical_level_order():
+    df = _frame(n=200)
+    df["label"] = np.where(df["y"] == 1, "yes", "no")
+    df["sex"] = pd.Categorical(df["sex"], categories=["M", "F", "X"])
+    a = audit(df, label="label", positive_label="yes", scores=["p"], groups=["sex"], **FAST)
+    b = audit(df.assign(sex=df["sex"].astype(str)), label="y", scores=["p"], groups=["sex"], **FAST)
+    assert list(dict.fromkeys(a.slices["slice"])) == ["overall", "sex=M", "sex=F", "sex=X"]  # declared order
+    est_a = a.slices.set_index(["slice", "metric"])["estimate"]
+    est_b = b.slices.set_index(["slice", "metric"])["estimate"]
+    assert est_a["sex=F", "auc"] == est_b["sex=F", "auc"]
+    assert a.slices.query("slice == 'sex=X'")["n"].eq(0).all()  # an unused category is listed, with 0 rows
+
+
+def _bad(df, message, **kwargs):
+    args = dict(label="y", scores=["p"], groups=["race"], **FAST)
+    args.update(kwargs)
+    with pytest.raises(AuditInputError) as info:
+        audit(df, **args)
+    text = str(info.value)
+    for part in message if isinstance(message, (list, tuple)) else [message]:
+        assert part in text, text
+    return text
+
+
+def test_bad_inputs_stop_with_clear_messages():
+    df = _frame(n=100)
+    _bad(df, ["no column(s) ['nope']", "its columns are"], scores=["nope"])
+    _bad(
+        df.assign(y=df["y"].where(df.index != 7, 2)),
+        ["label column 'y' must hold 0/1 values", "{2}", "first at row 7", "positive_label"],
+    )
+    _bad(df.assign(y=df["y"].astype(float).where(df.index != 3, np.nan)), ["label column 'y'", "'nan'"])
+    _bad(df.assign(p=df["p"].where(df.index != 5, 1.5)), ["score column 'p'", "[0, 1]", "{1.5}", "first at row 5"])
+    _bad(df.assign(p=df["p"].where(df.index != 9, np.nan)), ["score column 'p'", "'nan'", "first at row 9"])
+    _bad(df.assign(p="high"), ["score column 'p'", "non-numeric values {'high'}"])
+    _bad(
+        df.assign(w=np.where(df.index == 2, -1.0, 1.0)),
+        ["sample_weight column 'w'", "{-1.0}", ">= 0"],
+        sample_weight="w",
+    )
+    _bad(df.assign(w=np.where(df.index == 4, np.nan, 1.0)), ["sample_weight column 'w'", "'nan'"], sample_weight="w")
+    _bad(df.assign(race="Black"), ["group column 'race' has a single level ('Black')", "at least two"])
+    dup = pd.concat([df, df[["race"]]], axis=1)
+    _bad(dup, "several columns named ['race']")
+    _bad(df, "column 'y' is given both as label and as groups", groups=["y"])
+    _bad(df, "unknown option(s) ['n_boot']", n_boot=5)
+    _bad(df, "n_resamples must be an integer >= 1; got 0", n_resamples=0)
+    _bad(df, "threshold must be in the open interval (0, 1); got 1.5", threshold=1.5)
+    _bad(df, "unknown metric 'aucc'", metrics=["aucc"])
+    _bad(df, "controls must be among", controls=["Z"])
+    _bad(df, "control X needs feature columns", controls=["X"])
+    _bad(df, "intersections must be an integer in 1..1; got 2", intersections=2)
+    _bad(df, "resampling must be one of", resampling="stratified")
+    _bad(df, "positive_label 'yes' does not occur", positive_label="yes")
+    _bad(df.assign(y=np.arange(len(df)) % 3), "must be binary (two values); got 3 values", positive_label=1)
+    _bad(df.assign(race=df["race"].where(df.index != 0, "a & b")), "must not contain ' & '")
+    _bad(df.rename(columns={"race": "ra=ce"}), "must not contain '='", groups=["ra=ce"])
+    _bad(df.iloc[:0], "data has no rows")
+    with pytest.raises(AuditInputError, match="data must be a pandas DataFrame"):
+        audit(df.to_numpy(), label="y", scores=["p"], groups=["race"])
+    assert issubclass(AuditInputError, ValueError)
+
+
+# ----------------------------------------------------------------------------------------------
+# Controlled evaluation
+# ----------------------------------------------------------------------------------------------
+
+
+def test_controlled_none_is_slice_minus_overall():
+    df = _frame(n=300)
+    res = audit(df, label="y", scores=["p"], groups=["race", "sex"], **FAST)
+    ctl = res.controlled
+    assert set(ctl["control"]) == {"none"}
+    assert set(ctl["attribute"]) == {"race", "sex", "race & sex"}
+    est = res.slices.set_index(["slice", "metric"])
+    cmp = res.comparisons.query("kind == 'vs_overall'").set_index(["slice", "metric"])
+    for row in ctl.itertuples():
+        if not row.reported:
+            continue
+        assert row.subgroup == est.loc[(row.slice, row.metric), "estimate"]
+        assert row.M_a == est.loc[("overall", row.metric), "estimate"]
+        assert row.T_a == pytest.approx(row.subgroup - row.M_a, abs=POINT_TOL)
+        assert row.T_a_low == cmp.loc[(row.slice, row.metric), "ci_low"]
+        assert np.isnan(row.shared_space)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("resampling", "controls"), [("population", ["none", "Y", "R"]), ("within_group", ["R"])])
+def test_controlled_with_weight_models(resampling, controls):
+    """Controls Y and R (tiny HGB grid): T_a = subgroup - M_a; sample-weighted; on the slices' resamples.
+
+    With no level left out, the controlled evaluation draws the same resamples as the slices table
+    (same seed and, for within_group, the same strata), so its subgroup intervals equal the slices'
+    (two engines, same resamples: equal up to rounding, 1e-10).
+    """
+    df = _frame(n=400, weights=True)
+    res = audit(
+        df,
+        label="y",
+        scores=["p"],
+        groups=["race", "sex"],
+        controls=controls,
+        sample_weight="w",
+        resampling=resampling,
+        max_leaf_nodes=[5],
+        cv_folds=2,
+        crossfit_folds=2,
+        n_resamples=20,
+        n_permutations=0,
+    )
+    ctl = res.controlled
+    assert set(ctl["control"]) == set(controls)
+    assert set(ctl["attribute"]) == {"race", "sex", "race & sex"}
+    weighted = ctl[(ctl["control"] != "none") & ctl["reported"]]
+    assert len(weighted) > 0
+    np.testing.assert_allclose(weighted["T_a"], weighted["subgroup"] - weighted["M_a"], atol=1e-12)
+    assert weighted["shared_space"].notna().any()
+    slices = res.slices.set_index(["slice", "metric"])
+    for row in weighted.itertuples():
+        assert row.subgroup == pytest.approx(slices.loc[(row.slice, row.metric), "estimate"], abs=POINT_TOL)
+        assert row.subgroup_low == pytest.approx(slices.loc[(row.slice, row.metric), "ci_low"], abs=REPLICATE_TOL)
+        assert row.subgroup_high == pytest.approx(slices.loc[(row.slice, row.metric), "ci_high"], abs=REPLICATE_TOL)
+    assert any("fitted without sample weights" in note for note in res.notes)
+
+
+def test_controlled_leaves_out_levels_too_small_to_cross_fit():
+    df = _frame(n=300)
+    df.loc[df.index[:3], "race"] = "Other"  # 3 rows: too few for 2 outer folds with a 2-fold search (4)
+    res = audit(
+        df,
+        label="y",
+        scores=["p"],
+        groups=["race"],
+        controls=["Y"],
+        max_leaf_nodes=[5],
+        cv_folds=2,
+        crossfit_folds=2,
+        n_resamples=10,
+        n_permutations=0,
+    )
+    assert "race=Other" not in set(res.controlled["slice"])
+    assert {"race=Asian", "race=Black", "race=White"} <= set(res.controlled["slice"])
+    assert any("left out race=Other (3 rows)" in note and "at least 4 rows" in note for note in res.notes)
+
+
+def test_controlled_x_accepts_numeric_and_string_features():
+    df = _frame(n=200)
+    rng = np.random.default_rng(4)
+    df["age"] = rng.normal(40, 10, len(df))
+    df["job"] = rng.choice(["a", "b", "c"], len(df)).astype(object)
+    df.loc[df.index[:5], "job"] = None  # missing stays missing
+    res = audit(
+        df,
+        label="y",
+        scores=["p"],
+        groups=["sex"],
+        controls=["X"],
+        features=["age", "job"],
+        max_leaf_nodes=[5],
+        cv_folds=2,
+        crossfit_folds=2,
+        n_resamples=10,
+        n_permutations=0,
+    )
+    ctl = res.controlled
+    assert set(ctl["control"]) == {"X"} and set(ctl["slice"]) == {"sex=F", "sex=M"}
+    assert ctl.loc[ctl["reported"], "M_a"].notna().all()
+    from disaggregated_eval.audit import inputs
+
+    opts = inputs.resolve_options(
+        None, dict(label="y", scores=["p"], groups=["sex"], controls=["X"], features=["age", "job"])
+    )
+    prepared = inputs.prepare_input(df, opts)
+    assert prepared.categorical == ("job",)
+    job = prepared.features["job"].to_numpy()
+    assert np.isnan(job).sum() == 5 and set(np.unique(job[~np.isnan(job)])) == {0.0, 1.0, 2.0}
+
+
+def test_permutation_counts_do_not_depend_on_threads():
+    from disaggregated_eval.audit.permutation import permutation_test, prepare_permutation_model, universe
+
+    rng = np.random.default_rng(2)
+    n = 20_000
+    y = rng.binomial(1, 0.4, n).astype(float)
+    r = np.round(rng.random(n), 3)
+    model = prepare_permutation_model(y, r, None, 0.5)
+    space = universe(model, np.arange(n))
+    observed = np.full((2, len(METRICS)), 0.01)
+    kwargs = dict(
+        pairwise=False,
+        fixed=np.zeros(len(METRICS)),
+        slots=metric_slots(METRICS),
+        odds=1.0,
+        n_permutations=200,
+        key=(3, 4),
+    )
+    one = permutation_test(model, space, n // 2, observed, n_threads=1, **kwargs)  # 2e6 drawn rows: parallel path
+    two = permutation_test(model, space, n // 2, observed, n_threads=2, **kwargs)
+    np.testing.assert_array_equal(one[0], two[0])
+    np.testing.assert_array_equal(one[1], two[1])
+
+
+def test_too_many_replicates_are_refused_before_any_work():
+    df = _frame(n=100)
+    _bad(df, ["GiB of replicates", "give fewer n_resamples"], n_resamples=10**8)

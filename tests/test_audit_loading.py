@@ -1,0 +1,189 @@
+"""Reading an audit's input file: every bad file stops with a message naming file and problem.
+
+Each bad input of docs/audit.md ("Bad input") is built in a temporary folder; the test checks the
+exception type (InputFileError, exit status 2 in the CLI) and that the message names the file, the
+offending line / column / values and what was expected.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from disaggregated_eval.audit.loading import InputFileError, load_table, read_header, required_columns
+
+HEADER = "y,score,race,sex\n"
+ROWS = "1,0.8,A,F\n0,0.2,B,M\n1,0.6,A,M\n"
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def error_of(path: Path, **kwargs) -> str:
+    with pytest.raises(InputFileError) as info:
+        load_table(path, **kwargs)
+    message = str(info.value)
+    assert str(path) in message, message  # every message names the file
+    assert "\n" not in message  # one line
+    return message
+
+
+# ---- good files ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["t.csv", "t.csv.gz", "t.tsv", "t.parquet"])
+def test_reads_every_supported_format_with_the_requested_columns(tmp_path, name):
+    frame = pd.DataFrame({"y": [1, 0, 1], "score": [0.8, 0.2, 0.6], "race": ["A", "B", "A"], "sex": ["F", "M", "M"]})
+    path = tmp_path / name
+    if name.endswith(".parquet"):
+        frame.to_parquet(path, index=False)
+    elif name.endswith(".csv.gz"):
+        with gzip.open(path, "wt") as handle:
+            frame.to_csv(handle, index=False)
+    else:
+        frame.to_csv(path, index=False, sep="\t" if ".tsv" in name else ",")
+    got = load_table(path, columns=["sex", "y", "score"])
+    assert list(got.columns) == ["sex", "y", "score"]  # requested order
+    assert got["y"].tolist() == [1, 0, 1]
+    np.testing.assert_array_equal(got["score"].to_numpy(), [0.8, 0.2, 0.6])
+    assert got["sex"].tolist() == ["F", "M", "M"]
+
+
+def test_missing_values_stay_missing_and_blank_lines_are_skipped(tmp_path):
+    path = write(tmp_path / "m.csv", HEADER + "1,0.8,,F\n\n0,0.2,B,M\n")
+    got = load_table(path)
+    assert len(got) == 2
+    assert got["race"].isna().tolist() == [True, False]
+
+
+def test_utf8_byte_order_mark_is_accepted(tmp_path):
+    path = tmp_path / "bom.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + (HEADER + ROWS).encode())
+    assert read_header(path) == ["y", "score", "race", "sex"]
+
+
+def test_required_columns_keeps_order_and_drops_repeats():
+    options = {"label": "y", "scores": ["a", "b"], "groups": ["race", "sex"], "features": ["x", "race"],
+               "sample_weight": "w"}  # fmt: skip
+    assert required_columns(options) == ["y", "a", "b", "race", "sex", "x", "w"]
+    assert required_columns({"label": "y", "scores": ["a"], "groups": ["g"], "sample_weight": None}) == ["y", "a", "g"]
+
+
+# ---- bad files (docs/audit.md "Bad input") ---------------------------------------------------------
+def test_missing_file_names_the_file_and_similar_names(tmp_path):
+    write(tmp_path / "scores.csv", HEADER + ROWS)
+    message = error_of(tmp_path / "score.csv")
+    assert "no such file" in message and "scores.csv" in message
+
+
+def test_gzipped_file_under_a_csv_name(tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_bytes(gzip.compress((HEADER + ROWS).encode()))
+    message = error_of(path)
+    assert "gzip-compressed" in message and "data.csv.gz" in message
+
+
+def test_gz_name_without_gzip_content(tmp_path):
+    message = error_of(write(tmp_path / "data.csv.gz", HEADER + ROWS))
+    assert "not gzip-compressed" in message
+
+
+def test_truncated_last_line(tmp_path):
+    path = write(tmp_path / "cut.csv", HEADER + ROWS + "0,0.3")  # cut off mid-row, no newline
+    message = error_of(path)
+    assert "last line (line 5) is truncated" in message
+    assert "2 of 4 fields" in message
+
+
+def test_truncated_gzip_stream(tmp_path):
+    data = gzip.compress((HEADER + ROWS * 200).encode())
+    path = tmp_path / "cut.csv.gz"
+    path.write_bytes(data[: len(data) // 2])
+    message = error_of(path)
+    assert "damaged or truncated" in message
+
+
+def test_rows_with_a_wrong_number_of_fields_are_listed(tmp_path):
+    path = write(tmp_path / "ragged.csv", HEADER + "1,0.8,A\n" + ROWS + "1,0.1,A,F,extra\n")
+    message = error_of(path)
+    assert "expected 4 fields on every line" in message
+    assert "line 2: 3 fields" in message and "line 6: 5 fields" in message
+
+
+def test_unclosed_quote(tmp_path):
+    message = error_of(write(tmp_path / "quote.csv", HEADER + '1,0.8,"A,F\n'))
+    assert "malformed CSV" in message
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (bytes(range(256)) * 4, "not UTF-8 text"),  # binary file named .csv
+        (b"PAR1" + b"\x00" * 64, "is a parquet file"),  # parquet under a .csv name
+        (b"PK\x03\x04" + b"\x00" * 64, "zip archive"),
+    ],
+)
+def test_not_a_csv(tmp_path, content, expected):
+    path = tmp_path / "binary.csv"
+    path.write_bytes(content)
+    assert expected in error_of(path)
+
+
+def test_text_that_is_not_a_table_names_the_single_column(tmp_path):
+    path = write(tmp_path / "semicolons.csv", "y;score;race\n1;0.8;A\n")
+    message = error_of(path, columns=["y", "score", "race"])
+    assert "no column(s) 'y', 'score', 'race'" in message
+    assert "single column" in message
+
+
+def test_parquet_name_without_parquet_content(tmp_path):
+    message = error_of(write(tmp_path / "t.parquet", HEADER + ROWS))
+    assert "no parquet magic bytes" in message
+
+
+def test_duplicated_column_names_are_detected_from_the_header(tmp_path):
+    # pandas would read this silently, renaming the second 'score' to 'score.1'.
+    path = write(tmp_path / "dup.csv", "y,score,race,score\n1,0.8,A,0.7\n")
+    message = error_of(path)
+    assert "duplicated column names" in message and "'score' (columns 2, 4)" in message
+
+
+def test_duplicated_column_names_in_parquet(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table([pa.array([1, 0]), pa.array([0.1, 0.2]), pa.array([0.3, 0.4])], names=["y", "s", "s"])
+    pq.write_table(table, tmp_path / "dup.parquet")
+    assert "'s' (columns 2, 3)" in error_of(tmp_path / "dup.parquet")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("", "the file is empty"), (HEADER, "no data rows"), ("\n" + ROWS, "header) is empty")],
+)
+def test_empty_file_header_only_and_empty_header(tmp_path, text, expected):
+    assert expected in error_of(write(tmp_path / "e.csv", text))
+
+
+def test_unknown_extension(tmp_path):
+    message = error_of(write(tmp_path / "data.xlsx", HEADER))
+    assert "unknown file type" in message and ".csv" in message
+
+
+def test_folder_instead_of_file(tmp_path):
+    (tmp_path / "d.csv").mkdir()
+    assert "is a folder" in error_of(tmp_path / "d.csv")
+
+
+def test_missing_column_suggests_close_names(tmp_path):
+    path = write(tmp_path / "t.csv", HEADER + ROWS)
+    message = error_of(path, columns=["y", "scores", "Race"])
+    assert "no column(s) 'scores', 'Race'" in message
+    assert re.search(r"'scores' -> did you mean 'score'", message)
+    assert re.search(r"'Race' -> did you mean 'race'", message)
+    assert "['y', 'score', 'race', 'sex']" in message  # what the file has

@@ -1,0 +1,277 @@
+"""report.html, the figures and the terminal summary of an audit.
+
+The report is rendered in headless Chromium (Debian package ``chromium``; ``.ci/run`` installs it):
+every table and figure must be in the DOM and every embedded image must decode. Without Chromium
+the rendering tests skip on a developer's machine and FAIL in CI (``CI`` set), so they are never
+silently skipped there. The formatting units at the end use small hand-written tables; everything
+else runs the real audit on the shipped COMPAS copy with small resample counts.
+"""
+
+from __future__ import annotations
+
+import html.parser
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from disaggregated_eval.audit import summary as summary_module
+from disaggregated_eval.audit.loading import load_table
+
+REPO = Path(__file__).resolve().parents[1]
+COMPAS = REPO / "examples" / "data" / "compas.csv"
+METRICS = ["false_positive_rate", "precision", "auc"]
+CONTROLS = ["none", "Y", "R"]
+# Small sizes: the report's structure, not the numbers, is under test here.
+FAST = dict(n_resamples=60, n_permutations=60, max_leaf_nodes=[10], cv_folds=2, crossfit_folds=2)
+CHROMIUM_FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+
+def chromium() -> str:
+    """Path of Chromium; fail in CI, skip elsewhere, when it is not installed."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        exe = shutil.which(name)
+        if exe:
+            return exe
+    if os.environ.get("CI"):
+        pytest.fail("chromium is not installed but CI is set: .ci/run must install the Debian package chromium")
+    pytest.skip("chromium is not installed (apt-get install chromium); CI installs it and runs this test")
+
+
+def run_chromium(exe: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    profile = tmp_path / f"chromium-profile-{len(list(tmp_path.iterdir()))}"
+    cmd = [exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def compas_result():
+    from disaggregated_eval.audit import audit
+
+    data = load_table(COMPAS, columns=["two_year_recid", "compas_score", "race", "sex"])
+    return audit(data, label="two_year_recid", scores=["compas_score"], groups=["race", "sex"], metrics=METRICS,
+                 controls=CONTROLS, **FAST)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def compas_out(compas_result, tmp_path_factory):
+    from disaggregated_eval.audit.outputs import write_outputs
+
+    return write_outputs(compas_result, tmp_path_factory.mktemp("report") / "compas_audit", input_path=COMPAS)
+
+
+class _Collect(html.parser.HTMLParser):
+    """Tables (data-table, data-key, data-rows), figures, images, and every URL-valued attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[tuple[str, str, int]] = []
+        self.figures: list[str] = []
+        self.images: list[str] = []
+        self.urls: list[str] = []
+        self.body: dict[str, str] = {}
+        self.rows: dict[tuple[str, str], int] = {}
+        self._table = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "table" and "data-table" in a:
+            self.tables.append((a["data-table"], a.get("data-key", ""), int(a.get("data-rows", -1))))
+            self._table = (a["data-table"], a.get("data-key", ""))
+            self.rows[self._table] = 0
+        if tag == "tr" and self._table is not None:
+            self.rows[self._table] += 1
+        if tag == "figure" and "data-figure" in a:
+            self.figures.append(a["data-figure"])
+        if tag == "img":
+            self.images.append(a.get("src", ""))
+        if tag == "body":
+            self.body = a
+        for key in ("src", "href"):
+            if key in a and a[key] is not None:
+                self.urls.append(a[key])
+
+    def handle_endtag(self, tag):
+        if tag == "table":
+            self._table = None
+
+
+def collect(text: str) -> _Collect:
+    parser = _Collect()
+    parser.feed(text)
+    return parser
+
+
+def expected_figures() -> list[str]:
+    return [f"forest_{m}" for m in METRICS] + [f"controlled_{c}" for c in CONTROLS]
+
+
+# ---- the report in a browser ----------------------------------------------------------------------
+@pytest.mark.slow
+def test_report_renders_in_chromium_with_every_table_and_figure(compas_out, compas_result, tmp_path):
+    exe = chromium()
+    page = (compas_out / "report.html").resolve()
+    proc = run_chromium(exe, tmp_path, "--virtual-time-budget=10000", "--dump-dom", page.as_uri())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    dom = collect(proc.stdout)
+    tables = {(kind, key) for kind, key, _ in dom.tables}
+    for metric in METRICS:
+        assert ("slices", metric) in tables
+        assert ("comparisons", metric) in tables
+    for control in CONTROLS:
+        assert ("controlled", control) in tables
+    assert {("run", "run"), ("options", "options"), ("versions", "versions")} <= tables
+    # each table holds every row of its part of the audit (header row + one row per record)
+    for kind, key, n_rows in dom.tables:
+        if kind in ("slices", "comparisons", "controlled"):
+            frame = getattr(compas_result, kind)
+            column = "control" if kind == "controlled" else "metric"
+            assert n_rows == int((frame[column] == key).sum()) > 0
+            assert dom.rows[(kind, key)] == n_rows + 1
+    assert dom.figures == expected_figures()
+    assert len(dom.images) == len(expected_figures())
+    # the inline script counted the images that decoded (naturalWidth > 0) after the load event
+    assert dom.body.get("data-images-ok") == f"{len(dom.images)}/{len(dom.images)}"
+    assert "T_a | V=R" in proc.stdout  # the terminal summary is in the page
+
+
+@pytest.mark.slow
+def test_report_screenshot_is_not_blank(compas_out, tmp_path):
+    from matplotlib.image import imread
+
+    exe = chromium()
+    shot = tmp_path / "report.png"
+    proc = run_chromium(exe, tmp_path, "--window-size=1280,2000", f"--screenshot={shot}",
+                        (compas_out / "report.html").resolve().as_uri())  # fmt: skip
+    assert proc.returncode == 0 and shot.is_file(), proc.stderr[-2000:]
+    pixels = imread(shot)
+    assert pixels.shape[0] == 2000 and pixels.shape[1] == 1280
+    # text and figures: many distinct grey levels, not a blank or error page
+    assert len(np.unique(np.round(pixels[..., :3].mean(axis=2), 2))) > 20
+
+
+@pytest.mark.slow
+def test_report_is_self_contained(compas_out):
+    text = (compas_out / "report.html").read_text(encoding="utf-8")
+    page = collect(text)
+    assert page.urls, "the report should have images"
+    for url in page.urls:  # embedded data or in-page anchors only: readable offline
+        assert url.startswith(("data:image/", "#")), url[:80]
+    assert "<link" not in text and "@import" not in text and "url(" not in text
+    assert "http://" not in text.replace("http://www.w3.org", "")  # SVG namespaces are not fetched
+    assert "https://" not in text
+
+
+@pytest.mark.slow
+def test_report_figures_match_the_figure_files(compas_out):
+    import base64
+
+    page = collect((compas_out / "report.html").read_text(encoding="utf-8"))
+    for name, src in zip(page.figures, page.images, strict=True):
+        assert src.startswith("data:image/svg+xml;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]) == (compas_out / "figures" / f"{name}.svg").read_bytes()
+
+
+@pytest.mark.slow
+def test_result_methods_delegate_to_the_surfaces(compas_result, tmp_path):
+    from matplotlib.figure import Figure
+
+    fig = compas_result.plot("forest", metric="precision")
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    slices = compas_result.slices[compas_result.slices["metric"] == "precision"]
+    assert labels == ["Overall"] + list(slices["slice"])[1:]
+    fig = compas_result.plot("controlled", control="Y")
+    assert [a.get_title() for a in fig.axes if a.get_visible()] == ["False positive rate", "Precision", "AUC-ROC"]
+    path = compas_result.to_html(tmp_path / "r.html")
+    assert collect(Path(path).read_text()).figures == expected_figures()
+    text = compas_result.summary()
+    assert text.splitlines()[0].startswith("disagg-eval audit:")
+
+
+# ---- figures: withheld slices drawn as interval only ----------------------------------------------
+@pytest.mark.slow
+def test_forest_plot_draws_withheld_slices_without_a_point(compas_result):
+    fig = compas_result.plot("forest", metric="false_positive_rate")
+    ax = fig.axes[0]
+    rows = compas_result.slices[compas_result.slices["metric"] == "false_positive_rate"].reset_index(drop=True)
+    points = {round(line.get_ydata()[0]) for line in ax.get_lines() if line.get_marker() == "o"}
+    withheld = set(rows.index[~rows["reported"]])
+    reported = set(rows.index[rows["reported"] & rows["estimate"].notna()])
+    assert withheld, "COMPAS race x sex has slices below 30 rows"
+    assert points == reported  # a point for every reported slice, none for a withheld one
+    texts = [t.get_text() for t in ax.texts]
+    for i in withheld:
+        assert f"n={int(rows.loc[i, 'n']):,} (withheld)" in texts
+
+
+# ---- formatting units (small hand-written tables; no audit) ----------------------------------------
+def test_format_estimate_and_interval():
+    assert summary_module.format_estimate(0.12345) == "0.123"
+    assert summary_module.format_estimate(float("nan")) == "-"
+    assert summary_module.format_estimate(0.05, signed=True) == "+0.050"
+    assert summary_module.format_interval(0.1, 0.25) == "[0.100, 0.250]"
+    assert summary_module.format_interval(float("nan"), 0.2) == "[-]"
+
+
+def _tiny_tables():
+    slices = pd.DataFrame({
+        "model": "m", "slice": ["overall", "g=a", "g=b"], "attribute": ["overall", "g", "g"], "metric": "auc",
+        "estimate": [0.7, 0.8, np.nan], "ci_low": [0.65, 0.74, 0.2], "ci_high": [0.75, 0.86, 0.9],
+        "n": [100, 80, 20], "reported": [True, True, False],
+        "reason": ["", "", "slice has 20 rows < min_group_size 30"], "n_undefined": [0, 0, 7],
+    })  # fmt: skip
+    comparisons = pd.DataFrame({
+        "model": "m", "metric": "auc", "slice": ["g=a", "g=b"], "reference": "overall", "kind": "vs_overall",
+        "difference": [0.1, np.nan], "ci_low": [0.02, np.nan], "ci_high": [0.18, np.nan],
+        "p_value": [0.004, np.nan], "p_adjusted": [0.008, np.nan], "reported": [True, False],
+    })  # fmt: skip
+    return slices, comparisons
+
+
+def test_slice_table_layout_and_flags():
+    slices, comparisons = _tiny_tables()
+    lines = summary_module.slice_table(slices, comparisons, model="m", metric="auc").splitlines()
+    assert lines[0].split() == ["slice", "n", "estimate", "95%", "CI", "width", "flags"]
+    assert lines[1].split() == ["overall", "100", "0.700", "[0.650,", "0.750]", "0.100"]
+    assert lines[2].split()[:6] == ["g=a", "80", "0.800", "[0.740,", "0.860]", "0.120"]
+    assert lines[2].endswith("above overall (p_adj 0.008)")
+    assert lines[3].split()[:6] == ["g=b", "20", "-", "[0.200,", "0.900]", "0.700"]
+    assert lines[3].endswith("withheld: slice has 20 rows < min_group_size 30; undefined in 7 resamples")
+    # columns line up: every row's interval starts at the same character
+    starts = {line.index("[") for line in lines[1:]}
+    assert len(starts) == 1
+
+
+def test_slice_table_without_p_values_flags_by_the_interval():
+    slices, comparisons = _tiny_tables()
+    comparisons[["p_value", "p_adjusted"]] = np.nan  # --n-permutations 0
+    line = summary_module.slice_table(slices, comparisons, model="m", metric="auc").splitlines()[2]
+    assert line.endswith("above overall")
+    comparisons.loc[0, "ci_low"] = -0.01  # interval now contains 0
+    line = summary_module.slice_table(slices, comparisons, model="m", metric="auc").splitlines()[2]
+    assert line.rstrip().endswith("0.120")  # no flag
+
+
+def test_metric_digest_counts_reported_slices_only():
+    slices, comparisons = _tiny_tables()
+    text = summary_module.metric_digest(slices, comparisons, model="m", metric="auc", alpha=0.05)
+    assert text == "AUC-ROC: 1 of 1 reported slices differ from overall: g=a (+0.100); 1 withheld"
+
+
+def test_model_digest_reads_vs_model_rows():
+    comparisons = pd.DataFrame({
+        "model": "b", "metric": "auc", "slice": ["overall", "g=a", "g=b"], "reference": "a", "kind": "vs_model",
+        "difference": [0.05, 0.08, -0.01], "ci_low": [0.01, 0.02, -0.06], "ci_high": [0.09, 0.14, 0.04],
+        "p_value": np.nan, "p_adjusted": np.nan, "reported": [True, True, True],
+    })  # fmt: skip
+    text = summary_module.model_digest(comparisons, model="b", reference="a", metric="auc")
+    assert text == "b - a, AUC-ROC: overall +0.050 [+0.010, +0.090]; the interval excludes 0 on 1 of 2 reported slices"
