@@ -3,19 +3,28 @@
 #   snakemake --cores 2              # simulation study (target `all`)
 #   snakemake --cores 2 acs          # ACS PUMS study
 #   snakemake --cores 2 paper        # both
-from snakemake.utils import min_version, validate
+#   snakemake --cores 2 coverage     # coverage study of the T_a intervals
+from pathlib import Path
 
-from disaggregated_eval.config import validate_config
+from snakemake.utils import min_version
+
+from disaggregated_eval.config import check_config_file, validate_config
 
 min_version("9.0")
+
+# The main config file must be a YAML mapping (a message naming the file, not Snakemake's generic one).
+check_config_file("config/config.yaml")
 
 
 configfile: "config/config.yaml"
 
 
-# Semantic checks first (messages name the key path and the bad value), then the schema (fills defaults).
-validate_config(config)
-validate(config, "workflow/schemas/config.schema.yaml")
+# One check of the merged configuration before any job: the schema's defaults are filled in, then
+# the schema and the cross-key checks run (messages name the key path and the bad value).
+validate_config(
+    config,
+    schema=Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml",
+)
 
 
 include: "workflow/rules/common.smk"
@@ -25,6 +34,8 @@ include: "workflow/rules/models.smk"
 include: "workflow/rules/weights.smk"
 include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/audit.smk"
+include: "workflow/rules/coverage.smk"
 
 
 # Light jobs (seconds, little memory) run on the submitting host, not as cluster jobs.
@@ -40,6 +51,10 @@ localrules:
     plot_shared_space_metrics,
     plot_relative_performance,
     plot_calibration_curves,
+    audit,
+    coverage,
+    collect_coverage,
+    plot_coverage,
 
 
 rule all:
@@ -60,3 +75,17 @@ rule paper:
     input:
         rules.all.input,
         rules.acs.input,
+
+
+# Practitioners' audits (docs/audit.md): one job per listed input file and model.
+rule audit:
+    input:
+        audit_targets(AUDIT_RUNS),
+
+
+# Coverage study of the T_a intervals (docs/method.md "Coverage study"); not part of `all` or `paper`:
+# `snakemake --cores 2 coverage` after (or together with) the main run.
+rule coverage:
+    input:
+        rules.collect_coverage.output,
+        rules.plot_coverage.output,

@@ -1,0 +1,84 @@
+# Coverage study (docs/method.md, "Coverage study"): do the pipeline's 95% intervals of T_a cover the
+# population T_a? One job per main setting (fresh test sets, weights refitted per replicate), one
+# collecting job, one figure.
+COVERAGE_SETTINGS = list(config["coverage"]["settings"] or MAIN_SETTINGS)  # null: every main setting
+
+
+rule coverage_replicates:
+    input:
+        models=rules.fit_outcome_models.output.models,
+        selection=rules.fit_weight_models.output.selection,
+        code=library_files("coverage", "models"),
+    output:
+        replicates="results/coverage/{dataset}/replicates.parquet",
+        truth="results/coverage/{dataset}/truth.parquet",
+        design="results/coverage/{dataset}/design.json",
+    log:
+        "logs/coverage_replicates/{dataset}.log",
+    benchmark:
+        "benchmarks/output/coverage_replicates/{dataset}.tsv"
+    wildcard_constraints:
+        dataset=alternatives(COVERAGE_SETTINGS),
+    params:
+        seed=config["seed"],
+        n_test=config["simulation"]["n_test"],
+        n_train=config["simulation"]["n_train"],
+        crossfit_folds=config["models"]["crossfit_folds"],
+        n_replicates=config["coverage"]["n_replicates"],
+        n_replicates_r=config["coverage"]["n_replicates_r"],
+        n_resamples=config["coverage"]["n_resamples"],
+        confidence=config["evaluation"]["confidence"],
+        threshold=config["evaluation"]["threshold"],
+        preference_threshold=config["evaluation"]["preference_threshold"],
+    threads: job_resource("coverage", "threads")
+    resources:
+        mem_mb=job_resource("coverage", "mem_mb"),
+        runtime=job_resource("coverage", "runtime"),
+    conda:
+        "../../envs/disaggregated_eval.yaml"
+    script:
+        "../scripts/coverage_replicates.py"
+
+
+rule collect_coverage:
+    input:
+        replicates=expand(rules.coverage_replicates.output.replicates, dataset=COVERAGE_SETTINGS),
+        truth=expand(rules.coverage_replicates.output.truth, dataset=COVERAGE_SETTINGS),
+        design=expand(rules.coverage_replicates.output.design, dataset=COVERAGE_SETTINGS),
+        code=library_files("coverage"),
+    output:
+        table="results/tables/coverage.csv",
+        summary="results/tables/coverage_summary.csv",
+        design="results/tables/coverage_design.json",
+    log:
+        "logs/collect_coverage/simulation.log",
+    params:
+        datasets=COVERAGE_SETTINGS,
+        confidence=config["evaluation"]["confidence"],
+    conda:
+        "../../envs/disaggregated_eval.yaml"
+    script:
+        "../scripts/collect_coverage.py"
+
+
+rule plot_coverage:
+    input:
+        table=rules.collect_coverage.output.table,
+        code=library_files(*PLOT_MODULES),
+    output:
+        png=report(
+            "figures/simulation/coverage.png",
+            caption="../report/coverage.rst",
+            category="simulation",
+            subcategory="Coverage of the T_a intervals",
+        ),
+        pdf="figures/simulation/coverage.pdf",
+    log:
+        "logs/plot_coverage/simulation.log",
+    params:
+        datasets=COVERAGE_SETTINGS,
+        confidence=config["evaluation"]["confidence"],
+    conda:
+        "../../envs/disaggregated_eval.yaml"
+    script:
+        "../scripts/plot_coverage.py"
