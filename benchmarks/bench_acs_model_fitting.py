@@ -73,8 +73,12 @@ def main() -> None:
     parser.add_argument("--task", choices=list(acs.TASKS), default="acs_income")
     parser.add_argument("--fraction", type=float, default=1.0, help="subsample of the extracted rows, in (0, 1]")
     parser.add_argument("--n-rows", type=int, default=2_060_000, help="person rows of the synthetic file")
-    parser.add_argument("--n-jobs", type=int, default=2,
-                        help="parallel fits of each grid search (one OpenMP thread each) and OpenMP threads of the refits")
+    parser.add_argument(
+        "--n-jobs",
+        type=int,
+        default=2,
+        help="parallel fits of each grid search (one OpenMP thread each) and OpenMP threads of the refits",
+    )
     parser.add_argument("--seed", type=int, default=2018)
     args = parser.parse_args()
     if not 0 < args.fraction <= 1:
@@ -113,8 +117,15 @@ def main() -> None:
         last[0] = now
         print(f"  [{now - t0:7.1f} s] {message}", flush=True)
 
-    common = dict(features=schema["features"], categorical=schema["categorical"], seed=args.seed,
-                  dataset=args.task, n_jobs=args.n_jobs, n_threads=args.n_jobs, progress=progress)
+    common = dict(
+        features=schema["features"],
+        categorical=schema["categorical"],
+        seed=args.seed,
+        dataset=args.task,
+        n_jobs=args.n_jobs,
+        n_threads=args.n_jobs,
+        progress=progress,
+    )
     start = time.perf_counter()
     outcome, _ = models.fit_outcome_models(train, **common)
     scores = outcome.predict(test)
@@ -122,19 +133,27 @@ def main() -> None:
     last[0] = time.perf_counter()
     start = last[0]
     models.fit_weight_models(
-        train, test, {m: scores[m].to_numpy() for m in scores.columns},
-        n_groups=len(schema["group_labels"]), group_labels=schema["group_labels"], **common,
+        train,
+        test,
+        {m: scores[m].to_numpy() for m in scores.columns},
+        n_groups=len(schema["group_labels"]),
+        group_labels=schema["group_labels"],
+        **common,
     )
     weight_seconds = time.perf_counter() - start
 
     total = outcome_seconds + weight_seconds
     scale = 1 / args.fraction
-    print(f"\n{'fit group':<28}{'fits':>5}{'seconds':>10}{'share':>8}" + (f"{'extrapolated s':>16}" if scale > 1 else ""))
+    print(
+        f"\n{'fit group':<28}{'fits':>5}{'seconds':>10}{'share':>8}" + (f"{'extrapolated s':>16}" if scale > 1 else "")
+    )
     for key in sorted(times, key=times.get, reverse=True):
         line = f"{key:<28}{counts[key]:>5}{times[key]:>10.1f}{times[key] / total:>8.1%}"
         print(line + (f"{times[key] * scale:>16.0f}" if scale > 1 else ""))
-    print(f"outcome models (incl. test prediction): {outcome_seconds:.1f} s; weight models: {weight_seconds:.1f} s; "
-          f"total {total:.1f} s" + (f" -> extrapolated to fraction 1: {total * scale / 60:.1f} min" if scale > 1 else ""))
+    print(
+        f"outcome models (incl. test prediction): {outcome_seconds:.1f} s; weight models: {weight_seconds:.1f} s; "
+        f"total {total:.1f} s" + (f" -> extrapolated to fraction 1: {total * scale / 60:.1f} min" if scale > 1 else "")
+    )
     print(f"peak resident memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB")
 
 

@@ -115,9 +115,11 @@ def main(argv=None) -> int:
         Evaluation("model", p[:, 0]),
         Evaluation("model", p[:, 1]),
     ]
-    print(f"workload: {args.n_rows} rows, 2 groups, 1 model, {len(evaluations)} evaluations "
-          f"(overall, 2 groups, M_0, M_1) x {len(metrics)} metrics; numba {numba.__version__}, "
-          f"NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS}; load average {os.getloadavg()}")
+    print(
+        f"workload: {args.n_rows} rows, 2 groups, 1 model, {len(evaluations)} evaluations "
+        f"(overall, 2 groups, M_0, M_1) x {len(metrics)} metrics; numba {numba.__version__}, "
+        f"NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS}; load average {os.getloadavg()}"
+    )
 
     # First call: numba compiles or loads the on-disk cache (cache=True).
     start = time.perf_counter()
@@ -130,14 +132,21 @@ def main(argv=None) -> int:
     expected = reference(y, a, score, p, args.reference_resamples, args.seed, metrics)
     reference_cost = (time.perf_counter() - start) / args.reference_resamples
     reference_cpu = (time.process_time() - cpu) / args.reference_resamples
-    print(f"reference (scikit-learn per resample): {reference_cost * 1e3:.2f} ms/resample wall, "
-          f"{reference_cpu * 1e3:.2f} ms CPU, over {args.reference_resamples} resamples")
+    print(
+        f"reference (scikit-learn per resample): {reference_cost * 1e3:.2f} ms/resample wall, "
+        f"{reference_cpu * 1e3:.2f} ms CPU, over {args.reference_resamples} resamples"
+    )
 
     for n_threads in args.threads:
         start, cpu = time.perf_counter(), time.process_time()
         result = bootstrap_evaluations(
-            y, {"model": score}, evaluations, n_resamples=args.engine_resamples, seed=args.seed,
-            n_threads=n_threads, metrics=metrics,
+            y,
+            {"model": score},
+            evaluations,
+            n_resamples=args.engine_resamples,
+            seed=args.seed,
+            n_threads=n_threads,
+            metrics=metrics,
         )
         engine_cost = (time.perf_counter() - start) / args.engine_resamples
         engine_cpu = (time.process_time() - cpu) / args.engine_resamples
@@ -147,16 +156,20 @@ def main(argv=None) -> int:
         t_reference = expected[:, 1:3] - expected[:, 3:5]
         t_difference = float(np.max(np.abs(t_engine - t_reference)))
         ok = difference <= AGREEMENT_TOL and t_difference <= AGREEMENT_TOL
-        print(f"engine, {n_threads} thread(s): {engine_cost * 1e3:.4f} ms/resample wall "
-              f"({engine_cpu * 1e3:.4f} ms CPU) over {args.engine_resamples} resamples; "
-              f"speed-up x{reference_cost / engine_cost:.0f} wall, x{reference_cpu / engine_cpu:.0f} CPU; "
-              f"max |engine - reference| = "
-              f"{difference:.1e} (metrics), {t_difference:.1e} (T_a) -> {'OK' if ok else 'MISMATCH'}")
+        print(
+            f"engine, {n_threads} thread(s): {engine_cost * 1e3:.4f} ms/resample wall "
+            f"({engine_cpu * 1e3:.4f} ms CPU) over {args.engine_resamples} resamples; "
+            f"speed-up x{reference_cost / engine_cost:.0f} wall, x{reference_cpu / engine_cpu:.0f} CPU; "
+            f"max |engine - reference| = "
+            f"{difference:.1e} (metrics), {t_difference:.1e} (T_a) -> {'OK' if ok else 'MISMATCH'}"
+        )
         if not ok:
             return 1
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    print(f"peak resident memory of this process: {peak:.0f} MiB "
-          f"(replicates array: {result.replicates.nbytes / 2**20:.1f} MiB); load average {os.getloadavg()}")
+    print(
+        f"peak resident memory of this process: {peak:.0f} MiB "
+        f"(replicates array: {result.replicates.nbytes / 2**20:.1f} MiB); load average {os.getloadavg()}"
+    )
     return 0
 
 

@@ -84,10 +84,11 @@ def main() -> None:
     elapsed = time.perf_counter() - start
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     n_eval = table.query("comparison in ['absolute', 'weighted_population', 'shared_space']")
-    print(f"rows={args.n_rows} groups=6 models=3 controls=4 resamples={args.n_resamples} "
-          f"threads={args.threads}")
+    print(f"rows={args.n_rows} groups=6 models=3 controls=4 resamples={args.n_resamples} threads={args.threads}")
     n_metrics = table["metric"].nunique()
-    print(f"table rows: {len(table)} ({len(n_eval) // n_metrics} weighted/unweighted evaluations x {n_metrics} metrics)")
+    print(
+        f"table rows: {len(table)} ({len(n_eval) // n_metrics} weighted/unweighted evaluations x {n_metrics} metrics)"
+    )
     print(f"wall time: {elapsed:.1f} s ({elapsed / 60:.2f} min); goal < 20 min")
     print(f"per resample: {elapsed / args.n_resamples * 1e3:.2f} ms")
     print(f"peak memory (ru_maxrss): {peak_mb:.0f} MB")

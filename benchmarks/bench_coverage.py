@@ -11,14 +11,16 @@ the bootstrap engine's CPU per resample on the workload of ``bench_bootstrap.py`
 evaluations, 20,000 rows), whose idle-machine value is in ``benchmarks/README.md``. On a shared
 machine the ratio ``measured reference / idle reference`` estimates how much slower CPU time is now
 than on an idle machine; the script divides by it to extrapolate. The extrapolation of the default
-target on ``--cores`` cores assumes one single-thread job per setting: with ``S`` settings the
-makespan is ``ceil(S / cores)`` jobs of ``T = n_replicates_r * t_R + (n_replicates - n_replicates_r)
-* t_noR`` each (plus the start-up of each job).
+target on ``--cores`` cores assumes ``J = coverage.jobs_per_setting`` single-thread jobs per
+setting of equal cost: with ``S`` settings the makespan is ``ceil(S J / cores)`` jobs of ``T / J``
+each, ``T = n_replicates_r * t_R + (n_replicates - n_replicates_r) * t_noR`` (plus the start-up of
+each job).
 
 Usage::
 
     python benchmarks/bench_coverage.py --workdir . [--setting complex_anticausal_shift]
         [--with-r 2] [--without-r 3] [--n-replicates 200] [--n-replicates-r 80] [--cores 2]
+        [--jobs-per-setting 4]
         [--idle-engine-ms 0.134]
 """
 
@@ -65,6 +67,7 @@ def main() -> None:
     parser.add_argument("--n-replicates-r", type=int, default=80)
     parser.add_argument("--n-settings", type=int, default=len(vocabulary.MAIN_SETTINGS))
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--jobs-per-setting", type=int, default=4, help="coverage.jobs_per_setting")
     parser.add_argument("--n-test", type=int, default=20_000)
     parser.add_argument("--n-train", type=int, default=50_000)
     parser.add_argument("--n-resamples", type=int, default=1_000)
@@ -104,9 +107,14 @@ def main() -> None:
     if True in cpu and False in cpu:
         t_job = (args.n_replicates_r * cpu[True] + (args.n_replicates - args.n_replicates_r) * cpu[False]
                  + setup[1]) / slowdown  # fmt: skip
-        rounds = math.ceil(args.n_settings / args.cores)
-        print(f"extrapolated idle job time per setting: {t_job / 60:.1f} min; default target on {args.cores} cores "
-              f"({args.n_settings} settings, {rounds} rounds): about {rounds * t_job / 60:.1f} min + start-up")
+        n_jobs = args.n_settings * args.jobs_per_setting
+        rounds = math.ceil(n_jobs / args.cores)
+        print(
+            f"extrapolated idle CPU per setting: {t_job / 60:.1f} min; default target on {args.cores} cores "
+            f"({args.n_settings} settings x {args.jobs_per_setting} jobs, {rounds} rounds of "
+            f"{t_job / args.jobs_per_setting / 60:.1f} min): about {rounds * t_job / args.jobs_per_setting / 60:.1f} "
+            "min + start-up"
+        )
 
 
 if __name__ == "__main__":

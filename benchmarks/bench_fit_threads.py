@@ -95,10 +95,22 @@ def make_workdir(path: Path, data_root: Path, threads: int, seed: int) -> None:
     job = {"threads": threads, "mem_mb": 4000, "runtime": 120}
     config = {
         "seed": seed,
-        "acs": {"data_root": str(data_root), "year": YEAR, "horizon": HORIZON, "state": STATE, "tasks": [TASK],
-                "download": False},
-        "resources": {"acs": {"extract": {"threads": 1, "mem_mb": 4000, "runtime": 30},
-                              "models": job, "weights": job, "bootstrap": job}},
+        "acs": {
+            "data_root": str(data_root),
+            "year": YEAR,
+            "horizon": HORIZON,
+            "state": STATE,
+            "tasks": [TASK],
+            "download": False,
+        },
+        "resources": {
+            "acs": {
+                "extract": {"threads": 1, "mem_mb": 4000, "runtime": 30},
+                "models": job,
+                "weights": job,
+                "bootstrap": job,
+            }
+        },
     }
     (path / "bench.yaml").write_text(yaml.safe_dump(config))
 
@@ -129,10 +141,21 @@ class RunnableSampler:
 
 def snakemake(workdir: Path, threads: int, *args: str, timeout: float | None = None) -> bool:
     """Run Snakemake; False if it did not finish within ``timeout`` seconds (then it is stopped)."""
-    cmd = [sys.executable, "-m", "snakemake", "--cores", str(threads), "--configfile", "bench.yaml",
-           "--directory", str(workdir), *args]
-    process = subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "--cores",
+        str(threads),
+        "--configfile",
+        "bench.yaml",
+        "--directory",
+        str(workdir),
+        *args,
+    ]
+    process = subprocess.Popen(
+        cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -151,10 +174,16 @@ def main() -> None:
     parser.add_argument("--fraction", type=float, default=0.05, help="share of the full-size person file, in (0, 1]")
     parser.add_argument("--threads", type=int, default=2, help="threads: of both rules (and --cores)")
     parser.add_argument("--repeats", type=int, default=1, help="round-robin rounds over the variants")
-    parser.add_argument("--variants", nargs="+", default=["current", "fixed", "openmp"],
-                        choices=["current", "fixed", "openmp"])
-    parser.add_argument("--rules", nargs="+", default=list(RULES), choices=list(RULES),
-                        help="rules to run (fit_weight_models needs fit_outcome_models' scores from an earlier run)")
+    parser.add_argument(
+        "--variants", nargs="+", default=["current", "fixed", "openmp"], choices=["current", "fixed", "openmp"]
+    )
+    parser.add_argument(
+        "--rules",
+        nargs="+",
+        default=list(RULES),
+        choices=list(RULES),
+        help="rules to run (fit_weight_models needs fit_outcome_models' scores from an earlier run)",
+    )
     parser.add_argument("--timeout", type=float, default=None, help="stop a variant's run after this many seconds")
     parser.add_argument("--seed", type=int, default=2018)
     args = parser.parse_args()
@@ -171,8 +200,11 @@ def main() -> None:
     snakemake(workdir, args.threads, f"results/data/{TASK}/train.parquet")
     n_train = len(pd.read_parquet(workdir / f"results/data/{TASK}/train.parquet"))
     n_test = len(pd.read_parquet(workdir / f"results/data/{TASK}/test.parquet"))
-    print(f"{TASK} from {n_rows:,} synthetic person rows (fraction {args.fraction}): {n_train:,} train / "
-          f"{n_test:,} test rows; threads: {args.threads}, --cores {args.threads}; {os.cpu_count()} CPUs", flush=True)
+    print(
+        f"{TASK} from {n_rows:,} synthetic person rows (fraction {args.fraction}): {n_train:,} train / "
+        f"{n_test:,} test rows; threads: {args.threads}, --cores {args.threads}; {os.cpu_count()} CPUs",
+        flush=True,
+    )
 
     rules = [rule for rule in RULES if rule in args.rules]
     target = f"results/weights/{TASK}/weights_estimated.parquet" if "fit_weight_models" in rules else OUTPUTS[0]
@@ -194,26 +226,52 @@ def main() -> None:
             load_after = os.getloadavg()
             runnable = pd.Series(sampler.values, dtype=float)
             if not finished:
-                print(f"round {round_} {variant:>8}: stopped after {wall:.0f} s (--timeout); runnable threads mean "
-                      f"{runnable.mean():.2f}, max {int(runnable.max())}; load average before {load_before[0]:.2f}, "
-                      f"after {load_after[0]:.2f}", flush=True)
-                rows += [{"round": round_, "variant": variant, "rule": rule, "job_s": float("nan"),
-                          "cpu_s": float("nan"), "max_rss_mb": float("nan")} for rule in rules]
+                print(
+                    f"round {round_} {variant:>8}: stopped after {wall:.0f} s (--timeout); runnable threads mean "
+                    f"{runnable.mean():.2f}, max {int(runnable.max())}; load average before {load_before[0]:.2f}, "
+                    f"after {load_after[0]:.2f}",
+                    flush=True,
+                )
+                rows += [
+                    {
+                        "round": round_,
+                        "variant": variant,
+                        "rule": rule,
+                        "job_s": float("nan"),
+                        "cpu_s": float("nan"),
+                        "max_rss_mb": float("nan"),
+                    }
+                    for rule in rules
+                ]
                 continue
             for rule in rules:
                 bench = pd.read_csv(workdir / f"benchmarks/output/{rule}/{TASK}.tsv", sep="\t").iloc[-1]
-                rows.append({"round": round_, "variant": variant, "rule": rule, "job_s": bench["s"],
-                             "cpu_s": bench["cpu_time"], "max_rss_mb": bench["max_rss"]})
-            print(f"round {round_} {variant:>8}: {len(rules)} job(s) {wall:6.1f} s (incl. Snakemake); runnable threads mean "
-                  f"{runnable.mean():.2f}, max {int(runnable.max())}; load average before "
-                  f"{load_before[0]:.2f}, after {load_after[0]:.2f} (1 min)", flush=True)
+                rows.append(
+                    {
+                        "round": round_,
+                        "variant": variant,
+                        "rule": rule,
+                        "job_s": bench["s"],
+                        "cpu_s": bench["cpu_time"],
+                        "max_rss_mb": bench["max_rss"],
+                    }
+                )
+            print(
+                f"round {round_} {variant:>8}: {len(rules)} job(s) {wall:6.1f} s (incl. Snakemake); runnable threads mean "
+                f"{runnable.mean():.2f}, max {int(runnable.max())}; load average before "
+                f"{load_before[0]:.2f}, after {load_after[0]:.2f} (1 min)",
+                flush=True,
+            )
             copy = saved / f"{variant}_{round_}"
             for path in outputs:
                 (copy / path).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(workdir / path, copy / path)
-            for row in rows[-len(rules):]:
-                print(f"    {row['rule']:<20} job {row['job_s']:7.1f} s, CPU {row['cpu_s']:7.1f} s, "
-                      f"max RSS {row['max_rss_mb']:6.0f} MB", flush=True)
+            for row in rows[-len(rules) :]:
+                print(
+                    f"    {row['rule']:<20} job {row['job_s']:7.1f} s, CPU {row['cpu_s']:7.1f} s, "
+                    f"max RSS {row['max_rss_mb']:6.0f} MB",
+                    flush=True,
+                )
 
     table = pd.DataFrame(rows)
     summary = table.groupby(["rule", "variant"], sort=False)[["job_s", "cpu_s"]].median().unstack("variant")

@@ -94,12 +94,17 @@ def main() -> None:
     parser.add_argument("--settings", nargs="+", default=list(vocabulary.SETTINGS), choices=list(vocabulary.SETTINGS))
     parser.add_argument("--n-train", type=int, default=50_000)
     parser.add_argument("--n-test", type=int, default=20_000)
-    parser.add_argument("--train-xy", action="store_true", help="also time selection settings with X, Y fitted on train")
+    parser.add_argument(
+        "--train-xy", action="store_true", help="also time selection settings with X, Y fitted on train"
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile the weight models of the first setting")
     args = parser.parse_args()
 
-    print(f"load average {os.getloadavg()[0]:.2f}; {args.n_train:,} train / {args.n_test:,} test rows; "
-          f"grid {GRID}, {CV_FOLDS}-fold CV, {CROSSFIT_FOLDS} outer folds; 1 OpenMP thread", flush=True)
+    print(
+        f"load average {os.getloadavg()[0]:.2f}; {args.n_train:,} train / {args.n_test:,} test rows; "
+        f"grid {GRID}, {CV_FOLDS}-fold CV, {CROSSFIT_FOLDS} outer folds; 1 OpenMP thread",
+        flush=True,
+    )
     rows = []
     with threadpool_limits(limits=1, user_api="openmp"):
         for i, setting in enumerate(args.settings):
@@ -119,36 +124,56 @@ def main() -> None:
             _, w_wall, w_cpu, w_hgb, w_fits = timed(models.fit_weight_models, train, test, test_scores, **weight_args)
             if profiler:
                 profiler.disable()
-            row = dict(setting=setting, fit_xy_on=fit_xy_on, outcome_s=o_wall, outcome_cpu_s=o_cpu,
-                       outcome_fits=o_fits, outcome_hgb_share=o_hgb / o_wall, weights_s=w_wall, weights_cpu_s=w_cpu,
-                       weights_fits=w_fits, weights_hgb_share=w_hgb / w_wall)
+            row = dict(
+                setting=setting,
+                fit_xy_on=fit_xy_on,
+                outcome_s=o_wall,
+                outcome_cpu_s=o_cpu,
+                outcome_fits=o_fits,
+                outcome_hgb_share=o_hgb / o_wall,
+                weights_s=w_wall,
+                weights_cpu_s=w_cpu,
+                weights_fits=w_fits,
+                weights_hgb_share=w_hgb / w_wall,
+            )
             if args.train_xy and fit_xy_on == "test":
                 _, row["weights_train_xy_s"], row["weights_train_xy_cpu_s"], _, row["weights_train_xy_fits"] = timed(
                     models.fit_weight_models, train, test, test_scores, **{**weight_args, "fit_xy_on": "train"}
                 )
             rows.append(row)
-            print(f"{setting:<32} outcome {o_wall:6.1f} s (CPU {o_cpu:6.1f}, {o_fits} fits, {o_hgb / o_wall:.0%} in HGB); "
-                  f"weights [{fit_xy_on}] {w_wall:6.1f} s (CPU {w_cpu:6.1f}, {w_fits} fits, {w_hgb / w_wall:.0%} in HGB)"
-                  + (f"; with X, Y on train {row['weights_train_xy_s']:6.1f} s" if "weights_train_xy_s" in row else "")
-                  + f"; load {os.getloadavg()[0]:.2f}", flush=True)
+            print(
+                f"{setting:<32} outcome {o_wall:6.1f} s (CPU {o_cpu:6.1f}, {o_fits} fits, {o_hgb / o_wall:.0%} in HGB); "
+                f"weights [{fit_xy_on}] {w_wall:6.1f} s (CPU {w_cpu:6.1f}, {w_fits} fits, {w_hgb / w_wall:.0%} in HGB)"
+                + (f"; with X, Y on train {row['weights_train_xy_s']:6.1f} s" if "weights_train_xy_s" in row else "")
+                + f"; load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
             if profiler:
                 pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
 
     table = pd.DataFrame(rows)
     total_cpu = table["outcome_cpu_s"].sum() + table["weights_cpu_s"].sum()
-    print(f"\ntotal: outcome models {table['outcome_s'].sum():.0f} s (CPU {table['outcome_cpu_s'].sum():.0f}), "
-          f"weight models {table['weights_s'].sum():.0f} s (CPU {table['weights_cpu_s'].sum():.0f}); "
-          f"{table['outcome_fits'].sum() + table['weights_fits'].sum()} HistGradientBoosting fits")
+    print(
+        f"\ntotal: outcome models {table['outcome_s'].sum():.0f} s (CPU {table['outcome_cpu_s'].sum():.0f}), "
+        f"weight models {table['weights_s'].sum():.0f} s (CPU {table['weights_cpu_s'].sum():.0f}); "
+        f"{table['outcome_fits'].sum() + table['weights_fits'].sum()} HistGradientBoosting fits"
+    )
     hgb = (table["outcome_hgb_share"] * table["outcome_s"] + table["weights_hgb_share"] * table["weights_s"]).sum()
-    print(f"inside HistGradientBoosting fit/predict_proba: {hgb / (table['outcome_s'].sum() + table['weights_s'].sum()):.1%} "
-          "of the wall time")
-    print(f"lower bound of the model-fitting part of `snakemake --cores 2`: {total_cpu / 2:.0f} s "
-          f"({total_cpu / 2 / 60:.1f} min) = CPU seconds / 2 cores")
+    print(
+        f"inside HistGradientBoosting fit/predict_proba: {hgb / (table['outcome_s'].sum() + table['weights_s'].sum()):.1%} "
+        "of the wall time"
+    )
+    print(
+        f"lower bound of the model-fitting part of `snakemake --cores 2`: {total_cpu / 2:.0f} s "
+        f"({total_cpu / 2 / 60:.1f} min) = CPU seconds / 2 cores"
+    )
     if "weights_train_xy_s" in table:
         sel = table.dropna(subset=["weights_train_xy_s"])
-        print(f"selection settings: weights {sel['weights_s'].sum():.0f} s with X, Y cross-fitted on test vs "
-              f"{sel['weights_train_xy_s'].sum():.0f} s with X, Y on train "
-              f"(+{sel['weights_s'].sum() - sel['weights_train_xy_s'].sum():.0f} s)")
+        print(
+            f"selection settings: weights {sel['weights_s'].sum():.0f} s with X, Y cross-fitted on test vs "
+            f"{sel['weights_train_xy_s'].sum():.0f} s with X, Y on train "
+            f"(+{sel['weights_s'].sum() - sel['weights_train_xy_s'].sum():.0f} s)"
+        )
 
 
 if __name__ == "__main__":

@@ -226,7 +226,7 @@ def test_percentile_interval_matches_numpy_over_finite_values():
             else:
                 assert np.isnan(low[e, q]) and np.isnan(high[e, q])
     # Another axis.
-    low1, high1, und1 = percentile_interval(np.moveaxis(replicates, 0, 2), confidence=0.9, axis=2)
+    low1, _high1, und1 = percentile_interval(np.moveaxis(replicates, 0, 2), confidence=0.9, axis=2)
     np.testing.assert_array_equal(low1, low)
     np.testing.assert_array_equal(und1, n_undefined)
 
@@ -237,7 +237,11 @@ def test_percentile_interval_matches_numpy_over_finite_values():
         (dict(y=np.array([0, 1, 3, 1])), ValueError, r"0/1.*\{3\}"),
         (dict(scores={"m": np.array([0.1, 0.2, 1.2, 0.4])}), ValueError, r"scores\['m'\].*got 1.2 at row 2"),
         (dict(scores={"m": np.array([0.1, 0.2, 0.3])}), ValueError, r"scores\['m'\] has 3 rows but y has 4"),
-        (dict(evaluations=[Evaluation("m", np.array([1.0, -1.0, 1.0, 1.0]))]), ValueError, r"evaluations\[0\]\.weights .*got -1.0 at row 1"),
+        (
+            dict(evaluations=[Evaluation("m", np.array([1.0, -1.0, 1.0, 1.0]))]),
+            ValueError,
+            r"evaluations\[0\]\.weights .*got -1.0 at row 1",
+        ),
         (dict(evaluations=[Evaluation("m", np.array([1.0, np.nan, 1.0, 1.0]))]), ValueError, r"got nan at row 1"),
         (dict(evaluations=[Evaluation("m", np.ones(3))]), ValueError, r"evaluations\[0\]\.weights has 3 rows"),
         (dict(evaluations=[Evaluation("zz", np.ones(4))]), ValueError, r"'zz' is not a key of scores"),
@@ -288,7 +292,9 @@ def test_resample_counts_validation():
 def test_metric_slots_are_named_and_cover_every_metric():
     assert set(METRIC_SLOTS) == set(vocabulary.METRICS)
     assert sorted(METRIC_SLOTS.values()) == list(range(N_METRIC_SLOTS))
-    np.testing.assert_array_equal(metric_slots(["brier_score", "auc"]), [METRIC_SLOTS["brier_score"], METRIC_SLOTS["auc"]])
+    np.testing.assert_array_equal(
+        metric_slots(["brier_score", "auc"]), [METRIC_SLOTS["brier_score"], METRIC_SLOTS["auc"]]
+    )
     with pytest.raises(ValueError, match="unknown metric 'f1'"):
         metric_slots(["f1"])
 
@@ -312,10 +318,15 @@ def _sums(y, r, w, threshold=0.5):
     neg = np.add.reduceat(ws * (1 - ys), starts)
     auc = float(np.sum(pos * (np.cumsum(neg) - neg + 0.5 * neg)))
     return (
-        float(np.sum(w * y)), float(np.sum(w * (1 - y))),
-        float(np.sum(w * y * yhat)), float(np.sum(w * y * ~yhat)),
-        float(np.sum(w * (1 - y) * ~yhat)), float(np.sum(w * (1 - y) * yhat)),
-        float(np.sum(w * pointwise_log_loss(y, r))), float(np.sum(w * (r - y) ** 2)), auc,
+        float(np.sum(w * y)),
+        float(np.sum(w * (1 - y))),
+        float(np.sum(w * y * yhat)),
+        float(np.sum(w * y * ~yhat)),
+        float(np.sum(w * (1 - y) * ~yhat)),
+        float(np.sum(w * (1 - y) * yhat)),
+        float(np.sum(w * pointwise_log_loss(y, r))),
+        float(np.sum(w * (r - y) ** 2)),
+        auc,
     )
 
 
@@ -437,7 +448,9 @@ def test_within_group_replicates_equal_metrics_on_the_stratified_resample(extra)
     for g, mask in ((0, strata == 0), (1, strata == 1)):
         np.testing.assert_array_equal(counts[:, mask].sum(axis=1), mask.sum(), err_msg=f"group {g}")
     # batch size and threads do not change the stratified draws either
-    other = bootstrap_evaluations(y, scores, evaluations, n_resamples=4, seed=6, strata=strata, batch_size=3, n_threads=2)
+    other = bootstrap_evaluations(
+        y, scores, evaluations, n_resamples=4, seed=6, strata=strata, batch_size=3, n_threads=2
+    )
     np.testing.assert_array_equal(other.replicates, result.replicates)
 
 

@@ -228,7 +228,9 @@ def test_estimated_weights_estimate_the_population_weights():
         error = np.abs(p[:, 1] - exact[:, 1]).mean()
         assert error < (0.08 if control == "R" else 0.03), (control, error)
     with pytest.raises(ValueError, match=r"no entry \('R', 'xa'\)"):
-        coverage.estimated_weights(test, train, {"xa": r}, controls=["R"], **kwargs | {"max_leaf_nodes": {("R", "x"): 8}})
+        coverage.estimated_weights(
+            test, train, {"xa": r}, controls=["R"], **kwargs | {"max_leaf_nodes": {("R", "x"): 8}}
+        )
     with pytest.raises(ValueError, match="train is needed"):
         coverage.estimated_weights(test, None, {}, controls=["X"], **kwargs)
 
@@ -328,6 +330,27 @@ def test_tiny_study_coverage_is_computed_from_the_intervals():
     assert table["n_covered"].sum() > 0.5 * table["n_replicates"].sum()  # intervals mostly cover at n = 400
 
 
+def test_replicate_parts_round_robin():
+    assert coverage.replicate_parts(7, 3) == [[0, 3, 6], [1, 4], [2, 5]]
+    assert coverage.replicate_parts(3, 1) == [[0, 1, 2]]
+    with pytest.raises(ValueError, match=r"n_parts must not exceed n_replicates \(3\); got 4"):
+        coverage.replicate_parts(3, 4)
+    with pytest.raises(ValueError, match="n_parts"):
+        coverage.replicate_parts(3, 0)
+
+
+def test_parts_give_the_rows_of_the_whole_study():
+    """A job of some replicates (any order) gives exactly the rows of those replicates in run_study."""
+    replicates, _ = tiny_study()
+    part = coverage.run_replicates(
+        SETTING, [2, 0], fitted=fitted_models(), max_leaf_nodes=LEAVES, n_replicates_r=1, **TINY
+    )
+    expected = pd.concat([replicates[replicates["replicate"] == r] for r in (2, 0)], ignore_index=True)
+    pd.testing.assert_frame_equal(part, expected)
+    with pytest.raises(ValueError, match="at least one replicate"):
+        coverage.run_replicates(SETTING, [], fitted=fitted_models(), max_leaf_nodes=LEAVES, n_replicates_r=1, **TINY)
+
+
 def test_run_study_validation():
     kwargs = dict(fitted=fitted_models(), max_leaf_nodes=LEAVES, n_replicates=2, **TINY)
     with pytest.raises(ValueError, match=r"n_replicates_r must not exceed n_replicates \(2\); got 3"):
@@ -377,10 +400,22 @@ def test_coverage_config_defaults_and_checks():
     from disaggregated_eval.config import ConfigError, validate_config
 
     config = validate_config({})
-    assert config["coverage"] == {"settings": None, "n_replicates": 200, "n_replicates_r": 80, "n_resamples": 1000}
+    assert config["coverage"] == {
+        "settings": None,
+        "n_replicates": 200,
+        "n_replicates_r": 80,
+        "n_resamples": 1000,
+        "jobs_per_setting": 4,
+    }
     assert config["resources"]["simulation"]["coverage"]["threads"] == 1
-    with pytest.raises(ConfigError, match=r"coverage.n_replicates_r must be at most coverage.n_replicates \(5\); got 6"):
+    with pytest.raises(
+        ConfigError, match=r"coverage.n_replicates_r must be at most coverage.n_replicates \(5\); got 6"
+    ):
         validate_config({"coverage": {"n_replicates": 5, "n_replicates_r": 6}})
+    with pytest.raises(
+        ConfigError, match=r"coverage.jobs_per_setting must be at most coverage.n_replicates \(5\); got 6"
+    ):
+        validate_config({"coverage": {"n_replicates": 5, "n_replicates_r": 0, "jobs_per_setting": 6}})
     with pytest.raises(ConfigError, match=r"coverage.settings contains unknown name\(s\) 'selection_x'"):
         validate_config({"coverage": {"settings": ["selection_x"]}})
     with pytest.raises(ConfigError, match=r"coverage.settings must be among simulation.settings.*'outcome_shift'"):
@@ -421,7 +456,8 @@ def test_coverage_target_tiny(tmp_path):
     assert design["n_replicates_r"] == dict.fromkeys(settings, tiny["coverage"]["n_replicates_r"])
     for ext in ("png", "pdf"):
         assert (tmp_path / "figures" / "simulation" / f"coverage.{ext}").stat().st_size > 1000
-    log = (tmp_path / "logs" / "coverage_replicates" / f"{settings[0]}.log").read_text()
-    assert "replicate 3 / 3" in log
+    # jobs_per_setting 2: part 0 holds replicates 0 and 2, part 1 replicate 1 (round robin)
+    log = (tmp_path / "logs" / "coverage_replicates" / f"{settings[0]}_part_0.log").read_text()
+    assert "replicates [0, 2]" in log and "replicate 2 (2 / 2 of this job" in log
     again = subprocess.run([*cmd, "--dry-run"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert "Nothing to be done" in again.stdout + again.stderr

@@ -87,13 +87,22 @@ def test_replicate_values_match_sklearn_on_the_resample(seed, resampling):
     labels = ["g0", "g1", "g2"]
     boot_seed = seeds.seed_sequence(seed, "bootstrap", "toy")
     table = controlled_evaluation(
-        y, groups, scores, weights=weights, group_labels=labels,
-        relative_to={"xa": "x"}, n_resamples=1, seed=boot_seed, resampling=resampling,
+        y,
+        groups,
+        scores,
+        weights=weights,
+        group_labels=labels,
+        relative_to={"xa": "x"},
+        n_resamples=1,
+        seed=boot_seed,
+        resampling=resampling,
     )
     strata = groups if resampling == "within_group" else None
     counts = resample_counts(n, seed=boot_seed, start=0, stop=1, strata=strata)[0]
     if strata is not None:  # the stratified resample keeps every group's size
-        np.testing.assert_array_equal(np.bincount(groups, weights=counts, minlength=k), np.bincount(groups, minlength=k))
+        np.testing.assert_array_equal(
+            np.bincount(groups, weights=counts, minlength=k), np.bincount(groups, minlength=k)
+        )
     idx = np.repeat(np.arange(n), counts)
     yy, gg = y[idx], groups[idx]
 
@@ -117,23 +126,44 @@ def test_replicate_values_match_sklearn_on_the_resample(seed, resampling):
             for metric, ref in group_ref.items():
                 # 1e-10: sums of at most a few hundred terms in float64, compared across two
                 # summation orders (sklearn vs the engine's sorted accumulation).
-                assert value(model=model, comparison="absolute", group=label, metric=metric) == pytest.approx(ref, abs=1e-10)
-                assert value(model=model, comparison="controlled_difference", control="none",
-                             group=label, metric=metric) == pytest.approx(ref - overall_ref[metric], abs=1e-10)
+                assert value(model=model, comparison="absolute", group=label, metric=metric) == pytest.approx(
+                    ref, abs=1e-10
+                )
+                assert value(
+                    model=model, comparison="controlled_difference", control="none", group=label, metric=metric
+                ) == pytest.approx(ref - overall_ref[metric], abs=1e-10)
             for control in ("X", "Y", "R"):
                 p = _weights(weights, control, model, n, k)[:, a]
                 ma_ref = _sk_metrics(yy, rr, p[idx])
                 ss = shared_space_weights(p, groups == a, shares[a])[idx]
                 ss_ref = _sk_metrics(yy[ss > 0], rr[ss > 0], ss[ss > 0])
                 for metric in group_ref:
-                    ma = value(model=model, comparison="weighted_population", control=control,
-                               weight_source="estimated", group=label, metric=metric)
+                    ma = value(
+                        model=model,
+                        comparison="weighted_population",
+                        control=control,
+                        weight_source="estimated",
+                        group=label,
+                        metric=metric,
+                    )
                     assert ma == pytest.approx(ma_ref[metric], abs=1e-10)
-                    ta = value(model=model, comparison="controlled_difference", control=control,
-                               weight_source="estimated", group=label, metric=metric)
+                    ta = value(
+                        model=model,
+                        comparison="controlled_difference",
+                        control=control,
+                        weight_source="estimated",
+                        group=label,
+                        metric=metric,
+                    )
                     assert ta == pytest.approx(group_ref[metric] - ma_ref[metric], abs=1e-10)
-                    sv = value(model=model, comparison="shared_space", control=control,
-                               weight_source="estimated", group=label, metric=metric)
+                    sv = value(
+                        model=model,
+                        comparison="shared_space",
+                        control=control,
+                        weight_source="estimated",
+                        group=label,
+                        metric=metric,
+                    )
                     assert sv == pytest.approx(ss_ref[metric], abs=1e-10)
     for label in ["overall", *labels]:
         m = np.ones(len(yy), bool) if label == "overall" else gg == labels.index(label)
@@ -152,8 +182,9 @@ def test_point_estimates_are_full_sample_values_and_table_is_tidy():
     assert tuple(table.columns) == TIDY_COLUMNS
     assert set(table.comparison) == {"absolute", "weighted_population", "controlled_difference", "shared_space"}
     assert set(table.control) == {"none", "X", "Y", "R"}
-    row = table[(table.model == "x") & (table.comparison == "absolute") & (table.group == "overall")
-                & (table.metric == "auc")].iloc[0]
+    row = table[
+        (table.model == "x") & (table.comparison == "absolute") & (table.group == "overall") & (table.metric == "auc")
+    ].iloc[0]
     assert row.estimate == pytest.approx(roc_auc_score(y, scores["x"]), abs=1e-12)
     assert row.ci_low <= row.estimate <= row.ci_high
     assert (table.n_resamples == 50).all()
@@ -184,8 +215,9 @@ def test_undefined_resamples_are_counted_not_fatal():
     y = rng.integers(0, 2, n)
     y[:3] = [1, 0, 0]
     r = rng.random(n)
-    table = controlled_evaluation(y, groups, {"m": r}, weights=None, group_labels=["big", "rare"],
-                                  n_resamples=300, seed=5)
+    table = controlled_evaluation(
+        y, groups, {"m": r}, weights=None, group_labels=["big", "rare"], n_resamples=300, seed=5
+    )
     sens = table[(table.comparison == "absolute") & (table.group == "rare") & (table.metric == "sensitivity")].iloc[0]
     # P(the single positive row is not drawn) = (1 - 1/200)^200 ~ 0.37, so about 110 of 300.
     assert 60 < sens.n_undefined < 170
@@ -208,16 +240,24 @@ def _never_called(done, total):  # progress callback: the bootstrap must not sta
 
 def _evaluate(**change):
     y, groups, scores, weights = _toy(seed=5)
-    arguments = dict(y=y, groups=groups, scores=scores, weights=weights, group_labels=LABELS, n_resamples=5,
-                     seed=1, progress=_never_called)
-    arguments.update(change)
-    return controlled_evaluation(
-        arguments.pop("y"), arguments.pop("groups"), arguments.pop("scores"), **arguments
+    arguments = dict(
+        y=y,
+        groups=groups,
+        scores=scores,
+        weights=weights,
+        group_labels=LABELS,
+        n_resamples=5,
+        seed=1,
+        progress=_never_called,
     )
+    arguments.update(change)
+    return controlled_evaluation(arguments.pop("y"), arguments.pop("groups"), arguments.pop("scores"), **arguments)
 
 
 def test_group_codes_beyond_the_labels_are_rejected():
-    with pytest.raises(ValueError, match=r"group codes \(groups\) must be integers in 0\.\.1 \(n_groups=2\); got values \{2\}"):
+    with pytest.raises(
+        ValueError, match=r"group codes \(groups\) must be integers in 0\.\.1 \(n_groups=2\); got values \{2\}"
+    ):
         _evaluate(group_labels=["a", "b"])
 
 
@@ -234,25 +274,25 @@ def test_group_labels_must_be_distinct():
 
 
 def test_group_without_rows_is_named():
-    y, groups, scores, weights = _toy(seed=5)
+    _y, groups, _scores, _weights = _toy(seed=5)
     with pytest.raises(ValueError, match=r"no rows for \['c'\]"):
         _evaluate(groups=np.minimum(groups, 1))
 
 
 def test_scores_as_a_list_are_a_type_error_naming_scores():
-    y, groups, scores, weights = _toy(seed=5)
+    _y, _groups, scores, _weights = _toy(seed=5)
     with pytest.raises(TypeError, match=r"scores must be a mapping of model name to scores.*got list"):
         _evaluate(scores=[scores["x"], scores["xa"]])
 
 
 def test_scores_of_the_wrong_length_name_the_model():
-    y, groups, scores, weights = _toy(seed=5)
+    _y, _groups, scores, _weights = _toy(seed=5)
     with pytest.raises(ValueError, match=r"scores\['xa'\] has 599 rows but y has 600"):
         _evaluate(scores={"x": scores["x"], "xa": scores["xa"][:-1]})
 
 
 def test_scores_outside_the_unit_interval_name_the_row():
-    y, groups, scores, weights = _toy(seed=5)
+    _y, _groups, scores, _weights = _toy(seed=5)
     bad = scores["x"].copy()
     bad[7] = 1.5
     with pytest.raises(ValueError, match=r"scores\['x'\] must be finite and in \[0, 1\]; got 1.5 at row 7"):
@@ -285,7 +325,7 @@ def test_unknown_metric_is_named():
 
 
 def test_weights_outside_the_unit_interval_are_rejected():
-    y, groups, scores, weights = _toy(seed=5)
+    _y, _groups, _scores, weights = _toy(seed=5)
     bad = weights.copy()
     bad.loc[bad.index[0], "p_0"] = 1.5
     with pytest.raises(ValueError, match="probabilities in"):
@@ -293,7 +333,7 @@ def test_weights_outside_the_unit_interval_are_rejected():
 
 
 def test_weights_that_do_not_sum_to_one_name_the_row():
-    y, groups, scores, weights = _toy(seed=5)
+    _y, _groups, _scores, weights = _toy(seed=5)
     bad = weights.copy()
     bad.loc[bad.index[3], "p_1"] += 0.2
     with pytest.raises(ValueError, match="row 3 sums to"):
@@ -301,7 +341,7 @@ def test_weights_that_do_not_sum_to_one_name_the_row():
 
 
 def test_missing_weights_name_the_rows():
-    y, groups, scores, weights = _toy(seed=5)
+    _y, _groups, _scores, weights = _toy(seed=5)
     bad = weights.copy()
     bad.loc[bad.index[2], "p_2"] = np.nan
     with pytest.raises(ValueError, match=r"rows \[2\] hold NaN"):
@@ -309,9 +349,9 @@ def test_missing_weights_name_the_rows():
 
 
 def test_weights_shifted_by_a_row_are_rejected():
-    y, groups, scores, weights = _toy(seed=5)
+    y, _groups, _scores, weights = _toy(seed=5)
     bad = weights.copy()
-    bad.loc[bad.index[:len(y)], "row"] += 1  # X weights shifted by one row
+    bad.loc[bad.index[: len(y)], "row"] += 1  # X weights shifted by one row
     with pytest.raises(ValueError, match=r"missing \[0\], out of range \[600\]"):
         _evaluate(weights=bad)
 
@@ -321,15 +361,26 @@ def test_weights_shifted_by_a_row_are_rejected():
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("controls", "shared_space"), [(("none", "X", "Y", "R"), True), (("none", "Y"), False), (("none",), True)])
+@pytest.mark.parametrize(
+    ("controls", "shared_space"), [(("none", "X", "Y", "R"), True), (("none", "Y"), False), (("none",), True)]
+)
 def test_evaluation_count_formula_matches_the_evaluations_built(controls, shared_space):
     y, groups, scores, weights = _toy(seed=5)
     two_sources = pd.concat([weights, weights.assign(weight_source="oracle")], ignore_index=True)
-    inputs = _check_inputs(y, groups, scores, weights=two_sources, group_labels=LABELS, relative_to=None,
-                           controls=controls, metrics=vocabulary.PIPELINE_METRICS)
+    inputs = _check_inputs(
+        y,
+        groups,
+        scores,
+        weights=two_sources,
+        group_labels=LABELS,
+        relative_to=None,
+        controls=controls,
+        metrics=vocabulary.PIPELINE_METRICS,
+    )
     evaluations, _ = _build_evaluations(inputs, two_sources, shared_space=shared_space)
-    per_model = evaluations_per_model(n_groups=3, n_controls=len(controls) - 1, n_weight_sources=2,
-                                      shared_space=shared_space)
+    per_model = evaluations_per_model(
+        n_groups=3, n_controls=len(controls) - 1, n_weight_sources=2, shared_space=shared_space
+    )
     assert len(evaluations) == 2 * per_model
 
 
@@ -355,11 +406,21 @@ def test_too_many_resamples_are_rejected_before_any_work():
     # 8 bytes x 135 evaluations x 8 metrics x 10^9 = 8.64e12 bytes, plus the summary (4 copies of
     # one quantity's 8 x 10^9 values: 2.56e11) = 8.896e12 bytes = 8,896,000 MB (the 7.86 TiB
     # was the replicate array alone).
-    with pytest.raises(ValueError, match=r"evaluation\.n_resamples = 1,000,000,000 needs about 8,896,000 MB .*"
-                                         r"more than resources\.simulation\.bootstrap\.mem_mb = 4000 MB"):
-        check_replicate_memory(n_resamples=1_000_000_000, mem_mb=4000, what="evaluation.n_resamples",
-                               limit="resources.simulation.bootstrap.mem_mb", **sizes)
-    with pytest.raises(ValueError, match=r"n_resamples = 2,000,000 needs about 17,792 MB .*at most about \d{3},\d{3} fit"):
+    with pytest.raises(
+        ValueError,
+        match=r"evaluation\.n_resamples = 1,000,000,000 needs about 8,896,000 MB .*"
+        r"more than resources\.simulation\.bootstrap\.mem_mb = 4000 MB",
+    ):
+        check_replicate_memory(
+            n_resamples=1_000_000_000,
+            mem_mb=4000,
+            what="evaluation.n_resamples",
+            limit="resources.simulation.bootstrap.mem_mb",
+            **sizes,
+        )
+    with pytest.raises(
+        ValueError, match=r"n_resamples = 2,000,000 needs about 17,792 MB .*at most about \d{3},\d{3} fit"
+    ):
         check_replicate_memory(n_resamples=2_000_000, mem_mb=4000, **sizes)
     # The suggested largest count does fit.
     with pytest.raises(ValueError, match=r"at most about \d{3},\d{3} fit") as error:
@@ -387,12 +448,20 @@ def _oracle_x_evaluation(setting: str, n: int, n_resamples: int):
     test = dgp.sample(n, seeds.generator(99, "test_evaluation", setting))
     x, y, a = test["x"].to_numpy(), test["y"].to_numpy(), test["a"].to_numpy()
     p = dgp.p_a_given_x(x)
-    weights = pd.DataFrame({"weight_source": "oracle", "control": "X", "model": "*",
-                            "row": np.arange(n), "p_0": p[:, 0], "p_1": p[:, 1]})
+    weights = pd.DataFrame(
+        {"weight_source": "oracle", "control": "X", "model": "*", "row": np.arange(n), "p_0": p[:, 0], "p_1": p[:, 1]}
+    )
     table = controlled_evaluation(
-        y, a, {"bayes_x": dgp.p_y_given_x(x)}, weights=weights, group_labels=["A = 0", "A = 1"],
-        controls=("X",), metrics=("log_loss", "auc", "sensitivity", "specificity"),
-        n_resamples=n_resamples, confidence=0.99, seed=seeds.seed_sequence(99, "bootstrap", setting),
+        y,
+        a,
+        {"bayes_x": dgp.p_y_given_x(x)},
+        weights=weights,
+        group_labels=["A = 0", "A = 1"],
+        controls=("X",),
+        metrics=("log_loss", "auc", "sensitivity", "specificity"),
+        n_resamples=n_resamples,
+        confidence=0.99,
+        seed=seeds.seed_sequence(99, "bootstrap", setting),
         shared_space=False,
     )
     return table[table.comparison == "controlled_difference"]
@@ -470,8 +539,15 @@ def test_within_group_and_population_widths_agree_for_absolute_metrics_at_n_2000
     widths = {}
     for scheme in vocabulary.RESAMPLING_SCHEMES:
         table = controlled_evaluation(
-            y, groups, scores, weights=None, group_labels=["A = 0", "A = 1"], controls=("none",),
-            n_resamples=4_000, seed=seeds.seed_sequence(2025, "bootstrap", scheme), resampling=scheme,
+            y,
+            groups,
+            scores,
+            weights=None,
+            group_labels=["A = 0", "A = 1"],
+            controls=("none",),
+            n_resamples=4_000,
+            seed=seeds.seed_sequence(2025, "bootstrap", scheme),
+            resampling=scheme,
         )
         absolute = table[table.comparison == "absolute"].set_index(["group", "metric"])
         assert (absolute.n_undefined == 0).all()
@@ -523,8 +599,14 @@ def _script_inputs(tmp_path, *, n_score_rows=None):
         log=[str(tmp_path / "log.txt")],
         wildcards=_Namespace(dataset="toy"),
         params=_Namespace(
-            seed=3, study="simulation", models=["x", "xa"], relative_to={"xa": "x"},
-            weight_sources=["estimated"], n_resamples=20, confidence=0.95, threshold=0.5,
+            seed=3,
+            study="simulation",
+            models=["x", "xa"],
+            relative_to={"xa": "x"},
+            weight_sources=["estimated"],
+            n_resamples=20,
+            confidence=0.95,
+            threshold=0.5,
             preference_threshold=0.5,
         ),
         threads=1,
@@ -553,7 +635,9 @@ def test_script_writes_the_table_and_reads_batch_size_from_the_config(tmp_path):
 
 def test_script_rejects_a_score_file_with_the_wrong_number_of_rows(tmp_path):
     snakemake = _script_inputs(tmp_path, n_score_rows=299)
-    with pytest.raises(ValueError, match=r"score file .*scores\.parquet has 299 rows but the test set .*test\.parquet has 300"):
+    with pytest.raises(
+        ValueError, match=r"score file .*scores\.parquet has 299 rows but the test set .*test\.parquet has 300"
+    ):
         _run_script(snakemake)
     assert not (tmp_path / "metrics.parquet").exists()
 
@@ -582,13 +666,24 @@ def test_sample_weight_equals_repeated_rows_for_point_estimates():
         return weight_table(np.column_stack([1 - prob, prob]), weight_source="estimated", control="X")
 
     weighted = controlled_evaluation(
-        y, groups, scores, weights=weights_for(p), group_labels=["a", "b"], n_resamples=5, seed=0,
+        y,
+        groups,
+        scores,
+        weights=weights_for(p),
+        group_labels=["a", "b"],
+        n_resamples=5,
+        seed=0,
         sample_weight=counts.astype(float),
     )
     rows = np.repeat(np.arange(n), counts)
     repeated = controlled_evaluation(
-        y[rows], groups[rows], {"m": scores["m"][rows]}, weights=weights_for(p[rows]), group_labels=["a", "b"],
-        n_resamples=5, seed=0,
+        y[rows],
+        groups[rows],
+        {"m": scores["m"][rows]},
+        weights=weights_for(p[rows]),
+        group_labels=["a", "b"],
+        n_resamples=5,
+        seed=0,
     )
     np.testing.assert_allclose(weighted["estimate"], repeated["estimate"], rtol=1e-10, atol=1e-12)
 
@@ -601,14 +696,52 @@ def test_strata_need_within_group_and_fix_stratum_sizes():
     scores = {"m": rng.uniform(size=n)}
     strata = rng.integers(0, 3, n)
     with pytest.raises(ValueError, match="strata are only used with resampling='within_group'"):
-        controlled_evaluation(y, groups, scores, weights=None, group_labels=["a", "b"], n_resamples=5, seed=0,
-                              controls=("none",), strata=strata)
+        controlled_evaluation(
+            y,
+            groups,
+            scores,
+            weights=None,
+            group_labels=["a", "b"],
+            n_resamples=5,
+            seed=0,
+            controls=("none",),
+            strata=strata,
+        )
     with pytest.raises(ValueError, match=r"strata has 3 rows but y has 200"):
-        controlled_evaluation(y, groups, scores, weights=None, group_labels=["a", "b"], n_resamples=5, seed=0,
-                              controls=("none",), resampling="within_group", strata=strata[:3])
+        controlled_evaluation(
+            y,
+            groups,
+            scores,
+            weights=None,
+            group_labels=["a", "b"],
+            n_resamples=5,
+            seed=0,
+            controls=("none",),
+            resampling="within_group",
+            strata=strata[:3],
+        )
     # With the subgroups as strata the result equals the default within_group scheme.
-    a = controlled_evaluation(y, groups, scores, weights=None, group_labels=["a", "b"], n_resamples=20, seed=0,
-                              controls=("none",), resampling="within_group")
-    b = controlled_evaluation(y, groups, scores, weights=None, group_labels=["a", "b"], n_resamples=20, seed=0,
-                              controls=("none",), resampling="within_group", strata=groups)
+    a = controlled_evaluation(
+        y,
+        groups,
+        scores,
+        weights=None,
+        group_labels=["a", "b"],
+        n_resamples=20,
+        seed=0,
+        controls=("none",),
+        resampling="within_group",
+    )
+    b = controlled_evaluation(
+        y,
+        groups,
+        scores,
+        weights=None,
+        group_labels=["a", "b"],
+        n_resamples=20,
+        seed=0,
+        controls=("none",),
+        resampling="within_group",
+        strata=groups,
+    )
     pd.testing.assert_frame_equal(a, b)

@@ -160,7 +160,9 @@ def test_single_class_gives_nan_not_zero():
     positives = compute_metrics([1, 1, 1], [0.2, 0.6, 0.9])
     assert math.isnan(positives["auc"]) and math.isnan(positives["specificity"])
     assert positives["sensitivity"] == pytest.approx(2 / 3, abs=TOL)
-    assert math.isnan(positives["false_positive_rate"]) and positives["false_negative_rate"] == pytest.approx(1 / 3, abs=TOL)
+    assert math.isnan(positives["false_positive_rate"]) and positives["false_negative_rate"] == pytest.approx(
+        1 / 3, abs=TOL
+    )
     negatives = compute_metrics([0, 0], [0.2, 0.6])
     assert math.isnan(negatives["auc"]) and math.isnan(negatives["sensitivity"])
     assert math.isnan(negatives["false_negative_rate"]) and negatives["false_positive_rate"] == 0.5
@@ -215,12 +217,20 @@ def test_returns_requested_metrics_in_order():
         (dict(y=[0, 1], scores=[0.1, 0.2], sample_weight=[1.0, np.inf]), ValueError, r"got inf at row 1"),
         (dict(y=[0, 1], scores=[0.1, 0.2], sample_weight=[1.0]), ValueError, r"sample_weight has 1 rows"),
         (dict(y=[0, 1], scores=[0.1, 0.2], metrics=["auc", "f1"]), ValueError, r"unknown metric 'f1'"),
-        (dict(y=[0, 1], scores=[0.1, 0.2], metrics=["auc", "auc"]), ValueError, r"metrics must be distinct; got duplicates \['auc'\]"),
+        (
+            dict(y=[0, 1], scores=[0.1, 0.2], metrics=["auc", "auc"]),
+            ValueError,
+            r"metrics must be distinct; got duplicates \['auc'\]",
+        ),
         (dict(y=[0, 1], scores=[0.1, 0.2], metrics=[]), ValueError, r"metrics must name at least one metric"),
         (dict(y=[0, 1], scores=[0.1, 0.2], metrics="auc"), TypeError, r"not a string"),
         (dict(y=[0, 1], scores={"m": [0.1, 0.2]}), TypeError, r"scores must be a one-dimensional array; got dict"),
         (dict(y=[0, 0.5], scores=[0.1, 0.2]), ValueError, r"labels \(y\) must be 0/1; got values \{0.5\}"),
-        (dict(y=[0, 1], scores=[0.1, 0.2], threshold="0.5"), TypeError, r"threshold must be a number in \(0, 1\); got '0.5'"),
+        (
+            dict(y=[0, 1], scores=[0.1, 0.2], threshold="0.5"),
+            TypeError,
+            r"threshold must be a number in \(0, 1\); got '0.5'",
+        ),
         (dict(y=[0, 1], scores=[0.1, 0.2], threshold=1.0), ValueError, r"threshold must be in .*got 1.0"),
         (dict(y=[0, 1], scores=[0.1, 0.2], preference_threshold=0.0), ValueError, r"preference_threshold .*got 0.0"),
         (dict(y=[[0, 1]], scores=[0.1, 0.2]), ValueError, r"one-dimensional; got shape \(1, 2\)"),

@@ -101,8 +101,12 @@ def weights2(data2, outcome):
 def test_fit_classifier_table_and_refit(data2):
     train, _ = data2
     estimator, table = models.fit_classifier(
-        train[FEATURES], train["y"], categorical_features=CATEGORICAL + ["a"], grid=GRID,
-        n_splits=N_SPLITS, random_state=7,
+        train[FEATURES],
+        train["y"],
+        categorical_features=CATEGORICAL + ["a"],
+        grid=GRID,
+        n_splits=N_SPLITS,
+        random_state=7,
     )
     assert list(table.columns) == ["max_leaf_nodes", "mean_cv_log_loss", "std_cv_log_loss", "selected"]
     assert table["max_leaf_nodes"].tolist() == list(GRID)
@@ -172,14 +176,25 @@ def test_stratified_rows_scored_by_own_group_model(data2, outcome):
 def test_selection_table_matches_argmin(outcome):
     fitted, selection, _ = outcome
     assert list(selection.columns) == [
-        "model", "group", "max_leaf_nodes", "mean_cv_log_loss", "std_cv_log_loss", "selected",
+        "model",
+        "group",
+        "max_leaf_nodes",
+        "mean_cv_log_loss",
+        "std_cv_log_loss",
+        "selected",
     ]
     assert sorted(set(zip(selection["model"], selection["group"]))) == [
-        ("x", "overall"), ("xa", "overall"), ("xa_stratified", "0"), ("xa_stratified", "1"),
+        ("x", "overall"),
+        ("xa", "overall"),
+        ("xa_stratified", "0"),
+        ("xa_stratified", "1"),
     ]
-    estimators = {("x", "overall"): fitted.x, ("xa", "overall"): fitted.xa,
-                  ("xa_stratified", "0"): fitted.xa_stratified[0],
-                  ("xa_stratified", "1"): fitted.xa_stratified[1]}
+    estimators = {
+        ("x", "overall"): fitted.x,
+        ("xa", "overall"): fitted.xa,
+        ("xa_stratified", "0"): fitted.xa_stratified[0],
+        ("xa_stratified", "1"): fitted.xa_stratified[1],
+    }
     for key, part in selection.groupby(["model", "group"]):
         assert len(part) == len(GRID) and part["selected"].sum() == 1
         argmin = part.loc[part["mean_cv_log_loss"].idxmin(), "max_leaf_nodes"]
@@ -205,8 +220,12 @@ def test_outcome_seeds_reproducible_and_distinct(data2, outcome):
             seed, "outcome_models", DATASET, "xa_stratified", 1
         )
     folds = [
-        [test_idx.tolist() for _, test_idx in StratifiedKFold(N_SPLITS, shuffle=True, random_state=m.x.random_state)
-         .split(train[FEATURES], train["y"])]
+        [
+            test_idx.tolist()
+            for _, test_idx in StratifiedKFold(N_SPLITS, shuffle=True, random_state=m.x.random_state).split(
+                train[FEATURES], train["y"]
+            )
+        ]
         for m in (fitted, other)
     ]
     assert folds[0] != folds[1]
@@ -315,14 +334,20 @@ def test_crossfitted_r_weights_come_from_models_that_did_not_see_the_row(data2, 
             # which a model that had seen fold k's rows would not.
             held = fold == k
             estimator, _ = models.fit_classifier(
-                feature.loc[~held], a[~held], categorical_features=[], grid=GRID, n_splits=N_SPLITS,
+                feature.loc[~held],
+                a[~held],
+                categorical_features=[],
+                grid=GRID,
+                n_splits=N_SPLITS,
                 random_state=seeds.sklearn_seed(SEED, "weight_models", DATASET, "R", model, k),
             )
             np.testing.assert_array_equal(got[held], estimator.predict_proba(feature.loc[held]))
 
 
 def test_logit_score_clips():
-    np.testing.assert_allclose(models.logit_score([0.0, 0.5, 1.0]), [np.log(1e-6 / (1 - 1e-6)), 0, np.log((1 - 1e-6) / 1e-6)])
+    np.testing.assert_allclose(
+        models.logit_score([0.0, 0.5, 1.0]), [np.log(1e-6 / (1 - 1e-6)), 0, np.log((1 - 1e-6) / 1e-6)]
+    )
 
 
 def test_multiclass_weights():
@@ -330,8 +355,14 @@ def test_multiclass_weights():
     train, test = make_data(2000, rng, k=3), make_data(1500, rng, k=3)
     score = _sigmoid(test["x1"].to_numpy() + 0.3 * test["x2"].to_numpy())
     table, selection = models.fit_weight_models(
-        train, test, {"x": score}, features=FEATURES, categorical=CATEGORICAL, n_groups=3,
-        crossfit_folds=CROSSFIT, **SMALL,
+        train,
+        test,
+        {"x": score},
+        features=FEATURES,
+        categorical=CATEGORICAL,
+        n_groups=3,
+        crossfit_folds=CROSSFIT,
+        **SMALL,
     )
     assert list(table.columns) == ["weight_source", "control", "model", "row", "p_0", "p_1", "p_2"]
     assert len(table) == 3 * len(test)
@@ -360,8 +391,14 @@ def test_group_absent_from_training_fold_is_named():
     test.loc[test.index[:3], "a"] = 1  # 3 rows: 2 in each training part of 3 outer folds
     with pytest.raises(ValueError, match=r"group 1 has 2 rows in the training part of outer fold 0"):
         models.fit_weight_models(
-            test, test, {"x": np.full(len(test), 0.5)}, features=FEATURES, n_groups=2, controls=["R"],
-            crossfit_folds=3, **SMALL,
+            test,
+            test,
+            {"x": np.full(len(test), 0.5)},
+            features=FEATURES,
+            n_groups=2,
+            controls=["R"],
+            crossfit_folds=3,
+            **SMALL,
         )
     # A classifier that never saw group 2 cannot give P(A = 2 | V).
     frame = test[["x1"]]
@@ -412,7 +449,11 @@ def _with(df, column, index, value):
         (lambda d: d, {"label": "outcome"}, r"missing columns \['outcome'\]"),
         (lambda d: _with(d, "y", 4, 2), {}, r"labels \(train\['y'\]\) must be 0/1; got values \{2\}"),
         (lambda d: _with(d, "y", 4, np.nan), {}, r"must be 0/1; got values \{'nan'\}"),
-        (lambda d: _with(d, "a", 4, -1), {}, r"group codes \(train\['a'\]\) must be integers in 0\.\.254; got values \{-1\}"),
+        (
+            lambda d: _with(d, "a", 4, -1),
+            {},
+            r"group codes \(train\['a'\]\) must be integers in 0\.\.254; got values \{-1\}",
+        ),
         (lambda d: _with(d, "a", slice(0, 2), 7), {}, r"group 7 has 2 rows in train, fewer than n_splits=3"),
         (lambda d: _with(d, "c", 4, 300.0), {}, r"categorical feature 'c' of train .* got values \{300\.0\}"),
         (lambda d: _with(d, "c", 4, 1.5), {}, r"categorical feature 'c'.*\{1\.5\}"),
@@ -444,7 +485,11 @@ def test_outcome_validation_label_within_group(tiny):
 @pytest.mark.parametrize(
     ("mutate", "kwargs", "match"),
     [
-        (lambda d: _with(d, "a", 4, 2), {}, r"group codes \(train\['a'\]\) must be integers in 0\.\.1 \(n_groups=2\); got values \{2\}"),
+        (
+            lambda d: _with(d, "a", 4, 2),
+            {},
+            r"group codes \(train\['a'\]\) must be integers in 0\.\.1 \(n_groups=2\); got values \{2\}",
+        ),
         (lambda d: _with(d, "y", 4, 3), {}, r"labels \(train\['y'\]\) must be 0/1; got values \{3\}"),
         (lambda d: d.drop(columns="c"), {}, r"train is missing columns \['c'\]"),
         (lambda d: _with(d, "a", slice(0, 200), 0), {}, r"group 1 has 0 rows in train, fewer than n_splits=3"),
@@ -452,7 +497,11 @@ def test_outcome_validation_label_within_group(tiny):
         (lambda d: d, {"n_groups": 1}, r"n_groups must be an integer in 2\.\.255; got 1"),
         (lambda d: d, {"crossfit_folds": 1}, r"crossfit_folds must be an integer >= 2; got 1"),
         (lambda d: d, {"grid": [1]}, r"got bad values \[1\]"),
-        (lambda d: d, {"scores": {"x": np.full(200, 1.5)}}, r"test_scores\['x'\] must be finite and in \[0, 1\]; got 1\.5 at row 0"),
+        (
+            lambda d: d,
+            {"scores": {"x": np.full(200, 1.5)}},
+            r"test_scores\['x'\] must be finite and in \[0, 1\]; got 1\.5 at row 0",
+        ),
         (lambda d: d, {"scores": {"x": np.full(10, 0.5)}}, r"test_scores\['x'\] has 10 rows but test has 200"),
         (lambda d: d, {"scores": {}}, r"test_scores must be a non-empty mapping"),
     ],
@@ -466,7 +515,9 @@ def test_weight_validation(tiny, mutate, kwargs, match):
 
 def test_weight_validation_test_groups(tiny):
     bad_test = _with(tiny, "a", 7, 4)
-    with pytest.raises(ValueError, match=r"group codes \(test\['a'\]\) must be integers in 0\.\.1 \(n_groups=2\); got values \{4\}"):
+    with pytest.raises(
+        ValueError, match=r"group codes \(test\['a'\]\) must be integers in 0\.\.1 \(n_groups=2\); got values \{4\}"
+    ):
         _weights(tiny, bad_test, controls=["R"])
     few = _with(tiny, "a", slice(None), 0)
     few.loc[few.index[:2], "a"] = 1
@@ -496,8 +547,15 @@ def test_xy_crossfitted_on_test_follow_the_documented_seed_branches(data2, weigh
     _, test = data2
     r = weights2[2]["x"]
     table, selection = models.fit_weight_models(
-        None, test, {"x": r}, features=FEATURES, categorical=CATEGORICAL, n_groups=2, crossfit_folds=CROSSFIT,
-        fit_xy_on="test", **SMALL,
+        None,
+        test,
+        {"x": r},
+        features=FEATURES,
+        categorical=CATEGORICAL,
+        n_groups=2,
+        crossfit_folds=CROSSFIT,
+        fit_xy_on="test",
+        **SMALL,
     )
     a = test["a"].to_numpy()
     common = dict(n_groups=2, grid=GRID, n_splits=N_SPLITS, crossfit_folds=CROSSFIT)
@@ -540,8 +598,16 @@ def test_fixed_max_leaf_nodes_reproduce_the_grid_search(data2, weights2):
     assert set(chosen) == {("X", "*"), ("Y", "*")} | {("R", m) for m in scores}
     lines = []
     table, fixed_selection = models.fit_weight_models(
-        train, test, scores, features=FEATURES, categorical=CATEGORICAL, n_groups=2, crossfit_folds=CROSSFIT,
-        max_leaf_nodes=chosen, progress=lines.append, **SMALL,
+        train,
+        test,
+        scores,
+        features=FEATURES,
+        categorical=CATEGORICAL,
+        n_groups=2,
+        crossfit_folds=CROSSFIT,
+        max_leaf_nodes=chosen,
+        progress=lines.append,
+        **SMALL,
     )
     # One fit per model and outer fold instead of a grid search: 2 + CROSSFIT per score.
     assert len(fixed_selection) == len(lines) == 2 + CROSSFIT * len(scores)
@@ -558,7 +624,9 @@ def test_fixed_max_leaf_nodes_reproduce_the_grid_search(data2, weights2):
         selected = selection.query("control == 'R' and model == @model and selected")
         same_value = selected.loc[selected["max_leaf_nodes"] == chosen[("R", model)], "fold"].to_numpy(dtype=np.int64)
         fold = models.crossfit_fold_ids(
-            test["a"], crossfit_folds=CROSSFIT, random_state=seeds.sklearn_seed(SEED, "weight_models", DATASET, "R", model)
+            test["a"],
+            crossfit_folds=CROSSFIT,
+            random_state=seeds.sklearn_seed(SEED, "weight_models", DATASET, "R", model),
         )
         rows = np.isin(fold, same_value)
         assert rows.any()
@@ -569,11 +637,13 @@ def test_fixed_max_leaf_nodes_reproduce_the_grid_search(data2, weights2):
 
 def test_fit_classifier_with_fixed_max_leaf_nodes_equals_grid_refit(data2):
     train, test = data2
-    grid_fit, table = models.fit_classifier(train[FEATURES], train["a"], categorical_features=CATEGORICAL, grid=GRID,
-                                            n_splits=N_SPLITS, random_state=11)
+    grid_fit, table = models.fit_classifier(
+        train[FEATURES], train["a"], categorical_features=CATEGORICAL, grid=GRID, n_splits=N_SPLITS, random_state=11
+    )
     value = int(table.loc[table["selected"], "max_leaf_nodes"].item())
-    fixed, fixed_table = models.fit_classifier(train[FEATURES], train["a"], categorical_features=CATEGORICAL,
-                                               max_leaf_nodes=value, random_state=11)
+    fixed, fixed_table = models.fit_classifier(
+        train[FEATURES], train["a"], categorical_features=CATEGORICAL, max_leaf_nodes=value, random_state=11
+    )
     np.testing.assert_array_equal(fixed.predict_proba(test[FEATURES]), grid_fit.predict_proba(test[FEATURES]))
     assert fixed_table["max_leaf_nodes"].tolist() == [value] and fixed_table["selected"].tolist() == [True]
     assert fixed_table["mean_cv_log_loss"].isna().all()
@@ -601,24 +671,34 @@ def test_crossfit_group_proba_names_small_groups():
     a = np.where(np.arange(600) < 3, 2, np.minimum(df["a"].to_numpy(), 1))  # group 2: 3 rows
     labels = ["A", "B", "C"]
     args = dict(n_groups=3, grid=GRID, n_splits=N_SPLITS, seed=5, group_labels=labels)
-    with pytest.raises(ValueError, match=r"group 2 \('C'\) has 3 rows in V, fewer than crossfit_folds=5; "
-                                         r"P\(A = 2 \| x1\) cannot be cross-fitted"):
+    with pytest.raises(
+        ValueError,
+        match=r"group 2 \('C'\) has 3 rows in V, fewer than crossfit_folds=5; "
+        r"P\(A = 2 \| x1\) cannot be cross-fitted",
+    ):
         models.crossfit_group_proba(df[["x1"]], a, crossfit_folds=5, **args)
     # 3 rows and 3 outer folds: 2 rows in each outer training part, fewer than the 3 inner folds.
-    with pytest.raises(ValueError, match=r"group 2 \('C'\) has 2 rows in the training part of outer fold 0 "
-                                         r"\(V = x1\), fewer than n_splits=3"):
+    with pytest.raises(
+        ValueError,
+        match=r"group 2 \('C'\) has 2 rows in the training part of outer fold 0 "
+        r"\(V = x1\), fewer than n_splits=3",
+    ):
         models.crossfit_group_proba(df[["x1"]], a, crossfit_folds=3, **args)
     # Without labels the code alone names the group.
     with pytest.raises(ValueError, match=r"^group 2 has 3 rows in V"):
         models.crossfit_group_proba(df[["x1"]], a, crossfit_folds=5, **{**args, "group_labels": None})
     # A fixed max_leaf_nodes needs no inner folds: 2 rows per training part suffice.
-    proba, selection = models.crossfit_group_proba(df[["x1", "c"]], a, categorical=["c"], crossfit_folds=3,
-                                                   max_leaf_nodes=5, **args)
+    proba, selection = models.crossfit_group_proba(
+        df[["x1", "c"]], a, categorical=["c"], crossfit_folds=3, max_leaf_nodes=5, **args
+    )
     assert proba.shape == (600, 3) and len(selection) == 3
     np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=0, atol=1e-12)
     for bad, match in [
         (dict(groups=a[:10]), r"groups has 10 rows but V has 600"),
-        (dict(groups=np.where(a == 2, 3, a)), r"group codes \(groups\) must be integers in 0\.\.2 \(n_groups=3\); got values \{3\}"),
+        (
+            dict(groups=np.where(a == 2, 3, a)),
+            r"group codes \(groups\) must be integers in 0\.\.2 \(n_groups=3\); got values \{3\}",
+        ),
         (dict(group_labels=["A", "B"]), r"group_labels must name the 3 groups"),
         (dict(V=df[["x1"]].assign(s="text")), r"feature 's' of V must be numeric"),
         (dict(max_leaf_nodes=1), r"max_leaf_nodes must be an integer >= 2; got 1"),
@@ -663,8 +743,11 @@ def test_weight_arguments_for_evaluated_population(tiny):
         _weights(tiny, max_leaf_nodes={"X": 1})
     few = _with(tiny, "a", slice(None), 0)
     few.loc[few.index[:2], "a"] = 1
-    with pytest.raises(ValueError, match=r"group 1 \('B'\) has 2 rows in test, fewer than crossfit_folds=3; "
-                                         r"P\(A = 1 \| X\) cannot be cross-fitted"):
+    with pytest.raises(
+        ValueError,
+        match=r"group 1 \('B'\) has 2 rows in test, fewer than crossfit_folds=3; "
+        r"P\(A = 1 \| X\) cannot be cross-fitted",
+    ):
         _weights(None, few, fit_xy_on="test", group_labels=["A", "B"])
 
 
@@ -729,8 +812,16 @@ def test_selection_setting_weights_describe_the_evaluated_population(setting):
 
     def label_rate_ta(weights):
         table = evaluation.controlled_evaluation(
-            y, a, scores, weights=weights, group_labels=["A = 0", "A = 1"], controls=["none", "Y"],
-            metrics=["label_rate"], n_resamples=2_000, confidence=0.999, shared_space=False,
+            y,
+            a,
+            scores,
+            weights=weights,
+            group_labels=["A = 0", "A = 1"],
+            controls=["none", "Y"],
+            metrics=["label_rate"],
+            n_resamples=2_000,
+            confidence=0.999,
+            shared_space=False,
             seed=seeds.seed_sequence(SEED, "tests", "models", setting),
         )
         return table.query("comparison == 'controlled_difference' and control == 'Y'")

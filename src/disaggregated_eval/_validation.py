@@ -168,8 +168,7 @@ def check_scores(scores: Any, n: int | None = None, name: str = "scores") -> np.
     if bad.any():
         row = int(np.flatnonzero(bad)[0])
         raise ValueError(
-            f"{name} must be finite and in [0, 1]; got {float(array[row])!r} at row {row} "
-            f"({int(bad.sum())} bad values)"
+            f"{name} must be finite and in [0, 1]; got {float(array[row])!r} at row {row} ({int(bad.sum())} bad values)"
         )
     return array
 
@@ -208,9 +207,7 @@ def check_group_codes(values: Any, name: str, n_groups: int | None = None, *, ma
         ok[:] = False
     if not ok.all():
         expected = f"0..{hi} (n_groups={n_groups})" if n_groups is not None else f"0..{hi}"
-        raise ValueError(
-            f"group codes ({name}) must be integers in {expected}; got values {format_values(array[~ok])}"
-        )
+        raise ValueError(f"group codes ({name}) must be integers in {expected}; got values {format_values(array[~ok])}")
     return numbers_.astype(np.int64)
 
 
@@ -334,7 +331,6 @@ def check_unique_labels(labels: Any, what: str, *, reserved: Sequence[str] = ("o
     clash = [v for v in labels if v in reserved]
     if clash:
         raise ValueError(
-            f"{what} must not use the reserved name(s) {clash!r} (they label the whole population); "
-            f"got {labels!r}"
+            f"{what} must not use the reserved name(s) {clash!r} (they label the whole population); got {labels!r}"
         )
     return labels

@@ -38,7 +38,7 @@ generator per resample (in threads when ``n_threads > 1``; numpy releases the GI
 **Memory.** Resamples are processed in batches whose working set (drawn indices, ~32 MB by default,
 never above ~256 MB, plus per-thread count arrays of ``64 n`` bytes) does not grow with
 ``n_resamples``; the ``replicates`` array (``8 n_resamples n_evaluations n_metrics`` bytes) does.
-:func:`disaggregated_eval.evaluation.check_replicate_memory` bounds it before any work.
+:func:`disaggregated_eval.memory.check_replicate_memory` bounds it before any work.
 
 Speed (``benchmarks/bench_bootstrap.py``): on 20,000 rows with 5 evaluations of one model the
 engine is a few hundred times faster per resample than calling scikit-learn per resample.
@@ -465,15 +465,36 @@ def _walk_lanes(cs, y_m, ll_m, br_m, with_brier, weights, w0, n_s, seg_starts, s
     at the threshold split are the false negatives and true negatives.
     """
     for s in range(n_s):
-        CP0 = 0.0; CP1 = 0.0; CP2 = 0.0; CP3 = 0.0
-        CN0 = 0.0; CN1 = 0.0; CN2 = 0.0; CN3 = 0.0
-        AU0 = 0.0; AU1 = 0.0; AU2 = 0.0; AU3 = 0.0
-        LO0 = 0.0; LO1 = 0.0; LO2 = 0.0; LO3 = 0.0
-        BR0 = 0.0; BR1 = 0.0; BR2 = 0.0; BR3 = 0.0
+        CP0 = 0.0
+        CP1 = 0.0
+        CP2 = 0.0
+        CP3 = 0.0
+        CN0 = 0.0
+        CN1 = 0.0
+        CN2 = 0.0
+        CN3 = 0.0
+        AU0 = 0.0
+        AU1 = 0.0
+        AU2 = 0.0
+        AU3 = 0.0
+        LO0 = 0.0
+        LO1 = 0.0
+        LO2 = 0.0
+        LO3 = 0.0
+        BR0 = 0.0
+        BR1 = 0.0
+        BR2 = 0.0
+        BR3 = 0.0
         for seg in range(seg_lo, seg_hi + 1):
             if seg == seg_split:
-                acc[s, _FN, 0] = CP0; acc[s, _FN, 1] = CP1; acc[s, _FN, 2] = CP2; acc[s, _FN, 3] = CP3
-                acc[s, _TN, 0] = CN0; acc[s, _TN, 1] = CN1; acc[s, _TN, 2] = CN2; acc[s, _TN, 3] = CN3
+                acc[s, _FN, 0] = CP0
+                acc[s, _FN, 1] = CP1
+                acc[s, _FN, 2] = CP2
+                acc[s, _FN, 3] = CP3
+                acc[s, _TN, 0] = CN0
+                acc[s, _TN, 1] = CN1
+                acc[s, _TN, 2] = CN2
+                acc[s, _TN, 3] = CN3
             if seg == seg_hi:
                 break
             start = seg_starts[seg]
@@ -484,44 +505,126 @@ def _walk_lanes(cs, y_m, ll_m, br_m, with_brier, weights, w0, n_s, seg_starts, s
                     yj = y_m[j]
                     lj = ll_m[j]
                     bj = br_m[j]
-                    W0 = cs[j, 0] * wv; W1 = cs[j, 1] * wv; W2 = cs[j, 2] * wv; W3 = cs[j, 3] * wv
-                    Y0 = W0 * yj; Y1 = W1 * yj; Y2 = W2 * yj; Y3 = W3 * yj
-                    AU0 += Y0 * CN0; AU1 += Y1 * CN1; AU2 += Y2 * CN2; AU3 += Y3 * CN3
-                    CP0 += Y0; CP1 += Y1; CP2 += Y2; CP3 += Y3
-                    CN0 += W0 - Y0; CN1 += W1 - Y1; CN2 += W2 - Y2; CN3 += W3 - Y3
-                    LO0 += W0 * lj; LO1 += W1 * lj; LO2 += W2 * lj; LO3 += W3 * lj
+                    W0 = cs[j, 0] * wv
+                    W1 = cs[j, 1] * wv
+                    W2 = cs[j, 2] * wv
+                    W3 = cs[j, 3] * wv
+                    Y0 = W0 * yj
+                    Y1 = W1 * yj
+                    Y2 = W2 * yj
+                    Y3 = W3 * yj
+                    AU0 += Y0 * CN0
+                    AU1 += Y1 * CN1
+                    AU2 += Y2 * CN2
+                    AU3 += Y3 * CN3
+                    CP0 += Y0
+                    CP1 += Y1
+                    CP2 += Y2
+                    CP3 += Y3
+                    CN0 += W0 - Y0
+                    CN1 += W1 - Y1
+                    CN2 += W2 - Y2
+                    CN3 += W3 - Y3
+                    LO0 += W0 * lj
+                    LO1 += W1 * lj
+                    LO2 += W2 * lj
+                    LO3 += W3 * lj
                     if with_brier:
-                        BR0 += W0 * bj; BR1 += W1 * bj; BR2 += W2 * bj; BR3 += W3 * bj
+                        BR0 += W0 * bj
+                        BR1 += W1 * bj
+                        BR2 += W2 * bj
+                        BR3 += W3 * bj
             else:
-                PG0 = 0.0; PG1 = 0.0; PG2 = 0.0; PG3 = 0.0
-                NG0 = 0.0; NG1 = 0.0; NG2 = 0.0; NG3 = 0.0
+                PG0 = 0.0
+                PG1 = 0.0
+                PG2 = 0.0
+                PG3 = 0.0
+                NG0 = 0.0
+                NG1 = 0.0
+                NG2 = 0.0
+                NG3 = 0.0
                 for j in range(start, stop):
                     wv = weights[w0 + j * n_s + s]
                     yj = y_m[j]
                     lj = ll_m[j]
                     bj = br_m[j]
-                    W0 = cs[j, 0] * wv; W1 = cs[j, 1] * wv; W2 = cs[j, 2] * wv; W3 = cs[j, 3] * wv
-                    Y0 = W0 * yj; Y1 = W1 * yj; Y2 = W2 * yj; Y3 = W3 * yj
-                    PG0 += Y0; PG1 += Y1; PG2 += Y2; PG3 += Y3
-                    NG0 += W0 - Y0; NG1 += W1 - Y1; NG2 += W2 - Y2; NG3 += W3 - Y3
-                    LO0 += W0 * lj; LO1 += W1 * lj; LO2 += W2 * lj; LO3 += W3 * lj
+                    W0 = cs[j, 0] * wv
+                    W1 = cs[j, 1] * wv
+                    W2 = cs[j, 2] * wv
+                    W3 = cs[j, 3] * wv
+                    Y0 = W0 * yj
+                    Y1 = W1 * yj
+                    Y2 = W2 * yj
+                    Y3 = W3 * yj
+                    PG0 += Y0
+                    PG1 += Y1
+                    PG2 += Y2
+                    PG3 += Y3
+                    NG0 += W0 - Y0
+                    NG1 += W1 - Y1
+                    NG2 += W2 - Y2
+                    NG3 += W3 - Y3
+                    LO0 += W0 * lj
+                    LO1 += W1 * lj
+                    LO2 += W2 * lj
+                    LO3 += W3 * lj
                     if with_brier:
-                        BR0 += W0 * bj; BR1 += W1 * bj; BR2 += W2 * bj; BR3 += W3 * bj
-                AU0 += PG0 * (CN0 + 0.5 * NG0); AU1 += PG1 * (CN1 + 0.5 * NG1)
-                AU2 += PG2 * (CN2 + 0.5 * NG2); AU3 += PG3 * (CN3 + 0.5 * NG3)
-                CP0 += PG0; CP1 += PG1; CP2 += PG2; CP3 += PG3
-                CN0 += NG0; CN1 += NG1; CN2 += NG2; CN3 += NG3
-        acc[s, _CP, 0] = CP0; acc[s, _CP, 1] = CP1; acc[s, _CP, 2] = CP2; acc[s, _CP, 3] = CP3
-        acc[s, _CN, 0] = CN0; acc[s, _CN, 1] = CN1; acc[s, _CN, 2] = CN2; acc[s, _CN, 3] = CN3
-        acc[s, _AUC, 0] = AU0; acc[s, _AUC, 1] = AU1; acc[s, _AUC, 2] = AU2; acc[s, _AUC, 3] = AU3
-        acc[s, _LOSS, 0] = LO0; acc[s, _LOSS, 1] = LO1; acc[s, _LOSS, 2] = LO2; acc[s, _LOSS, 3] = LO3
-        acc[s, _BRIER, 0] = BR0; acc[s, _BRIER, 1] = BR1; acc[s, _BRIER, 2] = BR2; acc[s, _BRIER, 3] = BR3
+                        BR0 += W0 * bj
+                        BR1 += W1 * bj
+                        BR2 += W2 * bj
+                        BR3 += W3 * bj
+                AU0 += PG0 * (CN0 + 0.5 * NG0)
+                AU1 += PG1 * (CN1 + 0.5 * NG1)
+                AU2 += PG2 * (CN2 + 0.5 * NG2)
+                AU3 += PG3 * (CN3 + 0.5 * NG3)
+                CP0 += PG0
+                CP1 += PG1
+                CP2 += PG2
+                CP3 += PG3
+                CN0 += NG0
+                CN1 += NG1
+                CN2 += NG2
+                CN3 += NG3
+        acc[s, _CP, 0] = CP0
+        acc[s, _CP, 1] = CP1
+        acc[s, _CP, 2] = CP2
+        acc[s, _CP, 3] = CP3
+        acc[s, _CN, 0] = CN0
+        acc[s, _CN, 1] = CN1
+        acc[s, _CN, 2] = CN2
+        acc[s, _CN, 3] = CN3
+        acc[s, _AUC, 0] = AU0
+        acc[s, _AUC, 1] = AU1
+        acc[s, _AUC, 2] = AU2
+        acc[s, _AUC, 3] = AU3
+        acc[s, _LOSS, 0] = LO0
+        acc[s, _LOSS, 1] = LO1
+        acc[s, _LOSS, 2] = LO2
+        acc[s, _LOSS, 3] = LO3
+        acc[s, _BRIER, 0] = BR0
+        acc[s, _BRIER, 1] = BR1
+        acc[s, _BRIER, 2] = BR2
+        acc[s, _BRIER, 3] = BR3
 
 
 @numba.njit(cache=True)
 def _walk_wide(
-    counts, n_lanes, order_m, y_m, ll_m, br_m, with_brier, weights, w0, n_s, seg_starts, seg_tie, seg_lo, seg_hi,
-    seg_split, acc,
+    counts,
+    n_lanes,
+    order_m,
+    y_m,
+    ll_m,
+    br_m,
+    with_brier,
+    weights,
+    w0,
+    n_s,
+    seg_starts,
+    seg_tie,
+    seg_lo,
+    seg_hi,
+    seg_split,
+    acc,
 ):
     """Walk model m's rows in score order once, all evaluations at once, for each resample.
 
@@ -619,7 +722,9 @@ def _finalize(acc, s, lane, odds, values):
     tn = acc[s, _TN, lane]
     tp = wp - fn  # exactly 0.0 when nothing reaches the threshold
     fp = wn - tn
-    metrics_from_sums(wp, wn, tp, fn, tn, fp, acc[s, _LOSS, lane], acc[s, _BRIER, lane], acc[s, _AUC, lane], odds, values)
+    metrics_from_sums(
+        wp, wn, tp, fn, tn, fp, acc[s, _LOSS, lane], acc[s, _BRIER, lane], acc[s, _AUC, lane], odds, values
+    )
 
 
 @numba.njit(parallel=True, cache=True)
@@ -671,13 +776,39 @@ def _bootstrap_kernel(
                     for lane in range(LANES):
                         sorted_counts[j, lane] = counts[i, lane]
                 _walk_lanes(
-                    sorted_counts, y_sorted[m], ll_sorted[m], br_sorted[m], with_brier, weights, w0, n_s,
-                    segment_starts, segment_is_tie, seg_lo, seg_hi, seg_split, acc,
+                    sorted_counts,
+                    y_sorted[m],
+                    ll_sorted[m],
+                    br_sorted[m],
+                    with_brier,
+                    weights,
+                    w0,
+                    n_s,
+                    segment_starts,
+                    segment_is_tie,
+                    seg_lo,
+                    seg_hi,
+                    seg_split,
+                    acc,
                 )
             else:
                 _walk_wide(
-                    counts, n_lanes, order_m, y_sorted[m], ll_sorted[m], br_sorted[m], with_brier, weights, w0, n_s,
-                    segment_starts, segment_is_tie, seg_lo, seg_hi, seg_split, acc,
+                    counts,
+                    n_lanes,
+                    order_m,
+                    y_sorted[m],
+                    ll_sorted[m],
+                    br_sorted[m],
+                    with_brier,
+                    weights,
+                    w0,
+                    n_s,
+                    segment_starts,
+                    segment_is_tie,
+                    seg_lo,
+                    seg_hi,
+                    seg_split,
+                    acc,
                 )
             for s in range(n_s):
                 e = eval_ids[eval_offsets[m] + s]

@@ -226,7 +226,5 @@ def stack_calibration_tables(tables: Mapping[str, pd.DataFrame], *, study: str) 
     """
     if not tables:
         raise ValueError("tables must hold at least one calibration table")
-    stacked = pd.concat(
-        [t.assign(study=study, dataset=dataset) for dataset, t in tables.items()], ignore_index=True
-    )
+    stacked = pd.concat([t.assign(study=study, dataset=dataset) for dataset, t in tables.items()], ignore_index=True)
     return stacked[["study", "dataset"] + [c for c in stacked.columns if c not in ("study", "dataset")]]

@@ -353,6 +353,11 @@ def _coverage_checks(config: Mapping[str, Any]) -> list[str]:
             f"coverage.n_replicates_r must be at most coverage.n_replicates ({cov['n_replicates']}); "
             f"got {cov['n_replicates_r']}"
         )
+    if cov["jobs_per_setting"] > cov["n_replicates"]:
+        errors.append(
+            f"coverage.jobs_per_setting must be at most coverage.n_replicates ({cov['n_replicates']}); "
+            f"got {cov['jobs_per_setting']}"
+        )
     return errors
 
 
@@ -363,7 +368,13 @@ _CROSS_CHECKS = (
     (_survey_year_checks, ("acs.year", "acs.tasks")),
     (
         _coverage_checks,
-        ("coverage.settings", "coverage.n_replicates", "coverage.n_replicates_r", "simulation.settings"),
+        (
+            "coverage.settings",
+            "coverage.n_replicates",
+            "coverage.n_replicates_r",
+            "coverage.jobs_per_setting",
+            "simulation.settings",
+        ),
     ),
     (
         _bootstrap_memory_checks,

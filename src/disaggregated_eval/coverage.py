@@ -77,6 +77,8 @@ __all__ = [
     "replicate_intervals",
     "run_replicate",
     "run_study",
+    "replicate_parts",
+    "run_replicates",
     "study_design",
     "collect_designs",
     "population_truth",
@@ -539,8 +541,7 @@ def run_replicate(
     fitted_scores = fitted.predict(test)
     bayes = simulate.bayes_scores(dataset, test)
     scores = {
-        m: (fitted_scores[m] if m in vocabulary.MODEL_TYPES else bayes[m]).to_numpy(dtype=np.float64)
-        for m in models_
+        m: (fitted_scores[m] if m in vocabulary.MODEL_TYPES else bayes[m]).to_numpy(dtype=np.float64) for m in models_
     }
     oracle_weights = simulate.oracle_weights(dataset, test, test_scores=scores, fitted=fitted, oracles=oracles)
     estimated = None
@@ -620,7 +621,7 @@ def run_study(
     models, estimated_models, confidence, metrics, threshold, preference_threshold, n_threads
         As in :func:`run_replicate`.
     progress : callable, optional
-        Called with one line per replicate (``"replicate i / R ..."``).
+        Called with one line per replicate (``"<dataset>: replicate r (i / n of this job, ...)"``).
 
     Returns
     -------
@@ -649,15 +650,130 @@ def run_study(
             if key not in max_leaf_nodes:
                 raise ValueError(f"max_leaf_nodes has no entry {key!r} (keys: {sorted(max_leaf_nodes)!r})")
     oracles = {
-        m: population.score_oracle(dataset, m, fitted=fitted if m in vocabulary.MODEL_TYPES else None)
-        for m in models_
+        m: population.score_oracle(dataset, m, fitted=fitted if m in vocabulary.MODEL_TYPES else None) for m in models_
     }
     truth = population_truth(
         dataset, fitted=fitted, oracles=oracles, metrics=metrics, threshold=threshold,
         preference_threshold=preference_threshold,
     )  # fmt: skip
+    replicates = run_replicates(
+        dataset,
+        range(n_replicates),
+        fitted=fitted,
+        oracles=oracles,
+        max_leaf_nodes=max_leaf_nodes,
+        n_replicates_r=n_replicates_r,
+        n_test=n_test,
+        n_train=n_train,
+        n_resamples=n_resamples,
+        crossfit_folds=crossfit_folds,
+        seed=seed,
+        models=models_,
+        estimated_models=estimated_models,
+        confidence=confidence,
+        metrics=metrics,
+        threshold=threshold,
+        preference_threshold=preference_threshold,
+        n_threads=n_threads,
+        progress=progress,
+    )
+    return replicates, truth
+
+
+def replicate_parts(n_replicates: int, n_parts: int) -> list[list[int]]:
+    """Split replicates ``0 .. n_replicates - 1`` into ``n_parts`` jobs of nearly equal cost.
+
+    Part ``p`` holds ``p, p + n_parts, p + 2 n_parts, ...`` (round robin), so every part gets its
+    share of the costlier first ``n_replicates_r`` replicates. A replicate depends only on
+    ``(seed, dataset, r)``, so the results do not depend on ``n_parts``.
+
+    Parameters
+    ----------
+    n_replicates : int
+        Replicates of the setting (>= 1).
+    n_parts : int
+        Jobs per setting, ``1 <= n_parts <= n_replicates``.
+
+    Returns
+    -------
+    list of list of int
+        ``n_parts`` lists of replicate indices; together every index once.
+
+    Raises
+    ------
+    ValueError
+        If a count is not a positive integer or ``n_parts > n_replicates``.
+    """
+    n_replicates = check_positive_int(n_replicates, "n_replicates")
+    n_parts = check_positive_int(n_parts, "n_parts")
+    if n_parts > n_replicates:
+        raise ValueError(f"n_parts must not exceed n_replicates ({n_replicates}); got {n_parts}")
+    return [list(range(p, n_replicates, n_parts)) for p in range(n_parts)]
+
+
+def run_replicates(
+    dataset: str,
+    replicates: Sequence[int],
+    *,
+    fitted: OutcomeModels,
+    max_leaf_nodes: Mapping[tuple[str, str], int],
+    n_replicates_r: int,
+    n_test: int,
+    n_train: int,
+    n_resamples: int,
+    crossfit_folds: int,
+    seed: int,
+    oracles: Mapping[str, population.ScoreOracle] | None = None,
+    models: Sequence[str] = FITTED_MODELS + BAYES_MODELS,
+    estimated_models: Sequence[str] = FITTED_MODELS,
+    confidence: float = 0.95,
+    metrics: Sequence[str] = vocabulary.PIPELINE_METRICS,
+    threshold: float = 0.5,
+    preference_threshold: float = 0.5,
+    n_threads: int = 1,
+    progress: Callable[[str], object] | None = None,
+) -> pd.DataFrame:
+    """:func:`run_replicate` for the given replicate indices (one job of rule ``coverage_replicates``).
+
+    Replicate ``r`` refits the estimated ``P(A | R)`` when ``r < n_replicates_r``. The rows equal
+    those of the same replicates in :func:`run_study`.
+
+    Parameters
+    ----------
+    dataset : str
+        A main simulation setting.
+    replicates : sequence of int
+        Replicate indices (>= 0), e.g. one part of :func:`replicate_parts`.
+    oracles : mapping of str to ScoreOracle, optional
+        Score oracles of ``models`` (built with :func:`population.score_oracle` when None).
+    fitted, max_leaf_nodes, n_replicates_r, n_test, n_train, n_resamples, crossfit_folds, seed
+        As in :func:`run_study`.
+    models, estimated_models, confidence, metrics, threshold, preference_threshold, n_threads, progress
+        As in :func:`run_study`.
+
+    Returns
+    -------
+    DataFrame
+        Columns :data:`REPLICATE_COLUMNS`, replicates in the given order.
+
+    Raises
+    ------
+    ValueError
+        If ``replicates`` is empty or holds a negative index, or the arguments fail the checks of
+        :func:`run_replicate`.
+    """
+    replicates = [check_int(r, "replicates", minimum=0) for r in replicates]
+    if not replicates:
+        raise ValueError("replicates must hold at least one replicate index; got none")
+    n_replicates_r = check_int(n_replicates_r, "n_replicates_r", minimum=0)
+    models_ = [check_choice(m, "models", vocabulary.SIMULATION_MODELS) for m in models]
+    if oracles is None:
+        oracles = {
+            m: population.score_oracle(dataset, m, fitted=fitted if m in vocabulary.MODEL_TYPES else None)
+            for m in models_
+        }
     tables = []
-    for r in range(n_replicates):
+    for i, r in enumerate(replicates):
         start = time.perf_counter()
         tables.append(
             run_replicate(
@@ -683,10 +799,11 @@ def run_study(
         )
         if progress is not None:
             progress(
-                f"{dataset}: replicate {r + 1} / {n_replicates} ({'with' if r < n_replicates_r else 'without'} "
-                f"estimated P(A | R)), {time.perf_counter() - start:.1f} s"
+                f"{dataset}: replicate {r} ({i + 1} / {len(replicates)} of this job, "
+                f"{'with' if r < n_replicates_r else 'without'} estimated P(A | R)), "
+                f"{time.perf_counter() - start:.1f} s"
             )
-    return pd.concat(tables, ignore_index=True), truth
+    return pd.concat(tables, ignore_index=True)
 
 
 def study_design(
@@ -702,6 +819,7 @@ def study_design(
     confidence: float,
     models: Sequence[str] = FITTED_MODELS + BAYES_MODELS,
     estimated_models: Sequence[str] = FITTED_MODELS,
+    jobs_per_setting: int = 1,
 ) -> dict:
     """The design of one setting's coverage study as a JSON-ready record (``coverage_design.json``).
 
@@ -721,6 +839,7 @@ def study_design(
         "n_resamples": int(n_resamples),
         "confidence": float(confidence),
         "crossfit_folds": int(crossfit_folds),
+        "jobs_per_setting": int(jobs_per_setting),
         "models_oracle_weights": list(models),
         "models_estimated_weights": list(estimated_models),
         "max_leaf_nodes": {f"{c}/{m}": int(v) for (c, m), v in sorted(max_leaf_nodes.items())},
@@ -832,7 +951,9 @@ def population_truth(
     return table[list(TRUTH_COLUMNS)]
 
 
-def nominal_band(n: np.ndarray | int, *, confidence: float = 0.95, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+def nominal_band(
+    n: np.ndarray | int, *, confidence: float = 0.95, level: float = 0.95
+) -> tuple[np.ndarray, np.ndarray]:
     """Range of the observed coverage of a correct ``confidence`` interval over ``n`` replicates.
 
     The number of covering replicates of an exact interval is ``Binomial(n, confidence)``; the band
@@ -1055,7 +1176,9 @@ def coverage_summary(coverage: pd.DataFrame) -> pd.DataFrame:
     }
     table = table.sort_values(
         list(orders),
-        key=lambda column: column.map({v: i for i, v in enumerate(orders[column.name])}).fillna(len(orders[column.name])),
+        key=lambda column: column.map({v: i for i, v in enumerate(orders[column.name])}).fillna(
+            len(orders[column.name])
+        ),
         kind="stable",
     ).reset_index(drop=True)
     return table[list(SUMMARY_COLUMNS)]

@@ -39,13 +39,13 @@ from ._validation import (
     check_choice,
     check_columns,
     check_group_codes,
-    check_weights,
     check_labels,
     check_length,
     check_open_unit,
     check_positive_int,
     check_scores,
     check_unique_labels,
+    check_weights,
 )
 from .bootstrap import (
     BootstrapResult,
@@ -53,7 +53,12 @@ from .bootstrap import (
     bootstrap_evaluations,
     percentile_interval,
 )
-from .memory import SUMMARY_CHUNK_COPIES, SUMMARY_CHUNK_VALUES, check_replicate_memory, evaluations_per_model, replicate_memory_bytes
+from .memory import (
+    SUMMARY_CHUNK_VALUES,
+    check_replicate_memory,
+    evaluations_per_model,
+    replicate_memory_bytes,
+)
 from .metrics import check_metric_names
 from .weight_table import KEY_COLUMNS, shared_space_weights, weight_matrix
 
@@ -90,6 +95,7 @@ TIDY_COLUMNS = (
 )
 
 _OVERALL = vocabulary.OVERALL
+
 
 @dataclass(frozen=True)
 class _Key:
@@ -356,9 +362,7 @@ def _summarise(
         reps = result.replicates[:, plus[sl], :]
         if has_minus[sl].any():
             # x - 0.0 == x for every float, so subtracting only where there is a minus is exact.
-            np.subtract(
-                reps, result.replicates[:, safe_minus[sl], :], out=reps, where=has_minus[sl][None, :, None]
-            )
+            np.subtract(reps, result.replicates[:, safe_minus[sl], :], out=reps, where=has_minus[sl][None, :, None])
         low, high, n_undef = percentile_interval(reps, confidence=confidence, axis=0)
         lows[sl], highs[sl], undefined[sl] = low, high, n_undef
     q = len(keys)

@@ -171,5 +171,3 @@ def check_replicate_memory(
             f"summary), more than {limit} = {mem_mb:g} MB; lower {what} (at most about {largest:,} fit) or raise {limit}"
         )
     return needed
-
-

@@ -68,7 +68,9 @@ def weight_table(proba: np.ndarray, *, weight_source: str, control: str, model: 
     check_choice(weight_source, "weight_source", vocabulary.WEIGHT_SOURCES)
     check_choice(control, "control", vocabulary.WEIGHT_CONTROLS)
     if (control == "R") == (model == ANY_MODEL):
-        raise ValueError(f"model must be a model type for control 'R' and {ANY_MODEL!r} for X and Y; got control {control!r}, model {model!r}")
+        raise ValueError(
+            f"model must be a model type for control 'R' and {ANY_MODEL!r} for X and Y; got control {control!r}, model {model!r}"
+        )
     proba = np.asarray(proba, dtype=np.float64)
     if proba.ndim != 2:
         raise ValueError(f"proba must have shape (n_rows, n_groups); got {proba.shape}")
@@ -123,9 +125,7 @@ def weight_matrix(
         raise ValueError(f"weight table lacks the columns {missing_keys}")
     model_key = model if control == "R" else ANY_MODEL
     sel = weights[
-        (weights["weight_source"] == weight_source)
-        & (weights["control"] == control)
-        & (weights["model"] == model_key)
+        (weights["weight_source"] == weight_source) & (weights["control"] == control) & (weights["model"] == model_key)
     ]
     if sel.empty:
         raise ValueError(
@@ -155,9 +155,7 @@ def weight_matrix(
         bad = np.flatnonzero(~np.isfinite(out).all(axis=1))
         raise ValueError(f"{where} must be finite; rows {bad[:5].tolist()} hold NaN or inf")
     if out.min() < 0 or out.max() > 1:
-        raise ValueError(
-            f"{where} must be probabilities in [0, 1]; got min {float(out.min())}, max {float(out.max())}"
-        )
+        raise ValueError(f"{where} must be probabilities in [0, 1]; got min {float(out.min())}, max {float(out.max())}")
     # P(A = . | V) is a distribution over the K subgroups; 1e-6 allows float32 round-off.
     sums = out.sum(axis=1)
     off = np.flatnonzero(np.abs(sums - 1.0) > 1e-6)

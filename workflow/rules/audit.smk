@@ -27,13 +27,13 @@ rule run_audit:
         "logs/run_audit/{run}/{model}.log",
     benchmark:
         "benchmarks/output/run_audit/{run}/{model}.tsv"
-    params:
-        options=job_param(AUDIT_RUNS, "options"),
+    conda:
+        "../../envs/disaggregated_eval.yaml"
     threads: config["audit"]["resources"]["threads"]
     resources:
         mem_mb=config["audit"]["resources"]["mem_mb"],
         runtime=config["audit"]["resources"]["runtime"],
-    conda:
-        "../../envs/disaggregated_eval.yaml"
+    params:
+        options=job_param(AUDIT_RUNS, "options"),
     script:
         "../scripts/run_audit.py"

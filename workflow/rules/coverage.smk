@@ -1,7 +1,44 @@
 # Coverage study (docs/method.md, "Coverage study"): do the pipeline's 95% intervals of T_a cover the
-# population T_a? One job per main setting (fresh test sets, weights refitted per replicate), one
-# collecting job, one figure.
-COVERAGE_SETTINGS = list(config["coverage"]["settings"] or MAIN_SETTINGS)  # null: every main setting
+# population T_a? Per main setting one job for the population T_a and jobs_per_setting jobs of
+# replicates (fresh test sets, weights refitted per replicate); one collecting job, one figure.
+COVERAGE_SETTINGS = list(
+    config["coverage"]["settings"] or MAIN_SETTINGS
+)  # null: every main setting
+
+
+rule coverage_truth:
+    input:
+        models=rules.fit_outcome_models.output.models,
+        selection=rules.fit_weight_models.output.selection,
+        code=library_files("coverage", "models"),
+    output:
+        truth="results/coverage/{dataset}/truth.parquet",
+        design="results/coverage/{dataset}/design.json",
+    log:
+        "logs/coverage_truth/{dataset}.log",
+    benchmark:
+        "benchmarks/output/coverage_truth/{dataset}.tsv"
+    wildcard_constraints:
+        dataset=alternatives(COVERAGE_SETTINGS),
+    conda:
+        "../../envs/disaggregated_eval.yaml"
+    threads: 1
+    resources:
+        mem_mb=job_resource("coverage", "mem_mb"),
+        runtime=job_resource("coverage", "runtime"),
+    params:
+        n_test=config["simulation"]["n_test"],
+        n_train=config["simulation"]["n_train"],
+        crossfit_folds=config["models"]["crossfit_folds"],
+        n_replicates=config["coverage"]["n_replicates"],
+        n_replicates_r=config["coverage"]["n_replicates_r"],
+        n_resamples=config["coverage"]["n_resamples"],
+        jobs_per_setting=config["coverage"]["jobs_per_setting"],
+        confidence=config["evaluation"]["confidence"],
+        threshold=config["evaluation"]["threshold"],
+        preference_threshold=config["evaluation"]["preference_threshold"],
+    script:
+        "../scripts/coverage_truth.py"
 
 
 rule coverage_replicates:
@@ -10,15 +47,20 @@ rule coverage_replicates:
         selection=rules.fit_weight_models.output.selection,
         code=library_files("coverage", "models"),
     output:
-        replicates="results/coverage/{dataset}/replicates.parquet",
-        truth="results/coverage/{dataset}/truth.parquet",
-        design="results/coverage/{dataset}/design.json",
+        replicates="results/coverage/{dataset}/replicates/part_{part}.parquet",
     log:
-        "logs/coverage_replicates/{dataset}.log",
+        "logs/coverage_replicates/{dataset}_part_{part}.log",
     benchmark:
-        "benchmarks/output/coverage_replicates/{dataset}.tsv"
+        "benchmarks/output/coverage_replicates/{dataset}_part_{part}.tsv"
     wildcard_constraints:
         dataset=alternatives(COVERAGE_SETTINGS),
+        part=r"\d+",
+    conda:
+        "../../envs/disaggregated_eval.yaml"
+    threads: job_resource("coverage", "threads")
+    resources:
+        mem_mb=job_resource("coverage", "mem_mb"),
+        runtime=job_resource("coverage", "runtime"),
     params:
         seed=config["seed"],
         n_test=config["simulation"]["n_test"],
@@ -27,24 +69,23 @@ rule coverage_replicates:
         n_replicates=config["coverage"]["n_replicates"],
         n_replicates_r=config["coverage"]["n_replicates_r"],
         n_resamples=config["coverage"]["n_resamples"],
+        jobs_per_setting=config["coverage"]["jobs_per_setting"],
         confidence=config["evaluation"]["confidence"],
         threshold=config["evaluation"]["threshold"],
         preference_threshold=config["evaluation"]["preference_threshold"],
-    threads: job_resource("coverage", "threads")
-    resources:
-        mem_mb=job_resource("coverage", "mem_mb"),
-        runtime=job_resource("coverage", "runtime"),
-    conda:
-        "../../envs/disaggregated_eval.yaml"
     script:
         "../scripts/coverage_replicates.py"
 
 
 rule collect_coverage:
     input:
-        replicates=expand(rules.coverage_replicates.output.replicates, dataset=COVERAGE_SETTINGS),
+        replicates=expand(
+            rules.coverage_replicates.output.replicates, dataset=COVERAGE_SETTINGS
+        ),
         truth=expand(rules.coverage_replicates.output.truth, dataset=COVERAGE_SETTINGS),
-        design=expand(rules.coverage_replicates.output.design, dataset=COVERAGE_SETTINGS),
+        design=expand(
+            rules.coverage_replicates.output.design, dataset=COVERAGE_SETTINGS
+        ),
         code=library_files("coverage"),
     output:
         table="results/tables/coverage.csv",
@@ -52,11 +93,11 @@ rule collect_coverage:
         design="results/tables/coverage_design.json",
     log:
         "logs/collect_coverage/simulation.log",
+    conda:
+        "../../envs/disaggregated_eval.yaml"
     params:
         datasets=COVERAGE_SETTINGS,
         confidence=config["evaluation"]["confidence"],
-    conda:
-        "../../envs/disaggregated_eval.yaml"
     script:
         "../scripts/collect_coverage.py"
 
@@ -75,10 +116,10 @@ rule plot_coverage:
         pdf="figures/simulation/coverage.pdf",
     log:
         "logs/plot_coverage/simulation.log",
+    conda:
+        "../../envs/disaggregated_eval.yaml"
     params:
         datasets=COVERAGE_SETTINGS,
         confidence=config["evaluation"]["confidence"],
-    conda:
-        "../../envs/disaggregated_eval.yaml"
     script:
         "../scripts/plot_coverage.py"

@@ -9,7 +9,13 @@ rule bootstrap_metrics:
         test=data_file("test"),
         schema=data_file("schema"),
         code=library_files(
-            "seeds", "vocabulary", "_validation", "metrics", "bootstrap", "weight_table", "evaluation"
+            "seeds",
+            "vocabulary",
+            "_validation",
+            "metrics",
+            "bootstrap",
+            "weight_table",
+            "evaluation",
         ),
     output:
         parquet="results/evaluate/{dataset}/metrics.parquet",
@@ -18,6 +24,15 @@ rule bootstrap_metrics:
         "logs/bootstrap_metrics/{dataset}.log",
     benchmark:
         "benchmarks/output/bootstrap_metrics/{dataset}.tsv"
+    conda:
+        "../../envs/disaggregated_eval.yaml"
+    # evaluation.batch_size is not a param: it does not change the table (resample i always uses
+    # seed child i), so changing it must not rerun the bootstraps; the script reads it from
+    # snakemake.config. The resampling scheme is fixed to "population" in the script.
+    threads: job_resource("bootstrap", "threads")
+    resources:
+        mem_mb=job_resource("bootstrap", "mem_mb"),
+        runtime=job_resource("bootstrap", "runtime"),
     params:
         seed=config["seed"],
         study=lambda wildcards: study_of(wildcards.dataset),
@@ -28,15 +43,6 @@ rule bootstrap_metrics:
         confidence=config["evaluation"]["confidence"],
         threshold=config["evaluation"]["threshold"],
         preference_threshold=config["evaluation"]["preference_threshold"],
-    # evaluation.batch_size is not a param: it does not change the table (resample i always uses
-    # seed child i), so changing it must not rerun the bootstraps; the script reads it from
-    # snakemake.config. The resampling scheme is fixed to "population" in the script.
-    threads: job_resource("bootstrap", "threads")
-    resources:
-        mem_mb=job_resource("bootstrap", "mem_mb"),
-        runtime=job_resource("bootstrap", "runtime"),
-    conda:
-        "../../envs/disaggregated_eval.yaml"
     script:
         "../scripts/bootstrap_metrics.py"
 
@@ -53,21 +59,24 @@ rule compute_calibration_curves:
         "logs/compute_calibration_curves/{dataset}.log",
     benchmark:
         "benchmarks/output/compute_calibration_curves/{dataset}.tsv"
+    conda:
+        "../../envs/disaggregated_eval.yaml"
     params:
         models=MODELS,
         n_bins=config["calibration"]["n_bins"],
         confidence=config["evaluation"]["confidence"],
-    conda:
-        "../../envs/disaggregated_eval.yaml"
     script:
         "../scripts/compute_calibration_curves.py"
 
 
 rule collect_simulation_tables:
     input:
-        metrics=expand(rules.bootstrap_metrics.output.parquet, dataset=SIMULATION_DATASETS),
+        metrics=expand(
+            rules.bootstrap_metrics.output.parquet, dataset=SIMULATION_DATASETS
+        ),
         calibration=expand(
-            rules.compute_calibration_curves.output.calibration, dataset=SIMULATION_DATASETS
+            rules.compute_calibration_curves.output.calibration,
+            dataset=SIMULATION_DATASETS,
         ),
         code=library_files("calibration", "theory"),
     output:
@@ -77,10 +86,10 @@ rule collect_simulation_tables:
         theory="results/tables/theory_coverage.csv",
     log:
         "logs/collect_simulation_tables/simulation.log",
-    params:
-        datasets=SIMULATION_DATASETS,
     conda:
         "../../envs/disaggregated_eval.yaml"
+    params:
+        datasets=SIMULATION_DATASETS,
     script:
         "../scripts/collect_simulation_tables.py"
 
@@ -98,9 +107,9 @@ rule collect_acs_tables:
         calibration="results/tables/acs_calibration.parquet",
     log:
         "logs/collect_acs_tables/acs.log",
-    params:
-        datasets=ACS_DATASETS,
     conda:
         "../../envs/disaggregated_eval.yaml"
+    params:
+        datasets=ACS_DATASETS,
     script:
         "../scripts/collect_acs_tables.py"

@@ -16,16 +16,16 @@ rule fit_outcome_models:
         "logs/fit_outcome_models/{dataset}.log",
     benchmark:
         "benchmarks/output/fit_outcome_models/{dataset}.tsv"
-    params:
-        seed=config["seed"],
-        max_leaf_nodes=config["models"]["max_leaf_nodes"],
-        cv_folds=config["models"]["cv_folds"],
+    conda:
+        "../../envs/disaggregated_eval.yaml"
     threads: job_resource("models", "threads")
     resources:
         mem_mb=job_resource("models", "mem_mb"),
         runtime=job_resource("models", "runtime"),
-    conda:
-        "../../envs/disaggregated_eval.yaml"
+    params:
+        seed=config["seed"],
+        max_leaf_nodes=config["models"]["max_leaf_nodes"],
+        cv_folds=config["models"]["cv_folds"],
     script:
         "../scripts/fit_outcome_models.py"
 

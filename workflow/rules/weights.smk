@@ -16,6 +16,12 @@ rule fit_weight_models:
         "logs/fit_weight_models/{dataset}.log",
     benchmark:
         "benchmarks/output/fit_weight_models/{dataset}.tsv"
+    conda:
+        "../../envs/disaggregated_eval.yaml"
+    threads: job_resource("weights", "threads")
+    resources:
+        mem_mb=job_resource("weights", "mem_mb"),
+        runtime=job_resource("weights", "runtime"),
     params:
         seed=config["seed"],
         max_leaf_nodes=config["models"]["max_leaf_nodes"],
@@ -25,12 +31,6 @@ rule fit_weight_models:
         # sample S = 1 (selection settings, paper Supplementary A.2), P(A | X) and P(A | Y) are
         # cross-fitted on test like P(A | R) instead of fitted on train.
         fit_xy_on=weight_fit_population,
-    threads: job_resource("weights", "threads")
-    resources:
-        mem_mb=job_resource("weights", "mem_mb"),
-        runtime=job_resource("weights", "runtime"),
-    conda:
-        "../../envs/disaggregated_eval.yaml"
     script:
         "../scripts/fit_weight_models.py"
 
@@ -50,11 +50,11 @@ rule compute_oracle_weights:
         "benchmarks/output/compute_oracle_weights/{dataset}.tsv"
     wildcard_constraints:
         dataset=SIMULATION_PATTERN,
+    conda:
+        "../../envs/disaggregated_eval.yaml"
     threads: job_resource("oracle", "threads")
     resources:
         mem_mb=job_resource("oracle", "mem_mb"),
         runtime=job_resource("oracle", "runtime"),
-    conda:
-        "../../envs/disaggregated_eval.yaml"
     script:
         "../scripts/compute_oracle_weights.py"

@@ -32,12 +32,11 @@ def read_scores(path, n_rows, models):
 
 dataset = snakemake.wildcards.dataset
 params = snakemake.params
-schema = json.loads(open(snakemake.input.schema).read())
+with open(snakemake.input.schema) as handle:
+    schema = json.load(handle)
 test = io.read_table(snakemake.input.test)
 n_rows = len(test)
-score_inputs = [snakemake.input.scores] + (
-    [snakemake.input.bayes_scores] if "bayes_scores" in snakemake.input.keys() else []
-)
+score_inputs = [snakemake.input.scores] + ([snakemake.input.bayes_scores] if "bayes_scores" in snakemake.input else [])
 scores = pd.concat([read_scores(path, n_rows, params.models) for path in score_inputs], axis=1)
 missing = [m for m in params.models if m not in scores.columns]
 if missing:

@@ -22,5 +22,9 @@ log.info("coverage of %d cells over %s", len(table), params.datasets)
 for row in summary[summary["model"] == "all"].itertuples():
     log.info(
         "%s weights, control %s: %d cells, %.0f%% within the nominal band, median coverage %.3f",
-        row.weight_source, row.control, row.n_cells, 100 * row.share_within_band, row.median_coverage,
+        row.weight_source,
+        row.control,
+        row.n_cells,
+        100 * row.share_within_band,
+        row.median_coverage,
     )

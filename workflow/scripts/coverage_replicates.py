@@ -1,8 +1,8 @@
-"""Rule coverage_replicates: the coverage study of one main setting (docs/method.md, "Coverage study").
+"""Rule coverage_replicates: one part of the coverage study of a main setting (docs/method.md, "Coverage study").
 
-The population T_a (truth) and n_replicates fresh test sets with T_a and its 95% interval each;
-the outcome models are the main run's, the weight models are refitted per replicate with the
-main run's selected max_leaf_nodes.
+The replicates of part ``part`` (round robin over jobs_per_setting parts): fresh test sets with T_a
+and its 95% interval each; the outcome models are the main run's, the weight models are refitted
+per replicate with the main run's selected max_leaf_nodes.
 """
 
 import time
@@ -15,22 +15,32 @@ from disaggregated_eval import coverage, io, models
 log = io.rule_logger(snakemake.log[0], "coverage_replicates")  # noqa: F821 (snakemake is injected)
 
 dataset = snakemake.wildcards.dataset
+part = int(snakemake.wildcards.part)
 params = snakemake.params
 start = time.perf_counter()
 fitted = joblib.load(snakemake.input.models)
 chosen = models.selected_max_leaf_nodes(io.read_table(snakemake.input.selection))
+replicates = coverage.replicate_parts(params.n_replicates, params.jobs_per_setting)[part]
 log.info(
-    "coverage of %s: %d replicates (%d with estimated P(A | R)), %d test rows, %d weight-training rows, "
-    "%d resamples each; main-run max_leaf_nodes %s",
-    dataset, params.n_replicates, params.n_replicates_r, params.n_test, params.n_train, params.n_resamples, chosen,
+    "coverage of %s, part %d of %d: replicates %s (those below %d refit the estimated P(A | R)), %d test rows, "
+    "%d weight-training rows, %d resamples each; main-run max_leaf_nodes %s",
+    dataset,
+    part,
+    params.jobs_per_setting,
+    replicates,
+    params.n_replicates_r,
+    params.n_test,
+    params.n_train,
+    params.n_resamples,
+    chosen,
 )
-# One job per setting runs side by side with others: OpenMP (scikit-learn) limited to the job's threads.
+# Jobs of several settings run side by side: OpenMP (scikit-learn) limited to the job's threads.
 with threadpool_limits(limits=snakemake.threads, user_api="openmp"):
-    replicates, truth = coverage.run_study(
+    table = coverage.run_replicates(
         dataset,
+        replicates,
         fitted=fitted,
         max_leaf_nodes=chosen,
-        n_replicates=params.n_replicates,
         n_replicates_r=params.n_replicates_r,
         n_test=params.n_test,
         n_train=params.n_train,
@@ -43,18 +53,5 @@ with threadpool_limits(limits=snakemake.threads, user_api="openmp"):
         n_threads=snakemake.threads,
         progress=log.info,
     )
-design = coverage.study_design(
-    dataset,
-    max_leaf_nodes=chosen,
-    n_replicates=params.n_replicates,
-    n_replicates_r=params.n_replicates_r,
-    n_test=params.n_test,
-    n_train=params.n_train,
-    n_resamples=params.n_resamples,
-    crossfit_folds=params.crossfit_folds,
-    confidence=params.confidence,
-)
-io.write_table(replicates, snakemake.output.replicates)
-io.write_table(truth, snakemake.output.truth)
-io.write_json(design, snakemake.output.design)
-log.info("wrote %d interval rows and %d truth rows in %.1f s", len(replicates), len(truth), time.perf_counter() - start)
+io.write_table(table, snakemake.output.replicates)
+log.info("wrote %d interval rows in %.1f s", len(table), time.perf_counter() - start)
