@@ -19,16 +19,18 @@ from sklearn.metrics import log_loss, precision_score, recall_score, roc_auc_sco
 from disaggregated_eval import seeds, vocabulary
 from disaggregated_eval.bootstrap import resample_counts
 from disaggregated_eval.evaluation import (
-    SUMMARY_CHUNK_COPIES,
-    SUMMARY_CHUNK_VALUES,
     TIDY_COLUMNS,
     _build_evaluations,
     _check_inputs,
-    check_replicate_memory,
     controlled_evaluation,
+    shared_space_weights,
+)
+from disaggregated_eval.memory import (
+    SUMMARY_CHUNK_COPIES,
+    SUMMARY_CHUNK_VALUES,
+    check_replicate_memory,
     evaluations_per_model,
     replicate_memory_bytes,
-    shared_space_weights,
 )
 from disaggregated_eval.simulate import get_dgp
 

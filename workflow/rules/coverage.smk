@@ -80,12 +80,12 @@ rule coverage_replicates:
 rule collect_coverage:
     input:
         replicates=expand(
-            rules.coverage_replicates.output.replicates, dataset=COVERAGE_SETTINGS
+            rules.coverage_replicates.output.replicates,
+            dataset=COVERAGE_SETTINGS,
+            part=range(config["coverage"]["jobs_per_setting"]),
         ),
-        truth=expand(rules.coverage_replicates.output.truth, dataset=COVERAGE_SETTINGS),
-        design=expand(
-            rules.coverage_replicates.output.design, dataset=COVERAGE_SETTINGS
-        ),
+        truth=expand(rules.coverage_truth.output.truth, dataset=COVERAGE_SETTINGS),
+        design=expand(rules.coverage_truth.output.design, dataset=COVERAGE_SETTINGS),
         code=library_files("coverage"),
     output:
         table="results/tables/coverage.csv",

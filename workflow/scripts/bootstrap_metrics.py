@@ -36,7 +36,9 @@ with open(snakemake.input.schema) as handle:
     schema = json.load(handle)
 test = io.read_table(snakemake.input.test)
 n_rows = len(test)
-score_inputs = [snakemake.input.scores] + ([snakemake.input.bayes_scores] if "bayes_scores" in snakemake.input else [])
+# Optional input: a Namedlist's `in` tests its values, so ask for the key by name.
+has_bayes = "bayes_scores" in snakemake.input.keys()  # noqa: SIM118
+score_inputs = [snakemake.input.scores] + ([snakemake.input.bayes_scores] if has_bayes else [])
 scores = pd.concat([read_scores(path, n_rows, params.models) for path in score_inputs], axis=1)
 missing = [m for m in params.models if m not in scores.columns]
 if missing:
