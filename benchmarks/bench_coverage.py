@@ -36,7 +36,7 @@ import joblib
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from disaggregated_eval import coverage, io, models, population, vocabulary
+from disaggregated_eval import coverage, io, models, vocabulary
 from disaggregated_eval.bootstrap import Evaluation, bootstrap_evaluations
 
 
@@ -81,8 +81,7 @@ def main() -> None:
                                                           "weight_model_selection.csv"))  # fmt: skip
     with threadpool_limits(limits=1, user_api="openmp"):
         start_w, start_c = time.perf_counter(), time.process_time()
-        oracles = {m: population.score_oracle(d, m, fitted=fitted if m in vocabulary.MODEL_TYPES else None)
-                   for m in coverage.FITTED_MODELS + coverage.BAYES_MODELS}  # fmt: skip
+        oracles = coverage.score_oracles(d, fitted)
         coverage.population_truth(d, fitted=fitted, oracles=oracles)
         setup = (time.perf_counter() - start_w, time.process_time() - start_c)
         times: dict[bool, list[tuple[float, float]]] = {True: [], False: []}

@@ -76,6 +76,7 @@ __all__ = [
     "estimated_weights",
     "replicate_intervals",
     "run_replicate",
+    "score_oracles",
     "run_study",
     "replicate_parts",
     "run_replicates",
@@ -457,6 +458,35 @@ def replicate_intervals(
     return table[list(REPLICATE_COLUMNS)]
 
 
+def score_oracles(
+    dataset: str, fitted: OutcomeModels | None, models: Sequence[str] = FITTED_MODELS + BAYES_MODELS
+) -> dict[str, population.ScoreOracle]:
+    """The exact score oracle of each model (:func:`population.score_oracle`), built once per setting.
+
+    Parameters
+    ----------
+    dataset : str
+        A simulation setting.
+    fitted : OutcomeModels or None
+        The main run's outcome models (needed for the fitted model types of ``models``).
+    models : sequence of str
+        Fitted model types and Bayes-optimal models.
+
+    Returns
+    -------
+    dict of str to ScoreOracle
+        Model -> its oracle of ``P(A = a | R)``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`population.score_oracle` (unknown model, fitted models missing).
+    """
+    return {
+        m: population.score_oracle(dataset, m, fitted=fitted if m in vocabulary.MODEL_TYPES else None) for m in models
+    }
+
+
 def run_replicate(
     dataset: str,
     replicate: int,
@@ -649,9 +679,7 @@ def run_study(
         for key in [("X", ANY_MODEL), ("Y", ANY_MODEL)] + ([("R", m)] if n_replicates_r else []):
             if key not in max_leaf_nodes:
                 raise ValueError(f"max_leaf_nodes has no entry {key!r} (keys: {sorted(max_leaf_nodes)!r})")
-    oracles = {
-        m: population.score_oracle(dataset, m, fitted=fitted if m in vocabulary.MODEL_TYPES else None) for m in models_
-    }
+    oracles = score_oracles(dataset, fitted, models_)
     truth = population_truth(
         dataset, fitted=fitted, oracles=oracles, metrics=metrics, threshold=threshold,
         preference_threshold=preference_threshold,
@@ -768,10 +796,7 @@ def run_replicates(
     n_replicates_r = check_int(n_replicates_r, "n_replicates_r", minimum=0)
     models_ = [check_choice(m, "models", vocabulary.SIMULATION_MODELS) for m in models]
     if oracles is None:
-        oracles = {
-            m: population.score_oracle(dataset, m, fitted=fitted if m in vocabulary.MODEL_TYPES else None)
-            for m in models_
-        }
+        oracles = score_oracles(dataset, fitted, models_)
     tables = []
     for i, r in enumerate(replicates):
         start = time.perf_counter()

@@ -8,7 +8,7 @@ import time
 
 import joblib
 
-from disaggregated_eval import coverage, io, models, population
+from disaggregated_eval import coverage, io, models
 
 log = io.rule_logger(snakemake.log[0], "coverage_truth")  # noqa: F821 (snakemake is injected)
 
@@ -17,10 +17,7 @@ params = snakemake.params
 start = time.perf_counter()
 fitted = joblib.load(snakemake.input.models)
 chosen = models.selected_max_leaf_nodes(io.read_table(snakemake.input.selection))
-oracles = {
-    m: population.score_oracle(dataset, m, fitted=fitted if m in coverage.FITTED_MODELS else None)
-    for m in coverage.FITTED_MODELS + coverage.BAYES_MODELS
-}
+oracles = coverage.score_oracles(dataset, fitted)
 truth = coverage.population_truth(
     dataset,
     fitted=fitted,
