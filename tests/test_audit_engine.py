@@ -32,17 +32,34 @@ from statsmodels.stats.multitest import multipletests
 
 from disaggregated_eval import seeds, vocabulary
 from disaggregated_eval.audit import AuditInputError, AuditOptions, AuditResult, audit
-from disaggregated_eval.audit._kernel import slice_bootstrap, slice_point
 from disaggregated_eval.audit.comparisons import adjust
-from disaggregated_eval.audit.permutation import permuted_subset, seed_key
+from disaggregated_eval.audit.estimates import estimate_all
 from disaggregated_eval.audit.result import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS
 from disaggregated_eval.audit.slices import Attribute, plan_slices
-from disaggregated_eval.bootstrap import metric_slots, percentile_interval, resample_counts
+from disaggregated_eval.engine import metric_slots, resample_counts
+from disaggregated_eval.engine.permutation import permuted_subset, seed_key
+from disaggregated_eval.intervals import percentile_interval
 from disaggregated_eval.metrics import METRICS, compute_metrics
 
 POINT_TOL = 1e-12
 REPLICATE_TOL = 1e-10
 FAST = dict(n_resamples=50, n_permutations=0)
+
+
+def _slice_bootstrap(plan, y, scores, w, *, n_resamples, seed, strata=None, n_threads=1):
+    """Point estimates and replicates of every slice (side 0) and rest (side 1) of every model, from the
+    audit's one bootstrap (``estimate_all``): arrays (n_models, n_slices, 2, n_metrics) and
+    (n_resamples, n_models, n_slices, 2, n_metrics), NaN for the (empty) rest of overall."""
+    est = estimate_all(
+        plan, y, scores, w, [], metrics=METRICS, slots=metric_slots(METRICS), threshold=0.5, odds=1.0,
+        n_resamples=n_resamples, seed=seed, strata=strata, n_threads=n_threads,
+    )  # fmt: skip
+    rows = est.slice_rows
+    point = est.point[np.maximum(rows, 0)]
+    point[rows < 0] = np.nan
+    reps = est.replicates[:, np.maximum(rows, 0), :]
+    reps[:, rows < 0] = np.nan
+    return point, reps
 
 
 def _frame(n=500, seed=0, weights=False):
@@ -218,7 +235,7 @@ def test_every_metric_equals_scikit_learn_on_every_slice(weights):
             continue
         assert abs(row.estimate - _sk(y, r, w, row.metric)) < POINT_TOL, (row.model, row.slice, row.metric)
         checked += 1
-    assert checked == 2 * 12 * 12
+    assert checked == 2 * 12 * len(METRICS)  # 2 models x 12 slices x every metric
 
 
 def test_complement_metrics_equal_direct_computation():
@@ -230,7 +247,7 @@ def test_complement_metrics_equal_direct_computation():
     y = df["y"].to_numpy(dtype=float)
     w = df["w"].to_numpy()
     scores = [df["p"].to_numpy(), df["q"].to_numpy()]
-    point = slice_point(plan, y, scores, w, slots=metric_slots(METRICS), threshold=0.5, preference_threshold=0.5)
+    point, _ = _slice_bootstrap(plan, y, scores, w, n_resamples=1, seed=0)
     for m, r in enumerate(scores):
         for s in range(1, plan.n_slices):
             rest = ~plan.slice_mask(s)
@@ -254,20 +271,7 @@ def test_bootstrap_replicates_equal_direct_computation(strata):
     scores = [df["p"].to_numpy(), df["q"].to_numpy()]
     seed = seeds.seed_sequence(7, "audit", "bootstrap")
     cells = plan.cell_codes if strata else None
-    boot = slice_bootstrap(
-        plan,
-        y,
-        scores,
-        w,
-        slots=metric_slots(METRICS),
-        threshold=0.5,
-        preference_threshold=0.5,
-        n_resamples=6,
-        seed=seed,
-        strata=cells,
-        n_threads=2,
-        batch_size=3,
-    )
+    _, replicates = _slice_bootstrap(plan, y, scores, w, n_resamples=6, seed=seed, strata=cells, n_threads=2)
     counts = resample_counts(len(y), seed=seed, start=0, stop=6, strata=cells)
     for i in range(6):
         for m, r in enumerate(scores):
@@ -276,7 +280,7 @@ def test_bootstrap_replicates_equal_direct_computation(strata):
                 for side, mask in ((0, inside), (1, ~inside)):
                     ref = compute_metrics(y, r, sample_weight=w * counts[i] * mask)
                     expected = np.array([ref[q] for q in METRICS])
-                    got = boot.replicates[i, m, s, side]
+                    got = replicates[i, m, s, side]
                     assert np.array_equal(np.isnan(expected), np.isnan(got))
                     np.testing.assert_allclose(got, expected, rtol=0, atol=REPLICATE_TOL)
     if strata:  # within_group keeps every slice's size fixed
@@ -534,28 +538,25 @@ def test_simultaneous_bands_contain_the_intervals_and_cover_jointly():
     assert ((s["band_high"] - s["band_low"]) > (s["ci_high"] - s["ci_low"]) + 1e-9).mean() > 0.5
     # joint coverage on the bootstrap replicates themselves: >= 95% of the resamples lie inside every
     # reported slice's band at once (the defining property, up to the quantile's interpolation)
-    from disaggregated_eval.audit import _kernel, inputs
+    from disaggregated_eval.audit import inputs
 
     opts = inputs.resolve_options(
         None, dict(label="y", scores=["p"], groups=["race", "sex"], n_resamples=400, n_permutations=0)
     )
     prepared = inputs.prepare_input(df, opts)
     plan = plan_slices(prepared.attributes, intersections=2)
-    boot = _kernel.slice_bootstrap(
+    _, replicates = _slice_bootstrap(
         plan,
         prepared.y,
         [prepared.scores["p"]],
         None,
-        slots=metric_slots(METRICS),
-        threshold=0.5,
-        preference_threshold=0.5,
         n_resamples=400,
         seed=seeds.seed_sequence(opts.seed, "audit", "bootstrap"),
     )
     for q, metric in enumerate(METRICS):
         rows = res.slices[res.slices["metric"] == metric].reset_index(drop=True)
         family = rows.index[rows["reported"]].to_numpy()
-        reps = boot.replicates[:, 0, family, 0, q]
+        reps = replicates[:, 0, family, 0, q]
         inside = (reps >= rows.loc[family, "band_low"].to_numpy() - 1e-12) & (
             reps <= rows.loc[family, "band_high"].to_numpy() + 1e-12
         )
@@ -793,14 +794,14 @@ def test_controlled_x_accepts_numeric_and_string_features():
 
 
 def test_permutation_counts_do_not_depend_on_threads():
-    from disaggregated_eval.audit.permutation import permutation_test, prepare_permutation_model, universe
+    from disaggregated_eval.engine.permutation import permutation_space, permutation_test
 
     rng = np.random.default_rng(2)
     n = 20_000
     y = rng.binomial(1, 0.4, n).astype(float)
     r = np.round(rng.random(n), 3)
-    model = prepare_permutation_model(y, r, None, 0.5)
-    space = universe(model, np.arange(n))
+    order = np.argsort(r, kind="stable")
+    space = permutation_space(y[order], r[order], None, metrics=METRICS, threshold=0.5)
     observed = np.full((2, len(METRICS)), 0.01)
     kwargs = dict(
         pairwise=False,
@@ -810,8 +811,8 @@ def test_permutation_counts_do_not_depend_on_threads():
         n_permutations=200,
         key=(3, 4),
     )
-    one = permutation_test(model, space, n // 2, observed, n_threads=1, **kwargs)  # 2e6 drawn rows: parallel path
-    two = permutation_test(model, space, n // 2, observed, n_threads=2, **kwargs)
+    one = permutation_test(space, n // 2, observed, n_threads=1, **kwargs)
+    two = permutation_test(space, n // 2, observed, n_threads=2, **kwargs)
     np.testing.assert_array_equal(one[0], two[0])
     np.testing.assert_array_equal(one[1], two[1])
 

@@ -22,7 +22,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from disaggregated_eval import vocabulary
-from disaggregated_eval.bootstrap import (
+from disaggregated_eval.engine import (
     METRIC_SLOTS,
     N_METRIC_SLOTS,
     BootstrapResult,
@@ -30,11 +30,12 @@ from disaggregated_eval.bootstrap import (
     bootstrap_evaluations,
     metric_slots,
     metrics_from_sums,
-    percentile_interval,
     resample_counts,
     resample_indices,
     resample_seed,
 )
+from disaggregated_eval.engine.sums import N_TERMS, TERM_SLOTS
+from disaggregated_eval.intervals import percentile_interval
 from disaggregated_eval.metrics import METRICS, compute_metrics, pointwise_log_loss
 
 POINT_TOL = 1e-12
@@ -309,7 +310,7 @@ def test_any_metric_order_gives_the_same_values():
 
 
 def _sums(y, r, w, threshold=0.5):
-    """The inputs of metrics_from_sums, computed directly with numpy."""
+    """The inputs of metrics_from_sums (wp, wn, fn, tn, auc, terms), computed directly with numpy."""
     yhat = r >= threshold
     order = np.argsort(r, kind="stable")
     rs, ys, ws = r[order], y[order], w[order]
@@ -320,14 +321,19 @@ def _sums(y, r, w, threshold=0.5):
     return (
         float(np.sum(w * y)),
         float(np.sum(w * (1 - y))),
-        float(np.sum(w * y * yhat)),
         float(np.sum(w * y * ~yhat)),
         float(np.sum(w * (1 - y) * ~yhat)),
-        float(np.sum(w * (1 - y) * yhat)),
-        float(np.sum(w * pointwise_log_loss(y, r))),
-        float(np.sum(w * (r - y) ** 2)),
         auc,
+        _terms(float(np.sum(w * pointwise_log_loss(y, r))), float(np.sum(w * (r - y) ** 2))),
     )
+
+
+def _terms(log_loss_sum, brier_sum):
+    """The terms vector of metrics_from_sums (slots from sums.TERM_SLOTS)."""
+    terms = np.zeros(N_TERMS)
+    terms[TERM_SLOTS["log_loss"]] = log_loss_sum
+    terms[TERM_SLOTS["brier"]] = brier_sum
+    return terms
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -342,16 +348,16 @@ def test_metrics_from_sums_equals_compute_metrics(seed):
     for name, value in expected.items():
         assert out[METRIC_SLOTS[name]] == pytest.approx(value, abs=POINT_TOL), name
     # Undefined metrics: no negatives -> AUC, specificity, FPR NaN; no weight at all -> all NaN.
-    metrics_from_sums(2.0, 0.0, 1.0, 1.0, 0.0, 0.0, 0.5, 0.3, 0.0, 1.0, out)
+    metrics_from_sums(2.0, 0.0, 1.0, 0.0, 0.0, _terms(0.5, 0.3), 1.0, out)
     for name in ("auc", "specificity", "false_positive_rate"):
         assert np.isnan(out[METRIC_SLOTS[name]])
     assert out[METRIC_SLOTS["sensitivity"]] == 0.5 and out[METRIC_SLOTS["false_negative_rate"]] == 0.5
-    metrics_from_sums(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, out)
+    metrics_from_sums(0.0, 0.0, 0.0, 0.0, 0.0, _terms(0.0, 0.0), 1.0, out)
     assert np.isnan(out).all()
 
 
 @numba.njit
-def _user_kernel(y, r, w, threshold, odds, out):
+def _user_kernel(y, r, w, threshold, odds, terms, out):
     # What a specialised kernel (e.g. the audit's slice kernel) does: accumulate its own sums and
     # call the engine's formulas. Rows are given in increasing score order without ties here.
     wp = 0.0
@@ -380,7 +386,9 @@ def _user_kernel(y, r, w, threshold, odds, out):
         q = min(max(1.0 - r[j], eps), 1.0 - eps)
         ll += w[j] * (-np.log(p) if y[j] == 1.0 else -np.log(q))
         br += w[j] * (r[j] - y[j]) ** 2
-    metrics_from_sums(wp, wn, tp, fn, tn, fp, ll, br, auc, odds, out)
+    terms[0] = ll  # TERM_SLOTS["log_loss"]
+    terms[1] = br  # TERM_SLOTS["brier"]
+    metrics_from_sums(wp, wn, fn, tn, auc, terms, odds, out)
 
 
 def test_metrics_from_sums_is_callable_from_another_numba_kernel():
@@ -389,7 +397,8 @@ def test_metrics_from_sums_is_callable_from_another_numba_kernel():
     y = (rng.random(200) < r).astype(float)
     w = rng.gamma(1.0, 1.0, 200)
     out = np.empty(N_METRIC_SLOTS)
-    _user_kernel(y, r, w, 0.5, 1.0, out)
+    assert (TERM_SLOTS["log_loss"], TERM_SLOTS["brier"]) == (0, 1)
+    _user_kernel(y, r, w, 0.5, 1.0, np.zeros(N_TERMS), out)
     expected = compute_metrics(y, r, sample_weight=w)
     for name, value in expected.items():
         assert out[METRIC_SLOTS[name]] == pytest.approx(value, abs=POINT_TOL), name

@@ -47,15 +47,13 @@ from ._validation import (
     check_unique_labels,
     check_weights,
 )
-from .bootstrap import (
-    BootstrapResult,
-    Evaluation,
-    bootstrap_evaluations,
-    percentile_interval,
-)
+from .derived import Replicated, difference, summarise
+from .engine.bootstrap import BootstrapResult, Evaluation, bootstrap_checked
+from .engine.resampling import as_seed_sequence, numba_threads, strata_for
 from .memory import (
     SUMMARY_CHUNK_VALUES,
     check_replicate_memory,
+    default_memory_limit_mb,
     evaluations_per_model,
     replicate_memory_bytes,
 )
@@ -67,6 +65,7 @@ __all__ = [
     "TIDY_COLUMNS",
     "check_replicate_memory",
     "controlled_evaluation",
+    "controlled_weight_columns",
     "evaluations_per_model",
     "replicate_memory_bytes",
     "shared_space_weights",
@@ -92,6 +91,7 @@ TIDY_COLUMNS = (
     "ci_high",
     "n_resamples",
     "n_undefined",
+    "caveat",
 )
 
 _OVERALL = vocabulary.OVERALL
@@ -236,6 +236,51 @@ def _check_inputs(
 # ----------------------------------------------------------------------------------------------
 
 
+def controlled_weight_columns(
+    p: np.ndarray, groups: np.ndarray, *, sample_weight: np.ndarray | None = None, shared_space: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The weight columns of the weighted population metrics ``M_a`` and of the shared-space metrics.
+
+    Parameters
+    ----------
+    p : ndarray of shape (n_rows, n_groups)
+        ``P(A = a | V)`` of every row (trusted: in [0, 1]); rows outside the evaluated population
+        (``groups == -1``) must have 0.
+    groups : ndarray of shape (n_rows,), int
+        Subgroup code ``0 .. n_groups - 1`` of each row, or -1 for a row outside the evaluated
+        population (e.g. a level too small to cross-fit, left out of an audit's family).
+    sample_weight : ndarray of shape (n_rows,), optional
+        Row weights; every column is multiplied by them.
+    shared_space : bool, default True
+        Also return the shared-space columns.
+
+    Returns
+    -------
+    weighted_population : ndarray of shape (n_rows, n_groups)
+        Column ``a``: ``w P(A = a | V)`` (paper section 4.2): the whole evaluated population
+        re-weighted towards subgroup ``a``'s distribution of ``V``.
+    shared_space : ndarray of shape (n_rows, n_groups) or None
+        Column ``a``: the Cai et al. weights of subgroup ``a`` against the rest
+        (:func:`disaggregated_eval.weight_table.shared_space_weights`, ``pi_a`` the subgroup's
+        sample-weighted share of the evaluated population), times ``w``; None without ``shared_space``.
+    """
+    n, k = p.shape
+    row_weight = np.ones(n) if sample_weight is None else sample_weight
+    inside = groups >= 0
+    total = row_weight[inside].sum() if not inside.all() else row_weight.sum()
+    population = np.empty((n, k))
+    space = np.empty((n, k)) if shared_space else None
+    for a in range(k):
+        population[:, a] = p[:, a] if sample_weight is None else p[:, a] * sample_weight
+        if shared_space:
+            in_group = groups == a
+            # pi_a of the shared-space weights: the subgroup's (sample-weighted) share of the rows.
+            share = float(row_weight[in_group].sum() / total)
+            w = shared_space_weights(p[:, a], in_group, share)
+            space[:, a] = w if sample_weight is None else w * sample_weight
+    return population, space
+
+
 def _build_evaluations(
     inputs: _Inputs, weights: pd.DataFrame | None, *, shared_space: bool
 ) -> tuple[list[Evaluation], dict[_Key, int]]:
@@ -247,40 +292,35 @@ def _build_evaluations(
     """
     evaluations: list[Evaluation] = []
     index: dict[_Key, int] = {}
-    matrices: dict[tuple[str, str, str], np.ndarray] = {}
+    columns: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray | None]] = {}
     in_group = [inputs.groups == a for a in range(inputs.k)]
-    row_weight = np.ones(inputs.n) if inputs.sample_weight is None else inputs.sample_weight
-    # pi_a of the shared-space weights: the subgroup's (sample-weighted) share of the rows.
-    shares = [float(row_weight[mask].sum() / row_weight.sum()) for mask in in_group]
 
     def add(key: _Key, model: str, w: np.ndarray) -> None:
         index[key] = len(evaluations)
-        if inputs.sample_weight is not None:
-            w = w * inputs.sample_weight
         evaluations.append(Evaluation(score=model, weights=np.ascontiguousarray(w, dtype=np.float64)))
 
-    ones = np.ones(inputs.n)
+    ones = np.ones(inputs.n) if inputs.sample_weight is None else inputs.sample_weight
     for m in inputs.models:
         add(_Key(m, "absolute", "none", "none", _OVERALL), m, ones)
         for a, label in enumerate(inputs.group_labels):
-            add(_Key(m, "absolute", "none", "none", label), m, in_group[a].astype(np.float64))
+            mask = in_group[a].astype(np.float64)
+            add(_Key(m, "absolute", "none", "none", label), m, mask if inputs.sample_weight is None else mask * ones)
         for source in inputs.sources:
             for control in inputs.weight_controls:
                 # X and Y weights do not depend on the model: extract and check them once.
                 key = (source, control, m if control == "R" else "*")
-                if key not in matrices:
-                    matrices[key] = weight_matrix(
+                if key not in columns:
+                    p = weight_matrix(
                         weights, weight_source=source, control=control, model=m, n_rows=inputs.n, n_groups=inputs.k
                     )
-                p = matrices[key]
+                    columns[key] = controlled_weight_columns(
+                        p, inputs.groups, sample_weight=inputs.sample_weight, shared_space=shared_space
+                    )
+                population, space = columns[key]
                 for a, label in enumerate(inputs.group_labels):
-                    add(_Key(m, "weighted_population", control, source, label), m, p[:, a])
+                    add(_Key(m, "weighted_population", control, source, label), m, population[:, a])
                     if shared_space:
-                        add(
-                            _Key(m, "shared_space", control, source, label),
-                            m,
-                            shared_space_weights(p[:, a], in_group[a], shares[a]),
-                        )
+                        add(_Key(m, "shared_space", control, source, label), m, space[:, a])
     return evaluations, index
 
 
@@ -344,27 +384,24 @@ def _summarise(
     study: str,
     dataset: str,
 ) -> pd.DataFrame:
-    """Tidy table: the full-sample value of each quantity and its percentile interval."""
+    """Tidy table: the full-sample value of each quantity, its percentile interval and its caveat."""
     metrics = list(result.metrics)
     n_metrics = len(metrics)
-    has_minus = minus >= 0
-    safe_minus = np.where(has_minus, minus, 0)
-    point = result.point[plus] - np.where(has_minus[:, None], result.point[safe_minus], 0.0)
     n_resamples = result.replicates.shape[0]
-    lows = np.empty_like(point)
-    highs = np.empty_like(point)
-    undefined = np.empty(point.shape, dtype=np.int64)
+    base = Replicated(point=result.point, replicates=result.replicates)
+    estimate = np.empty((len(keys), n_metrics))
+    lows = np.empty_like(estimate)
+    highs = np.empty_like(estimate)
+    undefined = np.empty(estimate.shape, dtype=np.int64)
+    caveat = np.empty(estimate.shape, dtype=object)
     # Chunk over quantities so that the (n_resamples, chunk, n_metrics) differences stay small
     # (SUMMARY_CHUNK_VALUES values); each quantity's interval does not depend on the chunking.
     chunk = max(1, SUMMARY_CHUNK_VALUES // max(1, n_resamples * n_metrics))
     for start in range(0, len(keys), chunk):
         sl = slice(start, start + chunk)
-        reps = result.replicates[:, plus[sl], :]
-        if has_minus[sl].any():
-            # x - 0.0 == x for every float, so subtracting only where there is a minus is exact.
-            np.subtract(reps, result.replicates[:, safe_minus[sl], :], out=reps, where=has_minus[sl][None, :, None])
-        low, high, n_undef = percentile_interval(reps, confidence=confidence, axis=0)
-        lows[sl], highs[sl], undefined[sl] = low, high, n_undef
+        summary = summarise(difference(base, plus[sl], minus[sl]), confidence=confidence)
+        estimate[sl], lows[sl], highs[sl] = summary.estimate, summary.low, summary.high
+        undefined[sl], caveat[sl] = summary.n_undefined, summary.caveat
     q = len(keys)
     return pd.DataFrame(
         {
@@ -377,21 +414,21 @@ def _summarise(
             "weight_source": np.repeat([k.weight_source for k in keys], n_metrics),
             "group": np.repeat([k.group for k in keys], n_metrics),
             "metric": np.tile(metrics, q),
-            "estimate": point.ravel(),
+            "estimate": estimate.ravel(),
             "ci_low": lows.ravel(),
             "ci_high": highs.ravel(),
             "n_resamples": n_resamples,
             "n_undefined": undefined.ravel(),
+            "caveat": caveat.ravel().astype(str),
         },
         columns=list(TIDY_COLUMNS),
     )
 
 
 def _strata(inputs: _Inputs, resampling: str) -> np.ndarray | None:
-    """Strata of the resamples: none for ``population``; the given strata, else the subgroups."""
-    if resampling != "within_group":
-        return None
-    return inputs.groups if inputs.strata is None else inputs.strata
+    """Strata of the resamples (:func:`disaggregated_eval.engine.resampling.strata_for`): the given
+    strata, else the subgroups."""
+    return strata_for(resampling, inputs.groups if inputs.strata is None else inputs.strata)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -478,8 +515,9 @@ def controlled_evaluation(
         ``w P(A = a | V)``, and the shared-space weights use the sample-weighted subgroup share
         ``pi_a``. Default: every row weighs 1.
     memory_limit_mb : float, optional
-        If given, raise before the bootstrap when :func:`replicate_memory_bytes` exceeds this many
-        megabytes (e.g. the job's ``mem_mb``).
+        Raise before the bootstrap when :func:`replicate_memory_bytes` exceeds this many megabytes
+        (e.g. the job's ``mem_mb``); by default the limit is
+        :func:`disaggregated_eval.memory.default_memory_limit_mb` (80% of the machine's memory).
     batch_size, n_threads, progress
         Passed to :func:`disaggregated_eval.bootstrap.bootstrap_evaluations`; results do not
         depend on ``batch_size`` or ``n_threads``.
@@ -497,7 +535,10 @@ def controlled_evaluation(
         (``model - reference``); ``weight_source`` is ``"none"`` for unweighted quantities.
         ``estimate`` is the value on the full test set (not the bootstrap mean); ``ci_low`` /
         ``ci_high`` the percentile interval over the resamples where the quantity is defined;
-        ``n_undefined`` the number of resamples where it is not.
+        ``n_undefined`` the number of resamples where it is not; ``caveat`` is ``""``, ``"undefined"``
+        (the estimate itself is NaN, e.g. precision without predicted positives) or
+        ``"degenerate"`` (every resample gives one value, so the interval has zero width and is no
+        evidence of anything; e.g. a controlled difference that is 0 by construction).
 
     Raises
     ------
@@ -530,30 +571,35 @@ def controlled_evaluation(
         strata=strata,
     )
     confidence = check_open_unit(confidence, "confidence")
-    check_open_unit(threshold, "threshold")
-    check_open_unit(preference_threshold, "preference_threshold")
+    threshold = check_open_unit(threshold, "threshold")
+    preference_threshold = check_open_unit(preference_threshold, "preference_threshold")
+    seed = as_seed_sequence(seed)
     resampling = check_choice(resampling, "resampling", vocabulary.RESAMPLING_SCHEMES)
     if inputs.strata is not None and resampling != "within_group":
         raise ValueError(f"strata are only used with resampling='within_group'; got resampling={resampling!r}")
     n_resamples = check_positive_int(n_resamples, "n_resamples")
     if batch_size is not None:
         check_positive_int(batch_size, "batch_size")
-    check_positive_int(n_threads, "n_threads")
-    if memory_limit_mb is not None:
-        check_replicate_memory(
-            n_models=len(inputs.models),
-            n_groups=inputs.k,
-            n_controls=len(inputs.weight_controls),
-            n_weight_sources=len(inputs.sources),
-            n_metrics=len(inputs.metrics),
-            n_resamples=n_resamples,
-            mem_mb=memory_limit_mb,
-            shared_space=shared_space,
-            limit="memory_limit_mb",
-        )
+    n_threads = check_positive_int(n_threads, "n_threads")
+    numba_threads(n_threads)  # checks the upper bound
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable(done, total) or None; got {progress!r}")
+    check_replicate_memory(
+        n_models=len(inputs.models),
+        n_groups=inputs.k,
+        n_controls=len(inputs.weight_controls),
+        n_weight_sources=len(inputs.sources),
+        n_metrics=len(inputs.metrics),
+        n_resamples=n_resamples,
+        mem_mb=default_memory_limit_mb() if memory_limit_mb is None else memory_limit_mb,
+        shared_space=shared_space,
+        limit="memory_limit_mb"
+        if memory_limit_mb is not None
+        else "the default memory_limit_mb (80% of this machine's memory)",
+    )
 
     evaluations, index = _build_evaluations(inputs, weights, shared_space=shared_space)
-    result = bootstrap_evaluations(
+    result = bootstrap_checked(
         inputs.y,
         inputs.scores,
         evaluations,

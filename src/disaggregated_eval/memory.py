@@ -9,11 +9,16 @@ in the job's ``mem_mb`` at parse time, before any job runs, without importing th
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from ._validation import check_int, check_positive_int
 
 __all__ = [
+    "check_bytes",
+    "DEFAULT_MEMORY_FRACTION",
+    "default_memory_limit_mb",
     "SUMMARY_CHUNK_VALUES",
     "SUMMARY_CHUNK_COPIES",
     "evaluations_per_model",
@@ -28,6 +33,58 @@ SUMMARY_CHUNK_VALUES = 2**22
 #: subtracted ones, the NaN copy and numpy's percentile work; measured: about 2); see
 #: :func:`replicate_memory_bytes`.
 SUMMARY_CHUNK_COPIES = 4
+
+
+def check_bytes(needed: int, limit: float, *, what: str, advice: str, error: type[Exception] = ValueError) -> int:
+    """Refuse, before any work, a computation whose memory would exceed ``limit`` bytes (the one guard).
+
+    Parameters
+    ----------
+    needed : int
+        Bytes the computation needs (e.g. its bootstrap replicates).
+    limit : float
+        Largest number of bytes allowed.
+    what : str
+        What needs the memory, with its size (the start of the message).
+    advice : str
+        What to change (the end of the message).
+    error : type, default ValueError
+        The exception class to raise (e.g. the audit's input error).
+
+    Returns
+    -------
+    int
+        ``needed``, when it fits.
+
+    Raises
+    ------
+    error
+        ``"<what>, more than <limit>; <advice>"`` when ``needed > limit``.
+    """
+    if needed > limit:
+        shown = f"{limit / 2**30:.0f} GiB" if limit >= 2**30 else f"{limit / 2**20:.0f} MiB"
+        raise error(f"{what}, more than {shown}; {advice}")
+    return needed
+
+
+#: Share of the machine's physical memory that a bootstrap may use when no limit is given.
+DEFAULT_MEMORY_FRACTION = 0.8
+
+
+def default_memory_limit_mb() -> float:
+    """The memory limit used when none is given: 80% of the machine's physical memory, in MB (10^6 bytes).
+
+    Returns
+    -------
+    float
+        ``DEFAULT_MEMORY_FRACTION`` times ``os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")``
+        (an unlimited 1e12 MB where the platform does not report it).
+    """
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - platforms without sysconf
+        return 1e12
+    return DEFAULT_MEMORY_FRACTION * total / 1e6
 
 
 def evaluations_per_model(*, n_groups: int, n_controls: int, n_weight_sources: int, shared_space: bool = True) -> int:

@@ -10,14 +10,14 @@ Kinds (column ``kind``):
   no p-value).
 
 Intervals are percentile intervals of the per-resample differences (the bootstrap is paired: both
-terms come from the same resample). p-values come from the permutation tests of
-:mod:`.permutation`; ``p_adjusted`` adjusts them within the family of one model and metric (all
+terms come from the same resample; :func:`disaggregated_eval.derived.difference`). p-values come from
+the permutation tests of :mod:`disaggregated_eval.engine.permutation`; ``p_adjusted`` adjusts them within the family of one model and metric (all
 comparisons of kinds ``vs_overall``, ``vs_rest`` and ``pairwise`` that are reported) with Holm's
 step-down method or Benjamini-Hochberg's (``statsmodels.stats.multitest.multipletests``, methods
 ``holm`` and ``fdr_bh``).
 
 A difference is reported only when both of its terms are (the minimum-size rules of
-:mod:`.reporting`); otherwise it is NaN, its p-values are NaN and it is not part of the family, and
+:mod:`.withheld`); otherwise it is NaN, its p-values are NaN and it is not part of the family, and
 ``reason`` names the term and the rule. The interval is given all the same.
 """
 
@@ -32,8 +32,9 @@ import pandas as pd
 from statsmodels.stats.multitest import multipletests
 
 from .. import seeds
-from ..bootstrap import percentile_interval
-from .permutation import PermutationModel, permutation_test, seed_key, universe
+from ..derived import Replicated, difference, summarise
+from ..engine.permutation import permutation_space, permutation_test, seed_key
+from .estimates import AuditEstimates
 from .result import COMPARISON_COLUMNS
 from .slices import SlicePlan
 
@@ -86,11 +87,15 @@ def _term_reason(term: Term, reasons: np.ndarray, rest_reasons: np.ndarray, q: i
 def permutation_pvalues(
     comparisons: Sequence[Comparison],
     plan: SlicePlan,
-    models: Sequence[PermutationModel],
+    y: np.ndarray,
+    scores: Sequence[np.ndarray],
+    weight: np.ndarray | None,
     model_names: Sequence[str],
     point: np.ndarray,
     *,
+    metrics: Sequence[str],
     slots: np.ndarray,
+    threshold: float,
     odds: float,
     n_permutations: int,
     seed: int,
@@ -100,8 +105,11 @@ def permutation_pvalues(
     """Permutation p-values of every comparison (NaN for vs_model), shape (n_comparisons, n_metrics).
 
     Population tests (one per model and slice) give the p-values of both ``vs_overall`` and
-    ``vs_rest``; pairwise tests one each. Seed path of a test: ``("audit", "permutation", model,
-    slice)`` or ``("audit", "permutation", model, slice, other slice)``.
+    ``vs_rest``; pairwise tests one each. ``point`` (n_models, n_slices, 2, n_metrics): the slices'
+    and rests' point estimates. Seed path of a test: ``("audit", "permutation", model, slice)`` or
+    ``("audit", "permutation", model, slice, other slice)``. A test's universe is laid out in the
+    model's score order (stable), so that a permutation's positions refer to the same rows whatever
+    the input order.
     """
     n_q = slots.shape[0]
     p = np.full((len(comparisons), n_q), np.nan)
@@ -109,20 +117,16 @@ def permutation_pvalues(
         return p
     counts = plan.slice_counts()
     n = plan.cell_codes.shape[0]
-    grouped: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+    orders = [np.argsort(r, kind="stable") for r in scores]
+    w = np.ones(n) if weight is None else weight
 
-    def rows_sorted(m: int, s: int) -> np.ndarray:
+    def space(m: int, rows: np.ndarray):
+        rows = orders[m][rows]  # positions in score order -> rows
+        return permutation_space(y[rows], scores[m][rows], w[rows], metrics=metrics, threshold=threshold)
+
+    def positions(m: int, s: int) -> np.ndarray:
         """Positions (increasing) of slice s's rows in model m's score order."""
-        f = int(plan.family_of[s])
-        if (m, f) not in grouped:
-            family = plan.families[f]
-            codes = family.codes[models[m].order]
-            by_slice = np.argsort(codes, kind="stable")  # positions grouped by slice, increasing within
-            bounds = np.concatenate(([0], np.cumsum(np.bincount(codes, minlength=family.n_slices))))
-            grouped[(m, f)] = (by_slice, bounds)
-        by_slice, bounds = grouped[(m, f)]
-        local = int(np.flatnonzero(plan.families[f].slice_ids == s)[0])
-        return by_slice[bounds[local] : bounds[local + 1]]
+        return np.flatnonzero(plan.slice_mask(s)[orders[m]])
 
     index: dict[tuple[str, int, int, str], int] = {
         (c.kind, c.model, c.slice, c.reference): k for k, c in enumerate(comparisons)
@@ -140,17 +144,16 @@ def permutation_pvalues(
         progress(0, total)
     full: dict[int, object] = {}
     for done, (m, s, other) in enumerate(tests, start=1):
-        model = models[m]
         name = model_names[m]
         if other is None:
             if m not in full:
-                full[m] = universe(model, np.arange(n))
-            space = full[m]
+                full[m] = space(m, np.arange(n))
+            universe = full[m]
             observed = np.stack([point[m, s, 0] - point[m, 0, 0], point[m, s, 0] - point[m, s, 1]])
             key = seed_key(seeds.seed_sequence(seed, "audit", "permutation", name, plan.names[s]))
+            # the first side's rows are those of the slice; the permutation only needs their number
             values, _ = permutation_test(
-                model,
-                space,
+                universe,
                 int(counts[s]),
                 observed,
                 pairwise=False,
@@ -164,13 +167,11 @@ def permutation_pvalues(
             p[index[("vs_overall", m, s, "overall")]] = values[0]
             p[index[("vs_rest", m, s, "rest")]] = values[1]
         else:
-            positions = np.sort(np.concatenate([rows_sorted(m, s), rows_sorted(m, other)]))
-            space = universe(model, positions)
+            rows = np.sort(np.concatenate([positions(m, s), positions(m, other)]))
             observed = (point[m, s, 0] - point[m, other, 0])[None, :]
             key = seed_key(seeds.seed_sequence(seed, "audit", "permutation", name, plan.names[s], plan.names[other]))
             values, _ = permutation_test(
-                model,
-                space,
+                space(m, rows),
                 int(counts[s]),
                 observed,
                 pairwise=True,
@@ -210,8 +211,7 @@ def adjust(p_values: np.ndarray, method: str) -> np.ndarray:
 
 def comparison_table(
     comparisons: Sequence[Comparison],
-    point: np.ndarray,
-    replicates: np.ndarray,
+    estimates: AuditEstimates,
     p_values: np.ndarray,
     reasons: np.ndarray,
     rest_reasons: np.ndarray,
@@ -228,33 +228,37 @@ def comparison_table(
     Parameters
     ----------
     comparisons : sequence of Comparison
-    point : ndarray of shape (n_models, n_slices, 2, n_metrics)
-    replicates : ndarray of shape (n_resamples, n_models, n_slices, 2, n_metrics)
+    estimates : AuditEstimates
+        The audit's base quantities (slices and rests of every model) on the paired resamples.
     p_values : ndarray of shape (n_comparisons, n_metrics)
     reasons, rest_reasons : ndarray of shape (n_models, n_slices, n_metrics), object
         Why a slice's (a rest's) estimate is withheld, ``""`` when reported.
     metric_ok : ndarray of shape (n_models, n_metrics), bool
         Whether the model reports the metric (score metrics are left out for hard predictions).
     """
-    n_res, n_models, n_slices, _, n_q = replicates.shape
-    flat = replicates.reshape(n_res, n_models * n_slices * 2, n_q)
-    pflat = point.reshape(n_models * n_slices * 2, n_q)
+    n_res, _, n_q = estimates.replicates.shape
+    base = Replicated(point=estimates.point, replicates=estimates.replicates)
 
     def idx(term: Term) -> int:
         m, s, side = term
-        return (m * n_slices + s) * 2 + side
+        return int(estimates.slice_rows[m, s, side])
 
     plus = np.array([idx(c.plus) for c in comparisons], dtype=np.int64)
     minus = np.array([idx(c.minus) for c in comparisons], dtype=np.int64)
-    difference = pflat[plus] - pflat[minus]
-    low = np.empty_like(difference)
-    high = np.empty_like(difference)
-    undefined = np.empty(difference.shape, dtype=np.int64)
+    difference_ = np.empty((len(comparisons), n_q))
+    low = np.empty_like(difference_)
+    high = np.empty_like(difference_)
+    undefined = np.empty(difference_.shape, dtype=np.int64)
     chunk = max(1, int(2**24 // max(1, n_res * n_q)))
     for start in range(0, len(comparisons), chunk):
         sl = slice(start, start + chunk)
-        diff = flat[:, plus[sl], :] - flat[:, minus[sl], :]
-        low[sl], high[sl], undefined[sl] = percentile_interval(diff, confidence=confidence, axis=0)
+        summary = summarise(difference(base, plus[sl], minus[sl]), confidence=confidence)
+        difference_[sl], low[sl], high[sl], undefined[sl] = (
+            summary.estimate,
+            summary.low,
+            summary.high,
+            summary.n_undefined,
+        )
 
     rows = []
     for k, c in enumerate(comparisons):
@@ -282,7 +286,7 @@ def comparison_table(
                     plan.names[c.slice],
                     c.reference,
                     c.kind,
-                    difference[k, q] if reported else np.nan,
+                    difference_[k, q] if reported else np.nan,
                     low[k, q],
                     high[k, q],
                     p_values[k, q] if reported else np.nan,

@@ -9,13 +9,12 @@ slices are the subgroups ``a`` of a categorical variable ``A``. For each request
 - ``V = X`` (the ``features``), ``Y`` (the label) or ``R`` (each model's score): ``P(A = a | V)`` is
   cross-fitted on the file itself (:func:`disaggregated_eval.models.crossfit_group_proba`:
   HistGradientBoosting, the paper's ``max_leaf_nodes`` grid and folds, seeded; seed path
-  ``("audit", "weights", family, V)``, and ``(..., "R", model)`` for ``R``), then
-  :func:`disaggregated_eval.evaluation.controlled_evaluation` gives the subgroup metric, ``M_a``
-  (all rows weighted by ``P(A = a | V)``), ``T_a = metric(A = a) - M_a`` and the shared-space metric
-  of Cai et al., with paired bootstrap intervals, every metric weighted by the sample weights (the
-  weight models themselves are fitted unweighted). Its resamples use the seed of the slices'
-  bootstrap and, with ``within_group``, the cells of all attributes as strata, so when no level is
-  left out they are the very resamples of the slices table.
+  ``("audit", "weights", family, V)``, and ``(..., "R", model)`` for ``R``) before the bootstrap;
+  the weighted population metrics ``M_a`` (the family's evaluated rows weighted by ``P(A = a | V)``)
+  and the shared-space metrics of Cai et al. are outputs of the audit's one bootstrap
+  (:mod:`.estimates`), and ``T_a = metric(A = a) - M_a`` is their paired difference with the slice's
+  own metric (:func:`disaggregated_eval.derived.difference`), every metric weighted by the sample
+  weights (the weight models themselves are fitted unweighted).
 
 Levels too small to cross-fit. Cross-fitting in ``crossfit_folds`` outer folds with an inner
 ``cv_folds``-fold grid search needs, for every level, ``crossfit_folds`` rows and ``cv_folds`` rows in
@@ -23,8 +22,9 @@ the training part of every outer fold: at least ``n_min`` rows, the smallest ``n
 with ``n - ceil(n / crossfit_folds) >= cv_folds`` (7 with the default 5 and 5). Smaller levels
 (intersection cells often are) are left out of that family's weighted controlled evaluation, rows and
 all, with a note naming the slice and its size; the family's remaining levels are evaluated among
-themselves (so their ``M_a`` is over the rows of the remaining levels). A family with fewer than two
-remaining levels is skipped with a note. The ``V = none`` rows keep every slice.
+themselves (their ``M_a`` is over the rows of the remaining levels, on the audit's resamples). A
+family with fewer than two remaining levels is skipped with a note. The ``V = none`` rows keep every
+slice.
 """
 
 from __future__ import annotations
@@ -37,16 +37,15 @@ import numpy as np
 import pandas as pd
 
 from .. import seeds
-from ..bootstrap import percentile_interval
-from ..evaluation import controlled_evaluation
+from ..derived import Replicated, difference, summarise, take
 from ..models import crossfit_group_proba, score_frame
-from ..weight_table import concat_weight_tables, weight_table
+from .estimates import AuditEstimates, ControlledWeights
 from .inputs import AuditInput
 from .options import AuditOptions
 from .result import CONTROLLED_COLUMNS
 from .slices import SlicePlan
 
-__all__ = ["ControlledPlan", "plan_controlled", "controlled_table", "min_crossfit_rows"]
+__all__ = ["ControlledPlan", "plan_controlled", "fit_controlled_weights", "controlled_table", "min_crossfit_rows"]
 
 _LABEL_FEATURE = "y"
 
@@ -129,15 +128,18 @@ def plan_controlled(prepared: AuditInput, plan: SlicePlan, opts: AuditOptions) -
     return ControlledPlan(weighted, tuple(families), tuple(notes))
 
 
-def _none_rows(prepared, plan, opts, boot, reasons, metric_ok) -> list[pd.DataFrame]:
-    """Rows of V = none from the audit's bootstrap: M_a = overall, T_a = slice - overall."""
+def _base(estimates: AuditEstimates) -> Replicated:
+    return Replicated(point=estimates.point, replicates=estimates.replicates)
+
+
+def _none_rows(plan, opts, estimates: AuditEstimates, reasons, metric_ok) -> list[pd.DataFrame]:
+    """Rows of V = none: M_a = overall, T_a = slice - overall (derived on the audit's replicates)."""
     frames = []
-    point = boot.point[:, :, 0, :]
-    reps = boot.replicates[:, :, :, 0, :]
-    low, high, _ = percentile_interval(reps, confidence=opts.confidence, axis=0)
-    diff = reps - reps[:, :, :1, :]
-    t_low, t_high, t_undef = percentile_interval(diff, confidence=opts.confidence, axis=0)
+    base = _base(estimates)
     for m, model in enumerate(opts.scores):
+        rows = estimates.slice_rows[m, :, 0]
+        own = summarise(take(base, rows), confidence=opts.confidence)
+        gap = summarise(difference(base, rows, np.full(rows.shape, rows[0])), confidence=opts.confidence)
         for f in range(1, len(plan.families)):
             family = plan.families[f]
             ids = family.slice_ids
@@ -157,19 +159,19 @@ def _none_rows(prepared, plan, opts, boot, reasons, metric_ok) -> list[pd.DataFr
                             "slice": [plan.names[s] for s in ids],
                             "control": "none",
                             "metric": metric,
-                            "subgroup": np.where(sub_ok, point[m, ids, q], np.nan),
-                            "subgroup_low": low[m, ids, q],
-                            "subgroup_high": high[m, ids, q],
-                            "M_a": point[m, 0, q] if overall_why == "" else np.nan,
-                            "M_a_low": low[m, 0, q],
-                            "M_a_high": high[m, 0, q],
-                            "T_a": np.where(ok, point[m, ids, q] - point[m, 0, q], np.nan),
-                            "T_a_low": t_low[m, ids, q],
-                            "T_a_high": t_high[m, ids, q],
+                            "subgroup": np.where(sub_ok, own.estimate[ids, q], np.nan),
+                            "subgroup_low": own.low[ids, q],
+                            "subgroup_high": own.high[ids, q],
+                            "M_a": own.estimate[0, q] if overall_why == "" else np.nan,
+                            "M_a_low": own.low[0, q],
+                            "M_a_high": own.high[0, q],
+                            "T_a": np.where(ok, gap.estimate[ids, q], np.nan),
+                            "T_a_low": gap.low[ids, q],
+                            "T_a_high": gap.high[ids, q],
                             "shared_space": np.nan,
                             "shared_space_low": np.nan,
                             "shared_space_high": np.nan,
-                            "n_undefined": t_undef[m, ids, q].astype(np.int64),
+                            "n_undefined": gap.n_undefined[ids, q].astype(np.int64),
                             "reported": ok,
                             "reason": reason,
                         }
@@ -191,155 +193,126 @@ def _fold_progress(progress, stage: str, total: int) -> Callable[[str], None] | 
     return report
 
 
-def _weights(fc: _FamilyControl, prepared: AuditInput, plan: SlicePlan, opts: AuditOptions, weighted, progress):
-    """The long weight table of P(A | V) for one family and every weighted control (and model)."""
-    family = plan.families[fc.family]
-    rows = fc.rows
-    k = len(fc.labels)
-    blocks = []
-    common = dict(
-        n_groups=k,
-        grid=opts.max_leaf_nodes,
-        n_splits=opts.cv_folds,
-        crossfit_folds=opts.crossfit_folds,
-        group_labels=list(fc.labels),
-        n_threads=opts.n_threads,
-    )
-    for control in weighted:
-        targets = list(opts.scores) if control == "R" else ["*"]
-        for model in targets:
-            if control == "X":
-                V = prepared.features.iloc[rows].reset_index(drop=True)
-                categorical = list(prepared.categorical)
-            elif control == "Y":
-                V = pd.DataFrame({_LABEL_FEATURE: prepared.y[rows]})
-                categorical = []
-            else:
-                V = score_frame(prepared.scores[model][rows])
-                categorical = []
-            path = ("audit", "weights", family.name, control) + ((model,) if control == "R" else ())
-            stage = f"weights {family.name} V={control}" + (f" ({model})" if control == "R" else "")
-            proba, _ = crossfit_group_proba(
-                V,
-                fc.codes,
-                categorical=categorical,
-                seed=seeds.seed_sequence(opts.seed, *path),
-                progress=_fold_progress(progress, stage, opts.crossfit_folds),
-                **common,
-            )
-            blocks.append(weight_table(proba, weight_source="estimated", control=control, model=model))
-    return concat_weight_tables(blocks)
+def fit_controlled_weights(
+    cplan: ControlledPlan, prepared: AuditInput, plan: SlicePlan, opts: AuditOptions, *, progress=None
+) -> list[ControlledWeights]:
+    """Cross-fit ``P(A | V)`` for every family and weighted control (and model, for ``V = R``).
 
-
-def _weighted_rows(fc, prepared, plan, opts, weighted, reasons, metric_ok, bootstrap_seed, progress):
-    family = plan.families[fc.family]
-    table = _weights(fc, prepared, plan, opts, weighted, progress)
-    stage = f"controlled {family.name}"
-    if progress is not None:
-        progress(stage, 0, opts.n_resamples)
-    tidy = controlled_evaluation(
-        prepared.y[fc.rows],
-        fc.codes,
-        {m: prepared.scores[m][fc.rows] for m in opts.scores},
-        weights=table,
-        group_labels=list(fc.labels),
-        controls=("none",) + tuple(weighted),
-        metrics=tuple(opts.metrics),
-        n_resamples=opts.n_resamples,
-        confidence=opts.confidence,
-        seed=bootstrap_seed,
-        threshold=opts.threshold,
-        preference_threshold=opts.preference_threshold,
-        shared_space=True,
-        resampling=opts.resampling,
-        strata=plan.cell_codes[fc.rows] if opts.resampling == "within_group" else None,
-        sample_weight=None if prepared.weight is None else prepared.weight[fc.rows],
-        n_threads=opts.n_threads,
-        progress=(lambda done, total: progress(stage, done, total)) if progress is not None else None,
-    )
-    tidy = tidy[tidy["group"].isin(fc.labels)]
-    key = ["model", "group", "metric"]
-
-    def part(comparison: str, control: str, prefix: str) -> pd.DataFrame:
-        sel = tidy[(tidy["comparison"] == comparison) & (tidy["control"] == control)]
-        out = sel[key + ["estimate", "ci_low", "ci_high", "n_undefined"]].rename(
-            columns={
-                "estimate": prefix,
-                "ci_low": f"{prefix}_low",
-                "ci_high": f"{prefix}_high",
-                "n_undefined": f"{prefix}_undefined",
-            }
+    Returns
+    -------
+    list of ControlledWeights
+        One entry per (family, control, model); for ``X`` and ``Y`` the same weights for every model.
+    """
+    out: list[ControlledWeights] = []
+    n = prepared.n
+    for fc in cplan.families:
+        family = plan.families[fc.family]
+        rows = fc.rows
+        k = len(fc.labels)
+        groups = np.full(n, -1, dtype=np.int64)
+        groups[rows] = fc.codes
+        slices = family.slice_ids[fc.kept]
+        common = dict(
+            n_groups=k,
+            grid=opts.max_leaf_nodes,
+            n_splits=opts.cv_folds,
+            crossfit_folds=opts.crossfit_folds,
+            group_labels=list(fc.labels),
+            n_threads=opts.n_threads,
         )
-        return out.set_index(key)
+        for control in cplan.weighted:
+            targets = list(range(len(opts.scores))) if control == "R" else [None]
+            for target in targets:
+                if control == "X":
+                    V = prepared.features.iloc[rows].reset_index(drop=True)
+                    categorical = list(prepared.categorical)
+                elif control == "Y":
+                    V = pd.DataFrame({_LABEL_FEATURE: prepared.y[rows]})
+                    categorical = []
+                else:
+                    V = score_frame(prepared.scores[opts.scores[target]][rows])
+                    categorical = []
+                model = opts.scores[target] if target is not None else None
+                path = ("audit", "weights", family.name, control) + ((model,) if control == "R" else ())
+                stage = f"weights {family.name} V={control}" + (f" ({model})" if control == "R" else "")
+                proba, _ = crossfit_group_proba(
+                    V,
+                    fc.codes,
+                    categorical=categorical,
+                    seed=seeds.seed_sequence(opts.seed, *path),
+                    progress=_fold_progress(progress, stage, opts.crossfit_folds),
+                    **common,
+                )
+                full = np.zeros((n, k))
+                full[rows] = proba
+                for m in [target] if target is not None else range(len(opts.scores)):
+                    out.append(ControlledWeights(fc.family, control, m, full, groups, slices))
+    return out
 
-    subgroup = part("absolute", "none", "subgroup")
-    slice_index = {name: s for s, name in enumerate(plan.names)}
-    model_index = {name: m for m, name in enumerate(opts.scores)}
-    metric_index = {name: q for q, name in enumerate(opts.metrics)}
+
+def _weighted_rows(fc, plan, opts, weighted, estimates: AuditEstimates, reasons, metric_ok) -> list[pd.DataFrame]:
+    family = plan.families[fc.family]
+    base = _base(estimates)
+    slices = family.slice_ids[fc.kept]
     frames = []
     for control in weighted:
-        joined = (
-            subgroup.join(part("weighted_population", control, "M_a"))
-            .join(part("controlled_difference", control, "T_a"))
-            .join(part("shared_space", control, "shared_space"))
-            .reset_index()
-        )
-        m_idx = joined["model"].map(model_index).to_numpy()
-        s_idx = joined["group"].map(slice_index).to_numpy()
-        q_idx = joined["metric"].map(metric_index).to_numpy()
-        ok_metric = metric_ok[m_idx, q_idx]
-        joined = joined[ok_metric]
-        m_idx, s_idx, q_idx = m_idx[ok_metric], s_idx[ok_metric], q_idx[ok_metric]
-        reason = reasons[m_idx, s_idx, q_idx].astype(str)
-        ok = reason == ""
-        frames.append(
-            pd.DataFrame(
-                {
-                    "model": joined["model"].to_numpy(),
-                    "attribute": family.name,
-                    "slice": joined["group"].to_numpy(),
-                    "control": control,
-                    "metric": joined["metric"].to_numpy(),
-                    "subgroup": np.where(ok, joined["subgroup"], np.nan),
-                    "subgroup_low": joined["subgroup_low"].to_numpy(),
-                    "subgroup_high": joined["subgroup_high"].to_numpy(),
-                    "M_a": joined["M_a"].to_numpy(),
-                    "M_a_low": joined["M_a_low"].to_numpy(),
-                    "M_a_high": joined["M_a_high"].to_numpy(),
-                    "T_a": np.where(ok, joined["T_a"], np.nan),
-                    "T_a_low": joined["T_a_low"].to_numpy(),
-                    "T_a_high": joined["T_a_high"].to_numpy(),
-                    "shared_space": np.where(ok, joined["shared_space"], np.nan),
-                    "shared_space_low": joined["shared_space_low"].to_numpy(),
-                    "shared_space_high": joined["shared_space_high"].to_numpy(),
-                    "n_undefined": joined["T_a_undefined"].to_numpy().astype(np.int64),
-                    "reported": ok,
-                    "reason": reason,
-                }
-            )
-        )
+        for m, model in enumerate(opts.scores):
+            population, space = estimates.controlled_rows[(fc.family, control, m)]
+            own_rows = estimates.slice_rows[m, slices, 0]
+            own = summarise(take(base, own_rows), confidence=opts.confidence)
+            ma = summarise(take(base, population), confidence=opts.confidence)
+            ta = summarise(difference(base, own_rows, population), confidence=opts.confidence)
+            ss = summarise(take(base, space), confidence=opts.confidence)
+            for q, metric in enumerate(opts.metrics):
+                if not metric_ok[m, q]:
+                    continue
+                reason = reasons[m, slices, q].astype(str)
+                ok = reason == ""
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            "model": model,
+                            "attribute": family.name,
+                            "slice": [plan.names[s] for s in slices],
+                            "control": control,
+                            "metric": metric,
+                            "subgroup": np.where(ok, own.estimate[:, q], np.nan),
+                            "subgroup_low": own.low[:, q],
+                            "subgroup_high": own.high[:, q],
+                            "M_a": ma.estimate[:, q],
+                            "M_a_low": ma.low[:, q],
+                            "M_a_high": ma.high[:, q],
+                            "T_a": np.where(ok, ta.estimate[:, q], np.nan),
+                            "T_a_low": ta.low[:, q],
+                            "T_a_high": ta.high[:, q],
+                            "shared_space": np.where(ok, ss.estimate[:, q], np.nan),
+                            "shared_space_low": ss.low[:, q],
+                            "shared_space_high": ss.high[:, q],
+                            "n_undefined": ta.n_undefined[:, q].astype(np.int64),
+                            "reported": ok,
+                            "reason": reason,
+                        }
+                    )
+                )
     return frames
 
 
 def controlled_table(
     cplan: ControlledPlan,
-    prepared: AuditInput,
     plan: SlicePlan,
     opts: AuditOptions,
     *,
-    boot,
+    estimates: AuditEstimates,
     reasons: np.ndarray,
     metric_ok: np.ndarray,
-    bootstrap_seed: np.random.SeedSequence,
-    progress=None,
 ) -> pd.DataFrame:
     """The ``controlled`` table (:data:`.result.CONTROLLED_COLUMNS`), ordered by model, attribute,
     slice, control, metric."""
     frames: list[pd.DataFrame] = []
     if "none" in opts.controls:
-        frames += _none_rows(prepared, plan, opts, boot, reasons, metric_ok)
+        frames += _none_rows(plan, opts, estimates, reasons, metric_ok)
     for fc in cplan.families:
-        frames += _weighted_rows(fc, prepared, plan, opts, cplan.weighted, reasons, metric_ok, bootstrap_seed, progress)
+        frames += _weighted_rows(fc, plan, opts, cplan.weighted, estimates, reasons, metric_ok)
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in CONTROLLED_COLUMNS})
     table = pd.concat(frames, ignore_index=True)[list(CONTROLLED_COLUMNS)]

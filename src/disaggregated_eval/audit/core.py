@@ -3,15 +3,16 @@
 The steps, each in its own module:
 
 1. check and code the options and the frame (:mod:`.inputs`; :class:`AuditInputError` before any work);
-2. enumerate the slices (:mod:`.slices`);
-3. bootstrap every metric of every model on every slice and on its complement, all on the same
-   resamples (:mod:`._kernel`);
-4. the slices table: estimates, percentile intervals, minimum-size rules, simultaneous bands
-   (:mod:`.reporting`);
-5. the comparisons table: paired intervals, permutation p-values, adjusted p-values
-   (:mod:`.comparisons`, :mod:`.permutation`);
-6. the controlled table: ``M_a``, ``T_a`` and shared-space metrics per attribute and control
-   variable (:mod:`.controlled`).
+2. enumerate the slices (:mod:`.slices`) and plan the controlled evaluation (:mod:`.controlled`);
+3. cross-fit the weights ``P(A | V)`` of the controlled evaluation (:mod:`.controlled`);
+4. ONE paired bootstrap, on the library's engine, of every metric of every model on every slice, on
+   its complement and on every weighted population (:mod:`.estimates`);
+5. the slices table: estimates, percentile intervals, minimum-size rules (:mod:`.withheld`),
+   simultaneous bands (:mod:`disaggregated_eval.intervals`);
+6. the comparisons table: paired intervals, permutation p-values, adjusted p-values
+   (:mod:`.comparisons`, :mod:`disaggregated_eval.engine.permutation`);
+7. the controlled table: ``M_a``, ``T_a`` and shared-space metrics per attribute and control
+   variable (:mod:`.controlled`), derived from the same replicates.
 
 See ``docs/audit.md`` for the definitions and the columns.
 """
@@ -25,21 +26,24 @@ import numpy as np
 import pandas as pd
 
 from .. import seeds, vocabulary
-from ..bootstrap import metric_slots, percentile_interval
+from ..engine.resampling import strata_for
+from ..engine.sums import metric_slots
+from ..intervals import band_level, percentile_bounds, percentile_interval
+from ..memory import check_bytes
 from . import controlled as _controlled
-from ._kernel import slice_bootstrap
 from .comparisons import comparison_table, enumerate_comparisons, permutation_pvalues
+from .estimates import AuditEstimates, estimate_all, n_outputs
 from .inputs import AuditInput, AuditInputError, prepare_input, resolve_options
 from .options import AuditOptions
-from .permutation import prepare_permutation_model
-from .reporting import band_level, percentile_bounds, withheld_reasons
 from .result import SLICE_COLUMNS, AuditResult
 from .slices import SlicePlan, plan_slices
+from .withheld import withheld_reasons
 
 __all__ = ["audit", "AuditInputError"]
 
 Progress = Callable[[str, int, int], None]
-#: Largest size of the bootstrap replicates (slices and rests of every model and metric).
+#: Largest size of the bootstrap replicates (every slice, rest and weighted population of every model
+#: and metric).
 MAX_REPLICATE_BYTES = 4 * 2**30
 
 
@@ -93,48 +97,54 @@ def audit(
     opts = resolve_options(options, kwargs)
     prepared = prepare_input(data, opts)
     plan = _plan(prepared, opts)
-    _check_memory(plan, opts)
     controlled_plan = _controlled.plan_controlled(prepared, plan, opts)  # checks sizes before any work
+    _check_memory(plan, controlled_plan, opts)
     notes = list(prepared.notes) + list(controlled_plan.notes)
 
     metrics = list(opts.metrics)
     slots = metric_slots(metrics)
     model_names = list(opts.scores)
+    scores = [prepared.scores[m] for m in model_names]
+    odds = opts.preference_threshold / (1.0 - opts.preference_threshold)
     metric_ok = np.array(
         [[not (prepared.hard[m] and q in vocabulary.SCORE_METRICS) for q in metrics] for m in model_names]
     )
+    weights = _controlled.fit_controlled_weights(controlled_plan, prepared, plan, opts, progress=progress)
     seed = seeds.seed_sequence(opts.seed, "audit", "bootstrap")
-    strata = plan.cell_codes if opts.resampling == "within_group" else None
-    boot = slice_bootstrap(
+    estimates = estimate_all(
         plan,
         prepared.y,
-        [prepared.scores[m] for m in model_names],
+        scores,
         prepared.weight,
+        weights,
+        metrics=metrics,
         slots=slots,
         threshold=opts.threshold,
-        preference_threshold=opts.preference_threshold,
+        odds=odds,
         n_resamples=opts.n_resamples,
         seed=seed,
-        strata=strata,
+        strata=strata_for(opts.resampling, plan.cell_codes),
         n_threads=opts.n_threads,
         progress=_stage(progress, "bootstrap"),
     )
+    point = _slice_point(estimates)
     counts = _counts(plan, prepared, model_names, opts.threshold)
-    reasons, rest_reasons = _reasons(boot.point, counts, metrics, opts)
-    slices = _slice_table(plan, boot, counts, reasons, metric_ok, model_names, metrics, opts)
+    reasons, rest_reasons = _reasons(point, counts, metrics, opts)
+    slices = _slice_table(plan, estimates, counts, reasons, metric_ok, model_names, metrics, opts)
 
     comparisons = enumerate_comparisons(plan, len(model_names), model_names)
-    perm_models = [
-        prepare_permutation_model(prepared.y, prepared.scores[m], prepared.weight, opts.threshold) for m in model_names
-    ]
     p_values = permutation_pvalues(
         comparisons,
         plan,
-        perm_models,
+        prepared.y,
+        scores,
+        prepared.weight,
         model_names,
-        boot.point,
+        point,
+        metrics=metrics,
         slots=slots,
-        odds=opts.preference_threshold / (1.0 - opts.preference_threshold),
+        threshold=opts.threshold,
+        odds=odds,
         n_permutations=opts.n_permutations,
         seed=opts.seed,
         n_threads=opts.n_threads,
@@ -142,8 +152,7 @@ def audit(
     )
     comparison_frame = comparison_table(
         comparisons,
-        boot.point,
-        boot.replicates,
+        estimates,
         p_values,
         reasons,
         rest_reasons,
@@ -155,15 +164,7 @@ def audit(
         adjust_method=opts.adjust,
     )
     controlled = _controlled.controlled_table(
-        controlled_plan,
-        prepared,
-        plan,
-        opts,
-        boot=boot,
-        reasons=reasons,
-        metric_ok=metric_ok,
-        bootstrap_seed=seed,
-        progress=progress,
+        controlled_plan, plan, opts, estimates=estimates, reasons=reasons, metric_ok=metric_ok
     )
     return AuditResult(
         slices=slices,
@@ -175,6 +176,15 @@ def audit(
     )
 
 
+def _slice_point(estimates: AuditEstimates) -> np.ndarray:
+    """Point estimates of every slice (side 0) and rest (side 1), shape (n_models, n_slices, 2, n_metrics)
+    (NaN for the rest of ``overall``, which is empty)."""
+    rows = estimates.slice_rows
+    point = estimates.point[np.maximum(rows, 0)]
+    point[rows < 0] = np.nan
+    return point
+
+
 def _plan(prepared: AuditInput, opts: AuditOptions) -> SlicePlan:
     try:
         return plan_slices(prepared.attributes, intersections=opts.intersections)
@@ -182,16 +192,20 @@ def _plan(prepared: AuditInput, opts: AuditOptions) -> SlicePlan:
         raise AuditInputError(str(error)) from None
 
 
-def _check_memory(plan: SlicePlan, opts: AuditOptions) -> None:
+def _check_memory(plan: SlicePlan, cplan: _controlled.ControlledPlan, opts: AuditOptions) -> None:
     """Refuse, before any work, a bootstrap whose replicates would not fit in memory."""
-    size = 8 * opts.n_resamples * len(opts.scores) * plan.n_slices * 2 * len(opts.metrics)
-    if size > MAX_REPLICATE_BYTES:
-        raise AuditInputError(
-            f"the bootstrap would hold {size / 2**30:.1f} GiB of replicates (n_resamples {opts.n_resamples} x "
-            f"{len(opts.scores)} models x {plan.n_slices} slices x 2 (slice, rest) x {len(opts.metrics)} metrics x "
-            f"8 bytes), more than {MAX_REPLICATE_BYTES / 2**30:.0f} GiB; give fewer n_resamples, intersections "
-            f"or metrics"
-        )
+    levels = [len(fc.labels) for fc in cplan.families for _ in cplan.weighted]
+    outputs = n_outputs(plan, len(opts.scores), levels)
+    size = 8 * opts.n_resamples * outputs * len(opts.metrics)
+    check_bytes(
+        size,
+        MAX_REPLICATE_BYTES,
+        what=f"the bootstrap would hold {size / 2**30:.1f} GiB of replicates (n_resamples {opts.n_resamples} x "
+        f"{outputs} slices, rests and weighted populations of {len(opts.scores)} model(s) x {len(opts.metrics)} "
+        f"metrics x 8 bytes)",
+        advice="give fewer n_resamples, intersections, controls or metrics",
+        error=AuditInputError,
+    )
 
 
 def _counts(plan: SlicePlan, prepared: AuditInput, model_names: list[str], threshold: float) -> dict[str, np.ndarray]:
@@ -254,9 +268,10 @@ def _reasons(point: np.ndarray, counts: dict[str, np.ndarray], metrics: list[str
     return reasons, rest
 
 
-def _slice_table(plan, boot, counts, reasons, metric_ok, model_names, metrics, opts) -> pd.DataFrame:
-    point = boot.point[:, :, 0, :]  # (n_models, n_slices, n_metrics)
-    reps = boot.replicates[:, :, :, 0, :]
+def _slice_table(plan, estimates, counts, reasons, metric_ok, model_names, metrics, opts) -> pd.DataFrame:
+    rows = estimates.slice_rows[:, :, 0]  # (n_models, n_slices)
+    point = estimates.point[rows]  # (n_models, n_slices, n_metrics)
+    reps = estimates.replicates[:, rows, :]  # (B, n_models, n_slices, n_metrics)
     low, high, n_undefined = percentile_interval(reps, confidence=opts.confidence, axis=0)
     band_low = np.full(point.shape, np.nan)
     band_high = np.full(point.shape, np.nan)
