@@ -110,6 +110,10 @@ def _sk(y, r, w, metric, threshold=0.5, t=0.5):
         return 1 - recall_score(y, yhat, pos_label=0, sample_weight=w)
     if metric == "false_negative_rate":
         return 1 - recall_score(y, yhat, sample_weight=w)
+    if metric == "mean_predicted_risk":
+        return np.average(r, weights=w)
+    if metric == "observed_expected_ratio":
+        return np.sum(w * y) / np.sum(w * r)
     assert metric == "brier_score"
     return brier_score_loss(y, r, sample_weight=w)
 

@@ -324,15 +324,16 @@ def _sums(y, r, w, threshold=0.5):
         float(np.sum(w * y * ~yhat)),
         float(np.sum(w * (1 - y) * ~yhat)),
         auc,
-        _terms(float(np.sum(w * pointwise_log_loss(y, r))), float(np.sum(w * (r - y) ** 2))),
+        _terms(float(np.sum(w * pointwise_log_loss(y, r))), float(np.sum(w * (r - y) ** 2)), float(np.sum(w * r))),
     )
 
 
-def _terms(log_loss_sum, brier_sum):
+def _terms(log_loss_sum, brier_sum, score_sum):
     """The terms vector of metrics_from_sums (slots from sums.TERM_SLOTS)."""
     terms = np.zeros(N_TERMS)
     terms[TERM_SLOTS["log_loss"]] = log_loss_sum
     terms[TERM_SLOTS["brier"]] = brier_sum
+    terms[TERM_SLOTS["score"]] = score_sum
     return terms
 
 
@@ -348,11 +349,11 @@ def test_metrics_from_sums_equals_compute_metrics(seed):
     for name, value in expected.items():
         assert out[METRIC_SLOTS[name]] == pytest.approx(value, abs=POINT_TOL), name
     # Undefined metrics: no negatives -> AUC, specificity, FPR NaN; no weight at all -> all NaN.
-    metrics_from_sums(2.0, 0.0, 1.0, 0.0, 0.0, _terms(0.5, 0.3), 1.0, out)
+    metrics_from_sums(2.0, 0.0, 1.0, 0.0, 0.0, _terms(0.5, 0.3, 1.2), 1.0, out)
     for name in ("auc", "specificity", "false_positive_rate"):
         assert np.isnan(out[METRIC_SLOTS[name]])
     assert out[METRIC_SLOTS["sensitivity"]] == 0.5 and out[METRIC_SLOTS["false_negative_rate"]] == 0.5
-    metrics_from_sums(0.0, 0.0, 0.0, 0.0, 0.0, _terms(0.0, 0.0), 1.0, out)
+    metrics_from_sums(0.0, 0.0, 0.0, 0.0, 0.0, _terms(0.0, 0.0, 0.0), 1.0, out)
     assert np.isnan(out).all()
 
 
@@ -386,6 +387,7 @@ def _user_kernel(y, r, w, threshold, odds, terms, out):
         q = min(max(1.0 - r[j], eps), 1.0 - eps)
         ll += w[j] * (-np.log(p) if y[j] == 1.0 else -np.log(q))
         br += w[j] * (r[j] - y[j]) ** 2
+        terms[2] += w[j] * r[j]  # TERM_SLOTS["score"]
     terms[0] = ll  # TERM_SLOTS["log_loss"]
     terms[1] = br  # TERM_SLOTS["brier"]
     metrics_from_sums(wp, wn, fn, tn, auc, terms, odds, out)
@@ -397,7 +399,7 @@ def test_metrics_from_sums_is_callable_from_another_numba_kernel():
     y = (rng.random(200) < r).astype(float)
     w = rng.gamma(1.0, 1.0, 200)
     out = np.empty(N_METRIC_SLOTS)
-    assert (TERM_SLOTS["log_loss"], TERM_SLOTS["brier"]) == (0, 1)
+    assert (TERM_SLOTS["log_loss"], TERM_SLOTS["brier"], TERM_SLOTS["score"]) == (0, 1, 2)
     _user_kernel(y, r, w, 0.5, 1.0, np.zeros(N_TERMS), out)
     expected = compute_metrics(y, r, sample_weight=w)
     for name, value in expected.items():

@@ -59,6 +59,9 @@ SKLEARN_REFERENCE = {
     "false_positive_rate": lambda y, r, yhat, w: 1.0 - recall_score(y, yhat, pos_label=0, sample_weight=w),
     "false_negative_rate": lambda y, r, yhat, w: 1.0 - recall_score(y, yhat, sample_weight=w),
     "brier_score": lambda y, r, yhat, w: brier_score_loss(y, r, sample_weight=w),
+    # calibration in the large (no scikit-learn function): the mean score and observed / expected positives
+    "mean_predicted_risk": lambda y, r, yhat, w: np.average(r, weights=w),
+    "observed_expected_ratio": lambda y, r, yhat, w: np.sum(w * y) / np.sum(w * r),
 }
 
 
@@ -84,7 +87,7 @@ KINDS = ["random", "tied_1", "tied_2", "at_threshold", "extreme"]
 
 def test_registries_cover_metrics():
     assert set(METRIC_LABELS) == set(METRICS) == set(METRIC_HIGHER_IS_BETTER) == set(SKLEARN_REFERENCE)
-    assert METRICS == vocabulary.METRICS and len(METRICS) == 12
+    assert METRICS == vocabulary.METRICS and len(METRICS) == 14
     assert set(vocabulary.PIPELINE_METRICS) <= set(METRICS)
 
 

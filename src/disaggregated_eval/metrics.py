@@ -29,6 +29,8 @@ metric                      definition                                    undefi
 ``false_positive_rate``     ``FP / Wn`` (``1 - specificity``)             ``Wn == 0``
 ``false_negative_rate``     ``FN / Wp`` (``1 - sensitivity``)             ``Wp == 0``
 ``brier_score``             ``sum w (r - y)^2 / W``                       ``W == 0``
+``mean_predicted_risk``     ``sum w r / W``                               ``W == 0``
+``observed_expected_ratio`` ``Wp / sum w r`` (calibration in the large)   ``sum w r == 0``
 =========================== ============================================= ===================
 
 Here ``pi = Wp / W`` and ``t`` is the preference threshold of the net benefit (Pfohl et al. 2023
@@ -251,7 +253,11 @@ def compute_metrics(
             value = _ratio(fp, wn)
         elif name == "false_negative_rate":
             value = _ratio(wp - tp, wp)
-        else:  # brier_score
+        elif name == "brier_score":
             value = _ratio(float(np.sum(w * (scores - y) ** 2)), total)
+        elif name == "mean_predicted_risk":
+            value = _ratio(float(np.sum(w * scores)), total)
+        else:  # observed_expected_ratio
+            value = _ratio(wp, float(np.sum(w * scores)))
         result[name] = float(value)
     return result

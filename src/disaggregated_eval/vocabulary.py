@@ -108,6 +108,8 @@ METRICS: tuple[str, ...] = (
     "false_positive_rate",
     "false_negative_rate",
     "brier_score",
+    "mean_predicted_risk",
+    "observed_expected_ratio",
 )
 #: Metrics of the paper's pipeline tables (Supplementary A.3 plus the predicted-positive rate).
 PIPELINE_METRICS: tuple[str, ...] = METRICS[:8]
@@ -126,7 +128,7 @@ RELATIVE_METRICS: tuple[str, ...] = ("log_loss", "auc", "sensitivity", "specific
 #: Compared models of the relative-performance figures B1 and B25 (each minus its reference ``x``).
 RELATIVE_FIGURE_MODELS: tuple[str, ...] = ("xa", "xa_stratified")
 #: Metrics that need a score, not only a hard prediction (left out for 0/1 predictions).
-SCORE_METRICS: tuple[str, ...] = ("log_loss", "auc", "brier_score")
+SCORE_METRICS: tuple[str, ...] = ("log_loss", "auc", "brier_score", "mean_predicted_risk", "observed_expected_ratio")
 #: Display name of each metric.
 METRIC_LABELS: dict[str, str] = {
     "log_loss": "Log loss",
@@ -141,6 +143,8 @@ METRIC_LABELS: dict[str, str] = {
     "false_positive_rate": "False positive rate",
     "false_negative_rate": "False negative rate",
     "brier_score": "Brier score",
+    "mean_predicted_risk": "Mean predicted risk",
+    "observed_expected_ratio": "Observed/expected ratio",
 }
 #: Whether a larger value is better; ``None`` for descriptive rates without a direction.
 METRIC_HIGHER_IS_BETTER: dict[str, bool | None] = {
@@ -156,6 +160,8 @@ METRIC_HIGHER_IS_BETTER: dict[str, bool | None] = {
     "false_positive_rate": False,
     "false_negative_rate": False,
     "brier_score": False,
+    "mean_predicted_risk": None,
+    "observed_expected_ratio": None,
 }
 
 # ---- datasets ----------------------------------------------------------------------------------

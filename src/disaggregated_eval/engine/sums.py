@@ -48,6 +48,7 @@ __all__ = [
 ROW_TERMS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "log_loss": pointwise_log_loss,  # nats; sklearn's clipping
     "brier": lambda y, r: (r - y) ** 2,
+    "score": lambda y, r: r,  # the expected number of positives under the model: calibration in the large
 }
 #: Term name -> slot of the ``terms`` vector of :func:`metrics_from_sums`.
 TERM_SLOTS: dict[str, int] = {name: slot for slot, name in enumerate(ROW_TERMS)}
@@ -55,11 +56,14 @@ TERM_SLOTS: dict[str, int] = {name: slot for slot, name in enumerate(ROW_TERMS)}
 N_TERMS: int = len(ROW_TERMS)
 _T_LOG_LOSS = TERM_SLOTS["log_loss"]
 _T_BRIER = TERM_SLOTS["brier"]
+_T_SCORE = TERM_SLOTS["score"]
 
 #: The per-row terms each metric needs (metrics not listed need only the structural sums).
 _METRIC_TERMS: dict[str, tuple[str, ...]] = {
     "log_loss": ("log_loss",),
     "brier_score": ("brier",),
+    "mean_predicted_risk": ("score",),
+    "observed_expected_ratio": ("score",),
 }
 
 
@@ -122,6 +126,8 @@ _SLOT_ACCURACY = 8
 _SLOT_FALSE_POSITIVE_RATE = 9
 _SLOT_FALSE_NEGATIVE_RATE = 10
 _SLOT_BRIER_SCORE = 11
+_SLOT_MEAN_PREDICTED_RISK = 12
+_SLOT_OBSERVED_EXPECTED_RATIO = 13
 
 #: Metric name -> slot of the ``out`` buffer written by :func:`metrics_from_sums`.
 METRIC_SLOTS: dict[str, int] = {
@@ -137,6 +143,8 @@ METRIC_SLOTS: dict[str, int] = {
     "false_positive_rate": _SLOT_FALSE_POSITIVE_RATE,
     "false_negative_rate": _SLOT_FALSE_NEGATIVE_RATE,
     "brier_score": _SLOT_BRIER_SCORE,
+    "mean_predicted_risk": _SLOT_MEAN_PREDICTED_RISK,
+    "observed_expected_ratio": _SLOT_OBSERVED_EXPECTED_RATIO,
 }
 #: Length of the ``out`` buffer of :func:`metrics_from_sums`.
 N_METRIC_SLOTS: int = len(METRIC_SLOTS)
@@ -204,6 +212,7 @@ def metrics_from_sums(wp, wn, fn, tn, auc_numerator, terms, odds, out):
         out[_SLOT_PREDICTED_POSITIVE_RATE] = pp / total
         out[_SLOT_ACCURACY] = (tp + tn) / total
         out[_SLOT_BRIER_SCORE] = terms[_T_BRIER] / total
+        out[_SLOT_MEAN_PREDICTED_RISK] = terms[_T_SCORE] / total
     else:
         out[_SLOT_LOG_LOSS] = nan
         out[_SLOT_PRECISION] = nan
@@ -212,6 +221,8 @@ def metrics_from_sums(wp, wn, fn, tn, auc_numerator, terms, odds, out):
         out[_SLOT_PREDICTED_POSITIVE_RATE] = nan
         out[_SLOT_ACCURACY] = nan
         out[_SLOT_BRIER_SCORE] = nan
+        out[_SLOT_MEAN_PREDICTED_RISK] = nan
+    out[_SLOT_OBSERVED_EXPECTED_RATIO] = wp / terms[_T_SCORE] if terms[_T_SCORE] > 0.0 else nan
     out[_SLOT_AUC] = auc_numerator / (wp * wn) if (wp > 0.0 and wn > 0.0) else nan
     out[_SLOT_SENSITIVITY] = tp / wp if wp > 0.0 else nan
     out[_SLOT_FALSE_NEGATIVE_RATE] = fn / wp if wp > 0.0 else nan
