@@ -12,7 +12,7 @@ audit give an :class:`AuditWarning`.
 
 The frame may be a pandas or a polars ``DataFrame`` (converted with ``to_pandas`` at the boundary;
 polars is never imported here). Text levels of the group columns are stripped of surrounding spaces
-by default (``strip_levels``; a value of spaces only is missing), with a note naming the levels that
+by default (``strip_levels``: spaces, tabs, line breaks; a value of whitespace only is missing), with a note naming the levels that
 merge; a column that mixes booleans with the numbers 0/1 (which Python treats as equal keys) is
 refused rather than silently merged.
 
@@ -490,7 +490,8 @@ def _check_bool_and_numbers(series: pd.Series, column: str) -> None:
 
 
 def _strip_levels(series: pd.Series, column: str) -> tuple[pd.Series, list[str]]:
-    """Text levels without surrounding spaces; a value of spaces only becomes missing (with notes)."""
+    """Text levels without surrounding whitespace (``str.strip``); a value of whitespace only becomes
+    missing (with notes naming the levels)."""
     if not (series.dtype == object or pd.api.types.is_string_dtype(series.dtype)
             or isinstance(series.dtype, pd.CategoricalDtype)):  # fmt: skip
         return series, []
@@ -505,7 +506,7 @@ def _strip_levels(series: pd.Series, column: str) -> tuple[pd.Series, list[str]]
     if blank:
         rows = int(present.isin(blank).sum())
         notes.append(
-            f"group column {column!r}: {rows} row{'s' if rows != 1 else ''} whose value is only spaces "
+            f"group column {column!r}: {rows} row{'s' if rows != 1 else ''} whose value is only whitespace "
             f"({', '.join(map(repr, blank[:_SHOW]))}) are treated as missing"
         )
     groups: dict[str, list[str]] = {}
@@ -519,7 +520,7 @@ def _strip_levels(series: pd.Series, column: str) -> tuple[pd.Series, list[str]]
         more = f"; and {len(changed) - _SHOW} more" if len(changed) > _SHOW else ""
         merged = any(len(vs) > 1 for vs in changed.values())
         notes.append(
-            f"group column {column!r}: surrounding spaces removed from levels{' (levels that differ only by them are merged)' if merged else ''}: "
+            f"group column {column!r}: surrounding whitespace removed from levels{' (levels that differ only by it are merged)' if merged else ''}: "
             f"{shown}{more} (strip_levels=False, --no-strip-levels, keeps them)"
         )
     mapping = {v: (stripped if stripped else np.nan) for v, stripped in mapping.items()}

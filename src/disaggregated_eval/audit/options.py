@@ -111,8 +111,8 @@ class AuditOptions:
     sample_weight: str | None = _opt(None, "column of non-negative row weights (every metric is weighted)")
     strip_levels: bool = _opt(
         True,
-        "remove leading and trailing spaces from text levels of the group columns (levels that differ only "
-        "by them are merged, with a note; a value of spaces only is missing)",
+        "remove leading and trailing whitespace from text levels of the group columns (levels that differ "
+        "only by it are merged, with a note; a value of whitespace only is missing)",
     )
     missing_group: str = _opt(
         "level",

@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .. import vocabulary
-from .text import file_component
+from .text import figure_text, file_component
 
 __all__ = ["plot_forest", "plot_controlled", "plot_result", "figure_specs"]
 
@@ -183,12 +183,12 @@ def _draw_forest(ax, result: Any, *, metric: str, model: str, label_rows: bool) 
                band=("band_low", "band_high") if has_band else None, colors=colors,
                reported=_reported_map(result, model, metric))  # fmt: skip
     ax.set_yticks(range(len(order)), labels=[_display_slice(s) for s in order] if label_rows else [])
-    ax.set_title(model)
+    ax.set_title(figure_text(model))
     ax.set_xlabel(_metric_label(metric))
 
 
 def _display_slice(name: str) -> str:
-    return "Overall" if name == vocabulary.OVERALL else name
+    return "Overall" if name == vocabulary.OVERALL else figure_text(name)
 
 
 def plot_forest(result: Any, *, metric: str | None = None, model: str | None = None, ax=None) -> Figure:
@@ -309,7 +309,7 @@ def plot_controlled(
                              label_rows=k % ncols == 0, order=order)  # fmt: skip
         _legend(fig, band=False, min_group_size=result.options.min_group_size)
         what = "no control (slice minus overall)" if control == "none" else f"control V = {control}"
-        fig.suptitle(f"Controlled differences T_a, {what}, model {name}")
+        fig.suptitle(f"Controlled differences T_a, {what}, model {figure_text(name)}")
     return fig
 
 

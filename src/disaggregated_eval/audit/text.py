@@ -9,6 +9,9 @@ the output folder. Two helpers, used wherever such text leaves the program:
   ``repr`` does (``\\x1b``, ``\\n``, ``\\u202e``), so that what is printed is what is in the data,
   visibly; ordinary text (accents, CJK, emoji) is unchanged. The summary, the progress lines, the
   warnings and the error messages of the command line go through it.
+- :func:`figure_text` is :func:`terminal_text` for the labels of a matplotlib figure, with ``$``
+  escaped (a name with two dollar signs would otherwise be typeset as mathematics, or fail to draw):
+  control characters are invalid in the SVG files' XML and have no glyph in the PNG files.
 - :func:`file_component` turns a name into a safe file-name component: the name itself when it is
   short and made of letters, digits, ``_``, ``-`` and ``.`` only (and does not start with ``.`` or
   ``-``); otherwise a readable slug plus the first 8 hex digits of the name's SHA-256, so that two
@@ -24,7 +27,7 @@ import hashlib
 import re
 import unicodedata
 
-__all__ = ["terminal_text", "file_component"]
+__all__ = ["terminal_text", "figure_text", "file_component"]
 
 #: Characters printed escaped besides the C0/C1 controls: bidirectional formatting (the "Trojan
 #: source" characters), line and paragraph separators, and the byte-order mark.
@@ -72,6 +75,12 @@ def terminal_text(text: object) -> str:
     if text.isprintable():  # fast path: nothing to escape (str.isprintable is False for all of them)
         return text
     return "".join(_escape(c) if _unsafe(c) else c for c in text)
+
+
+def figure_text(text: object) -> str:
+    """``text`` for a figure label: :func:`terminal_text`, with every ``$`` escaped (``\\$``) so that
+    matplotlib draws it as a dollar sign, never as mathematics."""
+    return terminal_text(text).replace("$", "\\$")
 
 
 def file_component(name: object, *, always_hash: bool = False) -> str:
