@@ -165,5 +165,5 @@ def test_a_polars_frame_is_accepted_where_a_pandas_one_is():
         pd.testing.assert_frame_equal(getattr(from_polars, name), getattr(from_pandas, name))
     with pytest.raises(AuditInputError, match=r"polars LazyFrame; collect it first"):
         audit(polars.from_pandas(data).lazy(), **kwargs)
-    with pytest.raises(AuditInputError, match="data must be a pandas or polars DataFrame; got dict"):
+    with pytest.raises(AuditInputError, match=r"data must be a pandas DataFrame \(or a polars one\); got dict"):
         audit({"y": [1]}, **kwargs)

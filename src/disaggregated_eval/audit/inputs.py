@@ -625,7 +625,7 @@ def _as_pandas(data: Any) -> pd.DataFrame:
             raise AuditInputError("data is a polars LazyFrame; collect it first (data.collect())")
         if isinstance(data, polars.DataFrame):
             return data.to_pandas()
-    raise AuditInputError(f"data must be a pandas or polars DataFrame; got {type(data).__name__}")
+    raise AuditInputError(f"data must be a pandas DataFrame (or a polars one); got {type(data).__name__}")
 
 
 def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
