@@ -150,7 +150,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Extend(argparse.Action):
-    """``nargs="+"`` values (each possibly comma-separated, converted to a list) appended to the list."""
+    """``nargs="+"`` values (each possibly comma-separated, ``\\,`` a literal comma; converted to a list)
+    appended to the list."""
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         current = list(getattr(namespace, self.dest, None) or [])
@@ -224,8 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("file", nargs="?", default=argparse.SUPPRESS, metavar="FILE",
                        help="table with one row per person: .csv, .csv.gz, .tsv, .parquet (or 'file' in --config)")  # fmt: skip
     audit.add_argument("--out", default=argparse.SUPPRESS, metavar="DIR",
-                       help="output folder, written only if the whole audit succeeds; an earlier audit's "
-                            "folder is replaced (default: <FILE name>_audit in the current folder)")  # fmt: skip
+                       help="output folder, written only if the whole audit succeeds; an earlier audit's folder "
+                            "is replaced if it holds nothing else (default: <FILE name>_audit in the current folder)")  # fmt: skip
     audit.add_argument("--config", default=None, metavar="YAML",
                        help="YAML file with any of these options (names as in docs/audit.md, e.g. "
                             "min_group_size: 50, and file, out); flags given here win (default: none)")  # fmt: skip
@@ -311,10 +312,8 @@ class _Progress:
         self.bars: dict[str, Any] = {}
         self.last: dict[str, int] = {}
         self.pending: list[str] = []
-        self.calls = 0
 
     def __call__(self, stage: str, done: int, total: int) -> None:
-        self.calls += 1
         if self.quiet:
             return
         if self.pending:  # held back until the engine has accepted the data
