@@ -187,3 +187,28 @@ def test_missing_column_suggests_close_names(tmp_path):
     assert re.search(r"'scores' -> did you mean 'score'", message)
     assert re.search(r"'Race' -> did you mean 'race'", message)
     assert "['y', 'score', 'race', 'sex']" in message  # what the file has
+
+
+# ---- fields of any size in unused columns; only the used columns are kept (hostile input, item 9) ----------
+def test_a_field_over_128_kib_in_an_unused_column_is_fine(tmp_path):
+    import csv
+
+    huge = "x" * (300 * 1024)  # the csv module refuses fields over 128 KiB unless its limit is lifted
+    path = write(tmp_path / "big.csv", f'y,score,race,notes\n1,0.8,A,"{huge}"\n0,0.2,B,short\n')
+    limit = csv.field_size_limit()
+    got = load_table(path, columns=["y", "score", "race"])
+    assert got["race"].tolist() == ["A", "B"]
+    assert csv.field_size_limit() == limit  # the process-wide limit is restored
+    assert load_table(path)["notes"].str.len().tolist() == [len(huge), 5]  # also when it is read
+
+
+def test_only_the_requested_columns_are_parsed_with_pandas_types(tmp_path):
+    # the used columns are copied into a compact CSV for pandas: types, missing values, quotes and
+    # line breaks inside fields come out as pandas reads the original file
+    text = 'y,score,race,unused,"a, b"\n1,0.8,"A\nA",zzz,1\n0,,B,"q""uote",NA\n1,1e-3,,x,3\n'
+    path = write(tmp_path / "types.csv", text)
+    got = load_table(path, columns=["a, b", "score", "race", "y"])
+    expected = pd.read_csv(path)[["a, b", "score", "race", "y"]]
+    pd.testing.assert_frame_equal(got, expected)
+    assert list(got.columns) == ["a, b", "score", "race", "y"]
+    assert got["race"].tolist()[0] == "A\nA" and got["race"].isna().tolist() == [False, False, True]

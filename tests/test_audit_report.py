@@ -48,7 +48,8 @@ def chromium() -> str:
 def run_chromium(exe: str, tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     profile = tmp_path / f"chromium-profile-{len(list(tmp_path.iterdir()))}"
     cmd = [exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    # a guard against a hung browser only, generous enough for a loaded machine (no test fails for slowness)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
 
 
 @pytest.fixture(scope="module")

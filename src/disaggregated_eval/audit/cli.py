@@ -8,35 +8,59 @@ file over the defaults; an unknown key is an error naming it.
 
 Streams and exit codes (``docs/audit.md``): results go to files under ``--out``; a short summary
 goes to standard output; progress (a tqdm bar on a terminal, plain lines otherwise) and warnings go
-to standard error. Exit status 0 on success, 2 on bad usage or bad input (one line naming the
-problem, before any work), 1 on any other failure, 130 when interrupted.
+to standard error, every text from the data escaped (:func:`~disaggregated_eval.audit.text.terminal_text`).
+Exit status 0 on success, 2 on bad usage or bad input (one line naming the problem, before any
+work), 1 on any other failure, 130 when interrupted (Ctrl-C), 143 when terminated (SIGTERM, which
+unwinds like Ctrl-C so that no temporary folder is left behind).
+
+The options, their conversion from text and YAML, and ``--config`` files are read by
+:mod:`disaggregated_eval.audit.options` (one home); the names this module used to define
+(``UsageError``, ``options_from_mapping``, ``read_config_file``, ``FLAG_NAMES``, ...) are re-exported.
 """
 
 from __future__ import annotations
 
 import argparse
-import difflib
-import os
+import signal
 import sys
 import textwrap
 import time
 import traceback
-import types
 import typing
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import MISSING, fields
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import vocabulary
-from .options import AuditOptions
+from .options import (
+    CLI_KEYS,
+    FLAG_NAMES,
+    REQUIRED_OPTIONS,
+    UsageError,
+    convert_option,
+    convert_scalar,
+    flag_of,
+    option_choices,
+    option_default,
+    option_fields,
+    option_kind,
+    options_from_mapping,
+    read_config_file,
+    split_list,
+)
+from .text import terminal_text
 
 __all__ = [
     "UsageError",
     "PROG",
     "FLAG_NAMES",
     "CLI_KEYS",
+    "EXIT_OK",
+    "EXIT_FAILURE",
+    "EXIT_USAGE",
+    "EXIT_INTERRUPTED",
+    "EXIT_TERMINATED",
     "build_parser",
     "option_fields",
     "flag_of",
@@ -47,16 +71,16 @@ __all__ = [
 ]
 
 PROG = "disagg-eval"
-#: Field -> flag name where the flag is singular (given once per value).
-FLAG_NAMES: dict[str, str] = {"scores": "score", "groups": "group", "controls": "control"}
-#: Keys a ``--config`` file may hold besides the option fields.
-CLI_KEYS: tuple[str, ...] = ("file", "out")
+#: Exit statuses (docs/audit.md, "Exit codes and bad input"): 128 + the signal's number when stopped by one.
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: Ctrl-C
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: kill, timeout, docker stop, a cluster's pre-emption
 #: argparse sections: field -> section title (fields not listed go to "other options").
 _SECTIONS: dict[str, str] = {
     "label": "columns", "scores": "columns", "groups": "columns", "positive_label": "columns",
     "sample_weight": "columns",
     "intersections": "slices", "min_group_size": "slices", "min_denominator": "slices",
-    "missing_group": "slices",
+    "missing_group": "slices", "strip_levels": "slices",
     "threshold": "metrics", "preference_threshold": "metrics", "metrics": "metrics",
     "n_resamples": "intervals and tests", "resampling": "intervals and tests",
     "confidence": "intervals and tests", "seed": "intervals and tests", "adjust": "intervals and tests",
@@ -76,76 +100,25 @@ _METAVARS: dict[str, str] = {
     "n_permutations": "P", "controls": "V", "max_leaf_nodes": "N", "cv_folds": "K",
     "crossfit_folds": "K", "n_threads": "N",
 }  # fmt: skip
-#: Options without which no audit can run (their empty defaults mean "required").
-_REQUIRED = ("label", "scores", "groups")
-#: Choices of list options (the scalar ones carry ``choices`` in their field metadata).
-_LIST_CHOICES: dict[str, tuple[str, ...]] = {"metrics": vocabulary.METRICS, "controls": vocabulary.CONTROLS}
 _AUDIT_DESCRIPTION = (
     "Disaggregated and controlled evaluation of the predictions in FILE: every metric for every level "
     "of every --group attribute and their intersections, with paired bootstrap intervals, comparisons "
     "with permutation tests, and controlled differences T_a (Pfohl et al. 2025). Results go to --out; "
     "a summary is printed. Lists take several values (--metrics auc precision) or commas "
-    "(--control none,Y,R). See docs/audit.md."
+    "(--control none,Y,R); write a comma inside a column name as \\, (--group 'income\\, annual'). "
+    "See docs/audit.md."
 )
 _EPILOG = (
-    "exit status: 0 success, 2 bad usage or input (one line naming the problem), 1 other failure.\n"
+    "exit status: 0 success, 2 bad usage or input (one line naming the problem), 1 other failure, "
+    "130 interrupted (Ctrl-C), 143 terminated (SIGTERM).\n"
     "example: disagg-eval audit examples/data/compas.csv --label two_year_recid --score compas_score "
     "--group race --group sex --control none,Y,R --out compas_audit"
 )
 
 
-class UsageError(ValueError):
-    """Bad command line or ``--config`` file: printed as one line, exit status 2."""
-
-
-# ----------------------------------------------------------------------------------------------
-# option fields -> types
-# ----------------------------------------------------------------------------------------------
-def option_fields() -> list:
-    """The dataclass fields of :class:`AuditOptions`, in declaration order."""
-    return list(fields(AuditOptions))
-
-
-def flag_of(name: str) -> str:
-    """The command-line flag of option ``name`` (``min_group_size`` -> ``--min-group-size``)."""
-    return "--" + FLAG_NAMES.get(name, name).replace("_", "-")
-
-
-_HINTS = typing.get_type_hints(AuditOptions)
-
-
-def _kind(name: str) -> tuple[str, type, bool]:
-    """(``"scalar"`` or ``"list"``, element type, whether ``None`` is allowed) of a field."""
-    hint = _HINTS[name]
-    optional = False
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(hint) if a is not type(None)]
-        optional = len(args) < len(typing.get_args(hint))
-        hint = args[0]
-        origin = typing.get_origin(hint)
-    if origin in (list, tuple, Sequence):
-        (element,) = typing.get_args(hint)[:1] or (str,)
-        return "list", element, optional
-    return "scalar", hint, optional
-
-
-def _default(field_) -> Any:
-    if field_.default is not MISSING:
-        return field_.default
-    return field_.default_factory()  # type: ignore[misc]
-
-
-def _choices(field_) -> tuple | None:
-    choices = field_.metadata.get("choices")
-    if choices is None:
-        choices = _LIST_CHOICES.get(field_.name)
-    return tuple(choices) if choices is not None else None
-
-
 def _default_text(field_) -> str:
-    value = _default(field_)
-    if field_.name in _REQUIRED:
+    value = option_default(field_)
+    if field_.name in REQUIRED_OPTIONS:
         return "required"
     if field_.name == "intersections" and value is None:
         return "all attributes"
@@ -167,167 +140,6 @@ def _default_text(field_) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# value conversion (shared by the command line and the --config file)
-# ----------------------------------------------------------------------------------------------
-def _convert_scalar(value: Any, element: type, where: str, *, optional: bool) -> Any:
-    if value is None:
-        if optional:
-            return None
-        raise UsageError(f"{where} must not be empty")
-    if element is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("yes", "true", "1", "no", "false", "0"):
-            return value.lower() in ("yes", "true", "1")
-        raise UsageError(f"{where} must be true or false; got {value!r}")
-    if element is int:
-        if isinstance(value, bool):
-            raise UsageError(f"{where} must be an integer; got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, str):
-            text = value.strip().replace("_", "").replace(",", "")
-            if optional and text.lower() in ("all", "none", "null"):
-                return None
-            try:
-                return int(text)
-            except ValueError:
-                pass
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise UsageError(f"{where} must be an integer; got {value!r}")
-    if element is float:
-        if isinstance(value, bool):
-            raise UsageError(f"{where} must be a number; got {value!r}")
-        if isinstance(value, (int, float)):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise UsageError(f"{where} must be a number; got {value!r}")
-    # strings (column names, labels, scheme names)
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise UsageError(f"{where} must be a text value; got {value!r}")
-    return str(value)
-
-
-def _split(values: Any) -> list:
-    """A list from a list, a single value, or comma-separated text."""
-    items = values if isinstance(values, (list, tuple)) else [values]
-    out: list = []
-    for item in items:
-        if isinstance(item, str):
-            out.extend(part.strip() for part in item.split(",") if part.strip())
-        else:
-            out.append(item)
-    return out
-
-
-def _convert(field_, value: Any, where: str) -> Any:
-    kind, element, optional = _kind(field_.name)
-    choices = _choices(field_)
-    if kind == "list":
-        if value is None:
-            if optional:
-                return None
-            raise UsageError(f"{where} must list at least one value; got nothing")
-        items = [_convert_scalar(v, element, where, optional=False) for v in _split(value)]
-        if choices is not None:
-            bad = [v for v in items if v not in choices]
-            if bad:
-                raise UsageError(f"{where} has unknown value(s) {_fmt(bad)}; expected some of {', '.join(choices)}")
-        repeated = sorted({str(v) for v in items if items.count(v) > 1})
-        if repeated:
-            raise UsageError(f"{where} lists {', '.join(repeated)} more than once")
-        return items
-    converted = _convert_scalar(value, element, where, optional=optional)
-    if choices is not None and converted not in choices:
-        raise UsageError(f"{where} must be one of {', '.join(choices)}; got {converted!r}")
-    return converted
-
-
-def _fmt(values: Sequence[Any]) -> str:
-    shown = ", ".join(repr(v) for v in values[:5])
-    return "{" + shown + (", ..." if len(values) > 5 else "") + "}"
-
-
-def options_from_mapping(mapping: Mapping[str, Any], *, source: str, allow: Sequence[str] = CLI_KEYS) -> dict[str, Any]:
-    """Check and convert a mapping of option names to values (a ``--config`` file, a workflow entry).
-
-    Parameters
-    ----------
-    mapping : mapping
-        Keys are :class:`AuditOptions` field names (and ``allow``); values as YAML gives them.
-        A list option also takes a single value or comma-separated text.
-    source : str
-        Where the mapping comes from, for messages (``audit.yaml``).
-    allow : sequence of str
-        Extra keys accepted as they are (default ``file`` and ``out``).
-
-    Returns
-    -------
-    dict
-        Converted values (lists as lists, numbers as int/float), only the keys present.
-
-    Raises
-    ------
-    UsageError
-        Naming the key and the value: an unknown key (close names suggested), a value of the wrong
-        type, an unknown choice.
-    """
-    if not isinstance(mapping, Mapping):
-        raise UsageError(f"{source}: expected a mapping of option names to values; got {type(mapping).__name__}")
-    known = {f.name: f for f in option_fields()}
-    out: dict[str, Any] = {}
-    for key, value in mapping.items():
-        if key in allow:
-            if not isinstance(value, (str, os.PathLike)) or not str(value):
-                raise UsageError(f"{source}: {key} must be a path; got {value!r}")
-            out[key] = str(value)
-            continue
-        if key not in known:
-            spelled = {FLAG_NAMES.get(n, n): n for n in known}
-            candidates = list(known) + list(allow) + list(spelled)
-            close = difflib.get_close_matches(str(key).replace("-", "_"), candidates, n=1)
-            hint = f" (did you mean {spelled.get(close[0], close[0])!r}?)" if close else ""
-            raise UsageError(
-                f"{source}: unknown option {key!r}{hint}; known options: {', '.join(list(known) + list(allow))}"
-            )
-        out[key] = _convert(known[key], value, f"{source}: {key}")
-    return out
-
-
-def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Options from a YAML ``--config`` file (checked by :func:`options_from_mapping`).
-
-    Raises
-    ------
-    UsageError
-        If the file is missing, is not valid YAML, is not a mapping, or has an unknown key or bad value.
-    """
-    import yaml
-
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"--config {source}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--config {source}: cannot be read ({exc})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"--config {source}: not valid YAML{where} ({getattr(exc, 'problem', exc)})") from None
-    if data is None:
-        return {}
-    return options_from_mapping(data, source=f"--config {source}")
-
-
-# ----------------------------------------------------------------------------------------------
 # parser
 # ----------------------------------------------------------------------------------------------
 class _Parser(argparse.ArgumentParser):
@@ -338,7 +150,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Extend(argparse.Action):
-    """``nargs="+"`` values (each possibly comma-separated, converted to a list) appended to the list."""
+    """``nargs="+"`` values (each possibly comma-separated, ``\\,`` a literal comma; converted to a list)
+    appended to the list."""
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         current = list(getattr(namespace, self.dest, None) or [])
@@ -349,13 +162,13 @@ class _Extend(argparse.Action):
 
 def _argparse_type(field_) -> Callable[[str], Any]:
     where = flag_of(field_.name)
-    kind, element, optional = _kind(field_.name)
+    kind, element, optional = option_kind(field_.name)
 
     def convert(text: str) -> Any:
         try:
             if kind == "list":
-                return [_convert_scalar(v, element, where, optional=False) for v in _split(text)]
-            return _convert_scalar(text, element, where, optional=optional)
+                return [convert_scalar(v, element, where, optional=False) for v in split_list(text)]
+            return convert_scalar(text, element, where, optional=optional)
         except UsageError as exc:
             raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{where} ")) from None
 
@@ -364,12 +177,12 @@ def _argparse_type(field_) -> Callable[[str], Any]:
 
 
 def _add_option(group, field_) -> None:
-    kind, element, _ = _kind(field_.name)
+    kind, element, _ = option_kind(field_.name)
     flag = flag_of(field_.name)
     names = [flag]
     if field_.name in FLAG_NAMES:
         names.append("--" + field_.name.replace("_", "-"))  # --scores, --groups, --controls
-    choices = _choices(field_)
+    choices = option_choices(field_)
     help_text = field_.metadata.get("help", "")
     if choices is not None:
         help_text += f"; one{' or more' if kind == 'list' else ''} of {', '.join(choices)}"
@@ -412,8 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("file", nargs="?", default=argparse.SUPPRESS, metavar="FILE",
                        help="table with one row per person: .csv, .csv.gz, .tsv, .parquet (or 'file' in --config)")  # fmt: skip
     audit.add_argument("--out", default=argparse.SUPPRESS, metavar="DIR",
-                       help="output folder, written only if the whole audit succeeds; an earlier audit's "
-                            "folder is replaced (default: <FILE name>_audit in the current folder)")  # fmt: skip
+                       help="output folder, written only if the whole audit succeeds; an earlier audit's folder "
+                            "is replaced if it holds nothing else (default: <FILE name>_audit in the current folder)")  # fmt: skip
     audit.add_argument("--config", default=None, metavar="YAML",
                        help="YAML file with any of these options (names as in docs/audit.md, e.g. "
                             "min_group_size: 50, and file, out); flags given here win (default: none)")  # fmt: skip
@@ -445,7 +258,7 @@ def resolve_options(args: argparse.Namespace) -> tuple[Path, Path, dict[str, Any
     given = {}
     for key, value in vars(args).items():
         if key in known:  # lists again through the checks of choices and repeats
-            value = _convert(known[key], value, flag_of(key))
+            value = convert_option(known[key], value, flag_of(key))
         if key not in ("command", "config", "quiet"):
             given[key] = value
     from_file = read_config_file(args.config) if args.config else {}
@@ -461,6 +274,8 @@ def resolve_options(args: argparse.Namespace) -> tuple[Path, Path, dict[str, Any
     missing = [flag for name, flag in required if not merged.get(name)]
     if missing:
         raise UsageError(f"missing {', '.join(missing)}: name the label, score and group columns of {file}")
+    if out is not None and not str(out).strip():
+        raise UsageError(f"--out {str(out)!r} is empty: give the output folder's name (e.g. --out audit)")
     out = Path(out) if out is not None else Path(f"{_stem(Path(file))}_audit")
     seed_is_default = "seed" not in merged
     return Path(file), out, merged, seed_is_default
@@ -480,7 +295,9 @@ def _stem(path: Path) -> str:
 class _Progress:
     """``progress(stage, done, total)``: a tqdm bar per stage on a terminal; plain lines otherwise.
 
-    Plain lines are written at most every 10% of a stage (and at its end), so logs stay short.
+    Plain lines are written at most every 10% of a stage (and at its end), so logs stay short. Stage
+    names and messages may carry column and level names: they are printed through
+    :func:`~disaggregated_eval.audit.text.terminal_text`.
     """
 
     def __init__(self, stream, *, quiet: bool = False) -> None:
@@ -495,16 +312,15 @@ class _Progress:
         self.bars: dict[str, Any] = {}
         self.last: dict[str, int] = {}
         self.pending: list[str] = []
-        self.calls = 0
 
     def __call__(self, stage: str, done: int, total: int) -> None:
-        self.calls += 1
         if self.quiet:
             return
         if self.pending:  # held back until the engine has accepted the data
             for text in self.pending:
                 self._print(text)
             self.pending.clear()
+        stage = terminal_text(stage)
         if self.tty:
             from tqdm import tqdm
 
@@ -536,6 +352,7 @@ class _Progress:
             self._print(text)
 
     def _print(self, text: str) -> None:
+        text = terminal_text(text)
         if self.tty and self.bars:
             from tqdm import tqdm
 
@@ -550,52 +367,24 @@ class _Progress:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"{PROG}: warning: {message}", file=sys.stderr, flush=True)
+    print(f"{PROG}: warning: {_one_line(message)}", file=sys.stderr, flush=True)
 
 
 # ----------------------------------------------------------------------------------------------
 # main
 # ----------------------------------------------------------------------------------------------
-def _input_error_types() -> tuple[type[BaseException], ...]:
-    """Exceptions meaning bad input: ours, and the audit engine's own class if it has one."""
-    from .loading import InputFileError
-    from .outputs import OutputDirError
-
-    types_: list[type[BaseException]] = [UsageError, InputFileError, OutputDirError]
-    try:
-        from . import core
-
-        engine_error = getattr(core, "AuditInputError", None)
-        if isinstance(engine_error, type):
-            types_.append(engine_error)
-    except ImportError:  # pragma: no cover - engine not importable
-        pass
-    return tuple(types_)
+class Terminated(BaseException):
+    """Raised in the main thread on SIGTERM, so that it unwinds like Ctrl-C (temporary files removed)."""
 
 
-def _check_options(options: dict[str, Any]) -> None:
-    """The engine's own check of the option values, without data (if the engine offers one)."""
-    try:
-        from .inputs import resolve_options as engine_resolve
-    except ImportError:  # pragma: no cover - engine without a separate option check
-        return
-    engine_resolve(None, options)
+def _on_sigterm(signum, frame) -> typing.NoReturn:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
+    raise Terminated(signum)
 
 
-def _run_audit(data, options: dict[str, Any], progress: _Progress):
-    from . import core
-
-    audit = core.audit
-    import inspect
-
-    kwargs = dict(options)
-    if "progress" in inspect.signature(audit).parameters:
-        kwargs["progress"] = progress
-    return audit(data, **kwargs)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
+def _one_line(exc: BaseException | str) -> str:
+    """A message on one line, with control characters of data-derived text escaped."""
+    text = terminal_text(" ".join(str(exc).split()))
     return text or type(exc).__name__
 
 
@@ -610,14 +399,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 success, 2 bad usage or input, 1 other failure, 130 interrupted.
+        0 success, 2 bad usage or input, 1 other failure, 130 interrupted (Ctrl-C), 143 terminated
+        (SIGTERM). On 1, 130 and 143 nothing is written to ``--out`` and no temporary is left behind.
     """
+    from .inputs import AuditInputError
+    from .loading import InputFileError
+    from .outputs import OutputDirError
+
+    input_errors = (UsageError, InputFileError, OutputDirError, AuditInputError)
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     progress = None
     old_showwarning = warnings.showwarning
     warnings.showwarning = _show_warning
-    input_errors: tuple[type[BaseException], ...] = (UsageError,)
+    try:  # SIGTERM unwinds like Ctrl-C (only the main thread may install a handler)
+        old_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:
+        old_sigterm = None
     try:
         try:
             args = parser.parse_args(argv)
@@ -625,52 +423,48 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(exc.code or 0)
         if args.command is None:
             parser.print_help(sys.stderr)
-            return 2
-        input_errors = _input_error_types()
+            return EXIT_USAGE
         file, out, options, seed_is_default = resolve_options(args)
         progress = _Progress(sys.stderr, quiet=args.quiet)
-        return _audit_command(file, out, options, seed_is_default, progress=progress, quiet=args.quiet,
-                              input_errors=input_errors)  # fmt: skip
+        return _audit_command(file, out, options, seed_is_default, progress=progress, quiet=args.quiet)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; nothing was written", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except Terminated:
+        print(f"{PROG}: terminated (SIGTERM); nothing was written", file=sys.stderr)
+        return EXIT_TERMINATED
     except input_errors as exc:
         print(f"{PROG} audit: error: {_one_line(exc)}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         print(f"{PROG} audit: failed: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     finally:
+        if old_sigterm is not None:
+            signal.signal(signal.SIGTERM, old_sigterm)
         warnings.showwarning = old_showwarning
         if progress is not None:
             progress.close()
 
 
 def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_default: bool, *,
-                   progress: _Progress, quiet: bool, input_errors) -> int:  # fmt: skip
+                   progress: _Progress, quiet: bool) -> int:  # fmt: skip
+    from .core import audit
+    from .inputs import resolve_options as check_options
     from .loading import load_table, required_columns
     from .outputs import check_out_dir, write_outputs
+    from .summary import summary_text
 
+    # Everything that needs no data is checked before the file is read: the output folder, then
+    # every option value (once: the resolved options go to the engine as they are).
     check_out_dir(out)
-    _check_options(options)  # option values (ranges, names) before the file is read
-    columns = required_columns(options)
+    resolved = check_options(None, options)
+    columns = required_columns(resolved)
     started = time.monotonic()
     data = load_table(file, columns=columns)
     progress.message(f"read {file}: {len(data):,} rows, {len(columns)} columns", hold=True)
-    calls_before = progress.calls
-    try:
-        result = _run_audit(data, options, progress)
-    except input_errors:
-        raise
-    except (ValueError, TypeError) as exc:
-        # Engines without their own error class validate before the first progress report: an
-        # error then is bad input; later it is a failure.
-        if progress.calls == calls_before:
-            raise UsageError(str(exc)) from exc
-        raise
-    from .summary import summary_text
-
+    result = audit(data, options=resolved, progress=progress)
     # The report shows the summary without the output folder, so that the same audit gives the same
     # bytes wherever it is written.
     in_report = summary_text(result, input_path=file, seed_is_default=seed_is_default)
@@ -678,8 +472,8 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
     text = summary_text(result, input_path=file, out_dir=out, seed_is_default=seed_is_default)
     progress.message(f"wrote {out} in {time.monotonic() - started:.1f} s")
     if not quiet:
-        print(text)
-    return 0
+        print("\n".join(terminal_text(line) for line in text.split("\n")))
+    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -5,6 +5,17 @@ Everything is checked before any computation. Each error is an :class:`AuditInpu
 and says what was expected, e.g. ``label column 'y' must hold 0/1 values; got values {2, 3} in 14
 rows (first at row 7); give positive_label when the label has two other values such as yes/no``.
 
+Limits on the work an audit may ask for are named constants here, each checked by one function, before
+any work: :data:`MAX_PERMUTATIONS`, :data:`MIN_TAIL_REPLICATES` (:func:`check_resample_count`) and
+:data:`MAX_PAIRWISE_COMPARISONS` (:func:`check_comparison_count`). Values that work but weaken the
+audit give an :class:`AuditWarning`.
+
+The frame may be a pandas or a polars ``DataFrame`` (converted with ``to_pandas`` at the boundary;
+polars is never imported here). Text levels of the group columns are stripped of surrounding spaces
+by default (``strip_levels``: spaces, tabs, line breaks; a value of whitespace only is missing), with a note naming the levels that
+merge; a column that mixes booleans with the numbers 0/1 (which Python treats as equal keys) is
+refused rather than silently merged.
+
 The coded input (:class:`AuditInput`) has its rows in the order of the first model's score (a stable
 sort): the slice kernel then reads its bootstrap counts without a gather, and every later stage
 (bootstrap, permutation tests, controlled evaluation) sees the same row order, so that resample ``i``
@@ -13,9 +24,13 @@ draws the same rows everywhere.
 
 from __future__ import annotations
 
+import math
 import numbers
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+import sys
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import astuple, dataclass, fields, replace
+from itertools import combinations
 from typing import Any
 
 import numba
@@ -28,7 +43,20 @@ from ..metrics import check_metric_names
 from .options import AuditOptions
 from .slices import FAMILY_SEPARATOR, Attribute
 
-__all__ = ["AuditInputError", "AuditInput", "resolve_options", "prepare_input", "MISSING_LEVEL"]
+__all__ = [
+    "AuditInputError",
+    "AuditWarning",
+    "AuditInput",
+    "resolve_options",
+    "prepare_input",
+    "MISSING_LEVEL",
+    "MAX_PERMUTATIONS",
+    "MIN_TAIL_REPLICATES",
+    "MAX_PAIRWISE_COMPARISONS",
+    "min_resamples",
+    "check_resample_count",
+    "check_comparison_count",
+]
 
 #: Name of the level that holds the rows with a missing attribute value (``missing_group="level"``).
 MISSING_LEVEL = "missing"
@@ -36,10 +64,25 @@ MISSING_LEVEL = "missing"
 _MAX_CATEGORY_CODE = 254
 #: How many offending values an error message shows.
 _SHOW = 5
+#: Most permutations per test: p-values down to 1e-6, far below any adjusted significance level.
+MAX_PERMUTATIONS = 1_000_000
+#: Fewest bootstrap replicates beyond each bound of a percentile interval without a warning: with fewer,
+#: the bound is (nearly) an extreme replicate, which says more about the number of resamples than the data
+#: (with fewer than one, the interval is refused: :func:`check_resample_count`).
+MIN_TAIL_REPLICATES = 5
+#: Most pairwise comparisons of slices (per model and metric, over every attribute and intersection):
+#: each has a bootstrap interval and a permutation test, so the work grows with the square of the levels.
+MAX_PAIRWISE_COMPARISONS = 20_000
+#: Attribute on the per-object record of :func:`resolve_options`: the values it checked.
+_CHECKED = "_checked_values"
 
 
 class AuditInputError(ValueError):
     """Bad input to an audit: an option or a column of the data frame (checked before any work)."""
+
+
+class AuditWarning(UserWarning):
+    """An option or input that works but weakens the audit (e.g. too few resamples for the level)."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +179,8 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
         options = AuditOptions()
     elif not isinstance(options, AuditOptions):
         raise AuditInputError(f"options must be an AuditOptions; got {type(options).__name__}")
+    if not overrides and getattr(options, _CHECKED, None) == astuple(options):
+        return options  # resolved by this function and unchanged since: validated once per call
     known = {f.name for f in fields(AuditOptions)}
     unknown = sorted(set(overrides) - known)
     if unknown:
@@ -175,7 +220,13 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
     resampling = _wrap(check_choice, o.resampling, "resampling", vocabulary.RESAMPLING_SCHEMES)
     seed = _wrap(check_seed, o.seed, "seed")
     adjust = _wrap(check_choice, o.adjust, "adjust", ("holm", "bh", "none"))
+    check_resample_count(n_resamples, confidence)
     n_permutations = _wrap(check_int, o.n_permutations, "n_permutations", minimum=0)
+    if n_permutations > MAX_PERMUTATIONS:
+        raise AuditInputError(
+            f"n_permutations {n_permutations:,} is more than the limit of {MAX_PERMUTATIONS:,} permutations per "
+            f"test (p-values down to {1 / (1 + MAX_PERMUTATIONS):.0e}); give fewer (--n-permutations)"
+        )
     controls = _as_list(o.controls, "controls")
     bad = [c for c in controls if c not in vocabulary.CONTROLS]
     if bad:
@@ -188,6 +239,8 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
     if o.sample_weight is not None and (not isinstance(o.sample_weight, str) or not o.sample_weight):
         raise AuditInputError(f"sample_weight must name a column or be None; got {o.sample_weight!r}")
     missing_group = _wrap(check_choice, o.missing_group, "missing_group", ("level", "drop"))
+    if not isinstance(o.strip_levels, (bool, np.bool_)):
+        raise AuditInputError(f"strip_levels must be True or False; got {o.strip_levels!r}")
     grid = _as_list(o.max_leaf_nodes, "max_leaf_nodes")
     grid = [_wrap(check_int, v, "max_leaf_nodes entries", minimum=2) for v in grid]
     if not grid or len(set(grid)) != len(grid):
@@ -195,8 +248,9 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
     cv_folds = _wrap(check_int, o.cv_folds, "cv_folds", minimum=2)
     crossfit_folds = _wrap(check_int, o.crossfit_folds, "crossfit_folds", minimum=2)
     n_threads = _wrap(check_int, o.n_threads, "n_threads", minimum=1, maximum=numba.config.NUMBA_NUM_THREADS)
-    return replace(
+    resolved = replace(
         o,
+        strip_levels=bool(o.strip_levels),
         scores=scores,
         groups=groups,
         features=features,
@@ -218,6 +272,101 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
         cv_folds=cv_folds,
         crossfit_folds=crossfit_folds,
         n_threads=n_threads,
+    )
+    object.__setattr__(resolved, _CHECKED, astuple(resolved))
+    return resolved
+
+
+def min_resamples(confidence: float) -> int:
+    """Fewest bootstrap resamples whose percentile interval at ``confidence`` has
+    :data:`MIN_TAIL_REPLICATES` replicates beyond each bound (200 at 0.95, 1,000 at 0.99)."""
+    tail = (1.0 - confidence) / 2.0
+    return max(1, math.ceil(MIN_TAIL_REPLICATES / tail - 1e-9))
+
+
+def check_resample_count(n_resamples: int, confidence: float) -> None:
+    """Refuse, or warn about, a number of resamples too small for the interval's level.
+
+    The bounds of a percentile interval are the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2``
+    quantiles of the replicates; with ``B`` resamples ``B (1 - confidence) / 2`` replicates lie
+    beyond each bound. With fewer than one the bounds are the smallest and largest replicate (with
+    one resample a "95% interval" is a single point): refused. With fewer than
+    :data:`MIN_TAIL_REPLICATES` the bounds rest on a few extreme replicates and move from seed to seed:
+    an :class:`AuditWarning`.
+
+    Raises
+    ------
+    AuditInputError
+        Giving the smallest sufficient ``n_resamples`` (:func:`min_resamples`).
+
+    Warns
+    -----
+    AuditWarning
+        Giving the same value.
+    """
+    need = min_resamples(confidence)
+    if n_resamples >= need:
+        return
+    beyond = n_resamples * (1.0 - confidence) / 2.0
+    text = (
+        f"n_resamples {n_resamples:,} is too few for {confidence:g} intervals: {beyond:.3g} resamples lie beyond "
+        f"each bound of a percentile interval"
+    )
+    advice = f"give n_resamples >= {need:,} (--n-resamples {need}) or a lower confidence"
+    if beyond < 1.0 - 1e-9:
+        raise AuditInputError(f"{text}, so its bounds would be the extreme replicates; {advice}")
+    warnings.warn(
+        f"{text} (fewer than {MIN_TAIL_REPLICATES}), so its bounds rest on a few extreme replicates; {advice}",
+        AuditWarning,
+        stacklevel=3,
+    )
+
+
+def check_comparison_count(attributes: Sequence[tuple[str, int]], intersections: int) -> None:
+    """Refuse, before any work, more than :data:`MAX_PAIRWISE_COMPARISONS` pairwise comparisons.
+
+    Every family of slices (each attribute, each intersection of up to ``intersections``
+    attributes, all combinations of levels) compares each pair of its slices (:mod:`.comparisons`),
+    so an attribute with ``L`` levels alone gives ``L (L - 1) / 2`` comparisons per model and metric.
+
+    Parameters
+    ----------
+    attributes : sequence of (name, number of levels)
+        The group columns in the order given.
+    intersections : int
+        Largest number of attributes crossed.
+
+    Raises
+    ------
+    AuditInputError
+        Naming the family with the most pairs and the option to change (``groups`` or
+        ``intersections``).
+    """
+    pairs: dict[tuple[int, ...], int] = {}
+    for k in range(1, intersections + 1):
+        for combo in combinations(range(len(attributes)), k):
+            n = math.prod(attributes[a][1] for a in combo)
+            pairs[combo] = n * (n - 1) // 2
+    total = sum(pairs.values())
+    if total <= MAX_PAIRWISE_COMPARISONS:
+        return
+    alone = {combo: n for combo, n in pairs.items() if len(combo) == 1}
+    if sum(alone.values()) > MAX_PAIRWISE_COMPARISONS:  # the attributes themselves have too many levels
+        worst = max(alone, key=alone.get)
+        name, levels = attributes[worst[0]]
+        what = f"group column {name!r} has {levels:,} levels ({pairs[worst]:,} pairs)"
+        advice = "recode it into fewer levels, or leave it out of groups (--group)"
+    else:  # the intersections: the largest intersections that stays within the limit
+        fits = max(k for k in range(1, intersections) if sum(n for c, n in pairs.items() if len(c) <= k)
+                   <= MAX_PAIRWISE_COMPARISONS)  # fmt: skip
+        worst = max(pairs, key=pairs.get)
+        names = FAMILY_SEPARATOR.join(attributes[a][0] for a in worst)
+        slices = math.prod(attributes[a][1] for a in worst)
+        what = f"the intersection {names} has {slices:,} slices ({pairs[worst]:,} pairs)"
+        advice = f"give a smaller intersections (--intersections {fits}), or recode the columns into fewer levels"
+    raise AuditInputError(
+        f"the audit would make {total:,} pairwise comparisons of slices per model and metric (each with an "
+        f"interval and a permutation test), more than the limit of {MAX_PAIRWISE_COMPARISONS:,}: {what}; {advice}"
     )
 
 
@@ -318,6 +467,67 @@ def _sorted_levels(values: np.ndarray) -> list:
         return sorted(values.tolist(), key=lambda v: (type(v).__name__, str(v)))
 
 
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+def _check_bool_and_numbers(series: pd.Series, column: str) -> None:
+    """Refuse a column holding both booleans and the numbers 0/1: as keys they are equal, so pandas
+    (and Python) would silently make ``True`` and ``1`` one level."""
+    if series.dtype != object:
+        return
+    values = series.to_numpy()
+    is_bool = np.fromiter((_is_bool(v) for v in values), dtype=bool, count=values.size)
+    if not is_bool.any() or is_bool.all():
+        return
+    clash = [v for v in values[~is_bool] if isinstance(v, numbers.Number) and not _is_bool(v) and v in (0, 1)]
+    if clash:
+        raise AuditInputError(
+            f"group column {column!r} holds both booleans (True/False) and the numbers 0/1 "
+            f"({format_values(clash, limit=2)}), which Python treats as the same key: True and 1 would form one "
+            f"level; recode the column (e.g. as text with .astype(str))"
+        )
+
+
+def _strip_levels(series: pd.Series, column: str) -> tuple[pd.Series, list[str]]:
+    """Text levels without surrounding whitespace (``str.strip``); a value of whitespace only becomes
+    missing (with notes naming the levels)."""
+    if not (series.dtype == object or pd.api.types.is_string_dtype(series.dtype)
+            or isinstance(series.dtype, pd.CategoricalDtype)):  # fmt: skip
+        return series, []
+    values = series.astype(object) if isinstance(series.dtype, pd.CategoricalDtype) else series
+    present = values[values.notna()]
+    texts = [v for v in pd.unique(present) if isinstance(v, str)]
+    mapping = {v: v.strip() for v in texts if v.strip() != v}
+    if not mapping:
+        return series, []
+    notes = []
+    blank = sorted(v for v, stripped in mapping.items() if not stripped)
+    if blank:
+        rows = int(present.isin(blank).sum())
+        notes.append(
+            f"group column {column!r}: {rows} row{'s' if rows != 1 else ''} whose value is only whitespace "
+            f"({', '.join(map(repr, blank[:_SHOW]))}) are treated as missing"
+        )
+    groups: dict[str, list[str]] = {}
+    for v in texts:
+        stripped = mapping.get(v, v)
+        if stripped:
+            groups.setdefault(stripped, []).append(v)
+    changed = {k: sorted(vs, key=repr) for k, vs in groups.items() if any(v in mapping for v in vs)}
+    if changed:
+        shown = "; ".join(f"{' and '.join(map(repr, vs))} -> {k!r}" for k, vs in sorted(changed.items())[:_SHOW])
+        more = f"; and {len(changed) - _SHOW} more" if len(changed) > _SHOW else ""
+        merged = any(len(vs) > 1 for vs in changed.values())
+        notes.append(
+            f"group column {column!r}: surrounding whitespace removed from levels{' (levels that differ only by it are merged)' if merged else ''}: "
+            f"{shown}{more} (strip_levels=False, --no-strip-levels, keeps them)"
+        )
+    mapping = {v: (stripped if stripped else np.nan) for v, stripped in mapping.items()}
+    out = values.map(lambda v: mapping.get(v, v) if isinstance(v, str) else v)
+    return out, notes
+
+
 def _attribute(series: pd.Series, column: str, missing: np.ndarray, missing_as_level: bool) -> Attribute:
     if isinstance(series.dtype, pd.CategoricalDtype):
         levels = list(series.cat.categories)
@@ -355,6 +565,13 @@ def _attribute(series: pd.Series, column: str, missing: np.ndarray, missing_as_l
     return Attribute(column, tuple(names), codes)
 
 
+def _all_missing_feature(column: str) -> str:
+    return (
+        f"feature column {column!r} is missing in every row audited: the weight models of the control X cannot "
+        f"use it; leave it out of features (--features)"
+    )
+
+
 def _features(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, tuple[str, ...], list[str]]:
     """Numeric features as float64; others integer-coded categorical (NaN stays missing)."""
     out: dict[str, np.ndarray] = {}
@@ -366,6 +583,8 @@ def _features(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, tu
             series.dtype, pd.CategoricalDtype
         ):
             values = series.to_numpy(dtype=np.float64, na_value=np.nan)
+            if np.isnan(values).all():
+                raise AuditInputError(_all_missing_feature(column))
             bad = np.isinf(values)
             if bad.any():
                 raise AuditInputError(
@@ -375,6 +594,8 @@ def _features(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, tu
             out[column] = values
             continue
         present = series.notna().to_numpy()
+        if not present.any():
+            raise AuditInputError(_all_missing_feature(column))
         counts = series[present].astype(str).value_counts()
         levels = sorted(counts.index.tolist())
         codes = np.full(series.shape[0], np.nan)
@@ -394,19 +615,40 @@ def _features(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, tu
     return pd.DataFrame(out), tuple(categorical), notes
 
 
+def _as_pandas(data: Any) -> pd.DataFrame:
+    """A pandas DataFrame as it is; a polars DataFrame converted (``to_pandas``); anything else refused."""
+    if isinstance(data, pd.DataFrame):
+        return data
+    polars = sys.modules.get("polars")  # a polars frame exists only if polars was imported
+    if polars is not None:
+        if isinstance(data, polars.LazyFrame):
+            raise AuditInputError("data is a polars LazyFrame; collect it first (data.collect())")
+        if isinstance(data, polars.DataFrame):
+            return data.to_pandas()
+    raise AuditInputError(f"data must be a pandas DataFrame (or a polars one); got {type(data).__name__}")
+
+
 def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
     """Check the frame against the (resolved) options and code it (module docstring).
+
+    Parameters
+    ----------
+    data : pandas.DataFrame or polars.DataFrame of shape (n_rows, n_columns)
+    options : AuditOptions
+        As returned by :func:`resolve_options`.
 
     Raises
     ------
     AuditInputError
         If ``data`` is not a non-empty DataFrame, a column is missing, duplicated or used in two
         roles, the label is not binary, a score is outside [0, 1] or NaN, a weight is negative or
-        NaN, or a group column has a single level (messages name the column, the offending values
-        and what was expected).
+        NaN, a group column has a single level or mixes booleans with 0/1, a model of hard 0/1
+        predictions is asked only for metrics that need scores, a feature of the control X is missing
+        in every row, or the levels make more pairwise comparisons than
+        :data:`MAX_PAIRWISE_COMPARISONS` (messages name the column, the offending values and what was
+        expected).
     """
-    if not isinstance(data, pd.DataFrame):
-        raise AuditInputError(f"data must be a pandas DataFrame; got {type(data).__name__}")
+    data = _as_pandas(data)
     o = options
     roles: list[tuple[str, str]] = [("label", o.label)]
     roles += [("scores", c) for c in o.scores] + [("groups", c) for c in o.groups]
@@ -433,6 +675,11 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
     frame = data.reset_index(drop=True)
     frame.columns = columns
     notes: list[str] = []
+    for c in o.groups:
+        _check_bool_and_numbers(frame[c], c)
+        if o.strip_levels:
+            frame[c], strip_notes = _strip_levels(frame[c], c)
+            notes += strip_notes
 
     # Rows with a missing attribute value.
     missing = {c: frame[c].isna().to_numpy() for c in o.groups}
@@ -466,6 +713,7 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
             raise AuditInputError(f"sample_weight column {o.sample_weight!r} is 0 in every row audited")
     sub = frame.iloc[row].reset_index(drop=True)
     attributes = tuple(_attribute(sub[c], c, missing[c][row], o.missing_group == "level") for c in o.groups)
+    check_comparison_count([(a.name, len(a.levels)) for a in attributes], o.intersections)
     features, categorical = None, ()
     if "X" in o.controls:
         features, categorical, feature_notes = _features(sub, o.features)
@@ -476,6 +724,12 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
     hard = {c: bool(np.all((v == 0.0) | (v == 1.0))) for c, v in scores.items()}
     left_out = [m for m in vocabulary.SCORE_METRICS if m in o.metrics]
     for c, is_hard in hard.items():
+        if is_hard and len(left_out) == len(o.metrics):
+            raise AuditInputError(
+                f"score column {c!r} holds only 0 and 1 (hard predictions), and every metric asked for "
+                f"({', '.join(o.metrics)}) needs scores, so nothing could be computed for it; add a metric of "
+                f"hard predictions (e.g. --metrics false_positive_rate accuracy) or give scores in [0, 1]"
+            )
         if is_hard and left_out:
             notes.append(
                 f"score column {c!r} holds only 0 and 1 (hard predictions): {', '.join(left_out)} need scores "

@@ -6,16 +6,23 @@ are silently renamed ``name.1``. :func:`load_table` checks the file itself first
 header, the number of fields on every line) and raises :class:`InputFileError` naming the file, the
 offending column or line, the first few bad values and what was expected, before any work is done.
 The command line turns that error into exit status 2 (``docs/audit.md``, "Exit codes").
+
+A CSV file is read in one pass of Python's :mod:`csv` reader that checks every line and keeps only
+the fields of the requested columns, which pandas then parses (with its usual type inference): memory
+grows with the columns used, not with the file, and a field of any size in an unused column is fine
+(the reader's limit of 128 KiB per field is lifted for the duration of the read).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import difflib
 import gzip
 import io
 import os
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +141,23 @@ def _text_errors(path: Path, exc: Exception) -> InputFileError:
     return InputFileError(f"{name}: cannot be parsed as a table ({exc})")
 
 
+@contextlib.contextmanager
+def _no_field_limit() -> Iterator[None]:
+    """Lift the :mod:`csv` module's limit on the size of a field (128 KiB; process-wide) for a read."""
+    old = csv.field_size_limit()
+    limit = sys.maxsize
+    while True:
+        try:
+            csv.field_size_limit(limit)
+            break
+        except OverflowError:  # a C long is 32 bits on some platforms
+            limit //= 2
+    try:
+        yield
+    finally:
+        csv.field_size_limit(old)
+
+
 def _delimiter(fmt: str) -> str:
     return "\t" if fmt == "tsv" else ","
 
@@ -199,8 +223,12 @@ def _parquet_columns(path: Path) -> list[str]:
     return _check_header(path, names, "parquet")
 
 
-def _check_rows(path: Path, n_columns: int, fmt: str) -> int:
-    """Number of data rows, after checking that every line has exactly ``n_columns`` fields."""
+def _check_rows(path: Path, n_columns: int, fmt: str, keep: Sequence[int] | None = None) -> tuple[int, str]:
+    """Number of data rows, after checking that every line has exactly ``n_columns`` fields.
+
+    With ``keep`` (field positions), also the text of a CSV file holding only those fields (header
+    line included, in the order of ``keep``), for pandas to parse; otherwise ``""``.
+    """
     name = _name_of(path)
     bad: list[tuple[int, int]] = []
     n_bad = 0
@@ -208,10 +236,14 @@ def _check_rows(path: Path, n_columns: int, fmt: str) -> int:
     last_line = 0
     last_fields = n_columns
     reader = None
+    kept = io.StringIO()
+    writer = csv.writer(kept, lineterminator="\n") if keep is not None else None
     try:
-        with _open_text(path) as handle:
+        with _no_field_limit(), _open_text(path) as handle:
             reader = csv.reader(handle, delimiter=_delimiter(fmt), strict=True)
-            next(reader, None)
+            header = next(reader, None)
+            if writer is not None and header is not None:
+                writer.writerow([header[i] for i in keep])
             for row in reader:
                 if not row:
                     continue  # blank line (pandas skips them too)
@@ -221,6 +253,8 @@ def _check_rows(path: Path, n_columns: int, fmt: str) -> int:
                     n_bad += 1
                     if len(bad) < _SHOW:
                         bad.append((reader.line_num, len(row)))
+                elif writer is not None and not n_bad:
+                    writer.writerow([row[i] for i in keep])
             ends_with_newline = _ends_with_newline(path)
     except csv.Error as exc:
         raise InputFileError(
@@ -240,7 +274,7 @@ def _check_rows(path: Path, n_columns: int, fmt: str) -> int:
         raise InputFileError(f"{name}: expected {n_columns} fields on every line (as in the header); got {shown}{more}")
     if n_rows == 0:
         raise InputFileError(f"{name}: has a header but no data rows")
-    return n_rows
+    return n_rows, kept.getvalue()
 
 
 def _ends_with_newline(path: Path) -> bool:
@@ -274,12 +308,15 @@ def _check_columns(path: Path, header: Sequence[str], columns: Sequence[str]) ->
     )
 
 
-def required_columns(options: Mapping[str, Any]) -> list[str]:
+def required_columns(options: Mapping[str, Any] | Any) -> list[str]:
     """The columns an audit with these options reads, in a stable order without repeats.
 
-    ``options`` maps option names to values (as given to :func:`disaggregated_eval.audit.audit`):
-    ``label``, ``scores``, ``groups``, ``features``, ``sample_weight``.
+    ``options`` is an :class:`~disaggregated_eval.audit.options.AuditOptions` or maps option names
+    to values (as given to :func:`disaggregated_eval.audit.audit`): ``label``, ``scores``,
+    ``groups``, ``features``, ``sample_weight``.
     """
+    if not isinstance(options, Mapping):
+        options = vars(options)
     names = [options.get("label") or "", *(options.get("scores") or ()), *(options.get("groups") or ()),
              *(options.get("features") or ()), options.get("sample_weight") or ""]  # fmt: skip
     out: list[str] = []
@@ -327,16 +364,11 @@ def load_table(path: str | os.PathLike[str], *, columns: Sequence[str] | None = 
         if len(frame) == 0:
             raise InputFileError(f"{_name_of(path)}: has no data rows")
         return frame
-    _check_rows(path, len(header), fmt)
+    _, text = _check_rows(path, len(header), fmt, keep=[header.index(c) for c in wanted])
     try:
-        frame = pd.read_csv(
-            path,
-            sep=_delimiter(fmt),
-            usecols=wanted,
-            encoding="utf-8-sig",
-            compression="gzip" if _is_gzip_name(path) else None,
-            low_memory=False,
-        )
-    except (ValueError, UnicodeDecodeError, OSError, EOFError) as exc:
+        frame = pd.read_csv(io.StringIO(text), sep=",", low_memory=False)
+    except (ValueError, OSError) as exc:
         raise _text_errors(path, exc) from exc
-    return frame[wanted]
+    del text
+    frame.columns = wanted  # the header as written (pandas would mangle nothing here: names are distinct)
+    return frame

@@ -1,18 +1,55 @@
-"""Options of ``disagg-eval audit``: one definition for the Python function, the CLI and YAML files.
+"""Options of ``disagg-eval audit`` and how they are read: one home for the Python function, the CLI
+and YAML files.
 
 Every option is a field of :class:`AuditOptions` with its default and its help text; the command
 line (:mod:`disaggregated_eval.audit.cli`) builds its ``--help`` from these fields, a YAML file given
 with ``--config`` carries the same names, and :func:`disaggregated_eval.audit.audit` takes them as
 keyword arguments. See ``docs/audit.md``.
+
+This module also reads option values written as text or YAML (the command line, a ``--config`` file,
+a workflow's ``audit`` section): :func:`options_from_mapping` converts and checks the types, the
+choices and repeats of a mapping, :func:`read_config_file` reads a YAML file (refusing a key given
+twice). Ranges and cross-option rules are checked once, by
+:func:`disaggregated_eval.audit.inputs.resolve_options`.
+
+List values: a YAML list is taken item by item, verbatim (a column name may hold a comma); a single
+text value, in YAML or on the command line, is split at commas, where ``\\,`` stands for a literal
+comma (``--group 'income\\, annual'``; Helm's ``--set`` convention).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+import difflib
+import os
+import re
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any
 
 from .. import vocabulary
 
-__all__ = ["AuditOptions", "DEFAULT_SEED", "option_help"]
+__all__ = [
+    "AuditOptions",
+    "DEFAULT_SEED",
+    "option_help",
+    "UsageError",
+    "FLAG_NAMES",
+    "CLI_KEYS",
+    "REQUIRED_OPTIONS",
+    "option_fields",
+    "option_kind",
+    "option_default",
+    "option_choices",
+    "flag_of",
+    "split_list",
+    "convert_scalar",
+    "convert_option",
+    "options_from_mapping",
+    "read_config_file",
+]
 
 #: Seed used when none is given (printed by the CLI and written to the manifest).
 DEFAULT_SEED = 20250101
@@ -72,6 +109,11 @@ class AuditOptions:
     )
     features: list[str] = _opt([], "feature columns for the control variable X")
     sample_weight: str | None = _opt(None, "column of non-negative row weights (every metric is weighted)")
+    strip_levels: bool = _opt(
+        True,
+        "remove leading and trailing whitespace from text levels of the group columns (levels that differ "
+        "only by it are merged, with a note; a value of whitespace only is missing)",
+    )
     missing_group: str = _opt(
         "level",
         "rows with a missing attribute value: level (a level of its own, named 'missing') or drop (reported)",
@@ -89,3 +131,280 @@ class AuditOptions:
 def option_help() -> dict[str, str]:
     """Help text of every option, by name (the CLI's ``--help``)."""
     return {f.name: f.metadata["help"] for f in fields(AuditOptions)}
+
+
+# ----------------------------------------------------------------------------------------------
+# How options are spelled and read
+# ----------------------------------------------------------------------------------------------
+#: Field -> flag name where the flag is singular (given once per value).
+FLAG_NAMES: dict[str, str] = {"scores": "score", "groups": "group", "controls": "control"}
+#: Keys a ``--config`` file may hold besides the option fields.
+CLI_KEYS: tuple[str, ...] = ("file", "out")
+#: Options without which no audit can run (their empty defaults mean "required").
+REQUIRED_OPTIONS: tuple[str, ...] = ("label", "scores", "groups")
+#: Choices of list options (the scalar ones carry ``choices`` in their field metadata).
+_LIST_CHOICES: dict[str, tuple[str, ...]] = {"metrics": vocabulary.METRICS, "controls": vocabulary.CONTROLS}
+_HINTS = typing.get_type_hints(AuditOptions)
+#: A comma not preceded by a backslash: the separator of a list written as one text value.
+_COMMA = re.compile(r"(?<!\\),")
+
+
+class UsageError(ValueError):
+    """Bad command line, ``--config`` file or workflow entry: printed as one line, exit status 2."""
+
+
+def option_fields() -> list:
+    """The dataclass fields of :class:`AuditOptions`, in declaration order."""
+    return list(fields(AuditOptions))
+
+
+def flag_of(name: str) -> str:
+    """The command-line flag of option ``name`` (``min_group_size`` -> ``--min-group-size``)."""
+    return "--" + FLAG_NAMES.get(name, name).replace("_", "-")
+
+
+def option_kind(name: str) -> tuple[str, type, bool]:
+    """(``"scalar"`` or ``"list"``, element type, whether ``None`` is allowed) of option ``name``."""
+    hint = _HINTS[name]
+    optional = False
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        optional = len(args) < len(typing.get_args(hint))
+        hint = args[0]
+        origin = typing.get_origin(hint)
+    if origin in (list, tuple, Sequence):
+        (element,) = typing.get_args(hint)[:1] or (str,)
+        return "list", element, optional
+    return "scalar", hint, optional
+
+
+def option_default(field_) -> Any:
+    """The default value of an :class:`AuditOptions` field (a fresh list for list fields)."""
+    if field_.default is not MISSING:
+        return field_.default
+    return field_.default_factory()  # type: ignore[misc]
+
+
+def option_choices(field_) -> tuple | None:
+    """The allowed values of an option (or of each item of a list option); ``None`` if any value goes."""
+    choices = field_.metadata.get("choices")
+    if choices is None:
+        choices = _LIST_CHOICES.get(field_.name)
+    return tuple(choices) if choices is not None else None
+
+
+def split_list(text: str) -> list[str]:
+    """Items of a list written as one text value: split at commas, ``\\,`` is a literal comma.
+
+    Items are stripped of surrounding spaces; empty items are dropped (``"a,,b"`` -> ``["a", "b"]``).
+    """
+    parts = (part.replace("\\,", ",").strip() for part in _COMMA.split(text))
+    return [part for part in parts if part]
+
+
+def convert_scalar(value: Any, element: type, where: str, *, optional: bool) -> Any:
+    """One option value of type ``element`` (bool, int, float or str) from text or YAML.
+
+    Raises
+    ------
+    UsageError
+        Naming ``where`` and the value, if it cannot be read as ``element``.
+    """
+    if value is None:
+        if optional:
+            return None
+        raise UsageError(f"{where} must not be empty")
+    if element is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("yes", "true", "1", "no", "false", "0"):
+            return value.lower() in ("yes", "true", "1")
+        raise UsageError(f"{where} must be true or false; got {value!r}")
+    if element is int:
+        if isinstance(value, bool):
+            raise UsageError(f"{where} must be an integer; got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str):
+            text = value.strip().replace("_", "").replace(",", "")
+            if optional and text.lower() in ("all", "none", "null"):
+                return None
+            try:
+                return int(text)
+            except ValueError:
+                pass
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise UsageError(f"{where} must be an integer; got {value!r}")
+    if element is float:
+        if isinstance(value, bool):
+            raise UsageError(f"{where} must be a number; got {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise UsageError(f"{where} must be a number; got {value!r}")
+    # strings (column names, labels, scheme names)
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise UsageError(f"{where} must be a text value; got {value!r}")
+    return str(value)
+
+
+def _items(values: Any) -> list:
+    """A list option's items: a list verbatim, one text value split (:func:`split_list`)."""
+    if isinstance(values, (list, tuple)):
+        return list(values)
+    if isinstance(values, str):
+        return split_list(values)
+    return [values]
+
+
+def _fmt(values: Sequence[Any]) -> str:
+    shown = ", ".join(repr(v) for v in values[:5])
+    return "{" + shown + (", ..." if len(values) > 5 else "") + "}"
+
+
+def convert_option(field_, value: Any, where: str) -> Any:
+    """The value of option ``field_`` from text or YAML: type, choices and (for lists) repeats checked.
+
+    Raises
+    ------
+    UsageError
+        Naming ``where`` and the value.
+    """
+    kind, element, optional = option_kind(field_.name)
+    choices = option_choices(field_)
+    if kind == "list":
+        if value is None:
+            if optional:
+                return None
+            raise UsageError(f"{where} must list at least one value; got nothing")
+        items = [convert_scalar(v, element, where, optional=False) for v in _items(value)]
+        if choices is not None:
+            bad = [v for v in items if v not in choices]
+            if bad:
+                raise UsageError(f"{where} has unknown value(s) {_fmt(bad)}; expected some of {', '.join(choices)}")
+        repeated = sorted({str(v) for v in items if items.count(v) > 1})
+        if repeated:
+            raise UsageError(f"{where} lists {', '.join(repeated)} more than once")
+        return items
+    converted = convert_scalar(value, element, where, optional=optional)
+    if choices is not None and converted not in choices:
+        raise UsageError(f"{where} must be one of {', '.join(choices)}; got {converted!r}")
+    return converted
+
+
+def options_from_mapping(mapping: Mapping[str, Any], *, source: str, allow: Sequence[str] = CLI_KEYS) -> dict[str, Any]:
+    """Check and convert a mapping of option names to values (a ``--config`` file, a workflow entry).
+
+    Parameters
+    ----------
+    mapping : mapping
+        Keys are :class:`AuditOptions` field names (and ``allow``); values as YAML gives them.
+        A list option also takes a single value or comma-separated text (module docstring).
+    source : str
+        Where the mapping comes from, for messages (``audit.yaml``).
+    allow : sequence of str
+        Extra keys accepted as they are (default ``file`` and ``out``).
+
+    Returns
+    -------
+    dict
+        Converted values (lists as lists, numbers as int/float), only the keys present.
+
+    Raises
+    ------
+    UsageError
+        Naming the key and the value: an unknown key (close names suggested), a value of the wrong
+        type, an unknown choice.
+    """
+    if not isinstance(mapping, Mapping):
+        raise UsageError(f"{source}: expected a mapping of option names to values; got {type(mapping).__name__}")
+    known = {f.name: f for f in option_fields()}
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if key in allow:
+            if not isinstance(value, (str, os.PathLike)) or not str(value):
+                raise UsageError(f"{source}: {key} must be a path; got {value!r}")
+            out[key] = str(value)
+            continue
+        if key not in known:
+            spelled = {FLAG_NAMES.get(n, n): n for n in known}
+            candidates = list(known) + list(allow) + list(spelled)
+            close = difflib.get_close_matches(str(key).replace("-", "_"), candidates, n=1)
+            hint = f" (did you mean {spelled.get(close[0], close[0])!r}?)" if close else ""
+            raise UsageError(
+                f"{source}: unknown option {key!r}{hint}; known options: {', '.join(list(known) + list(allow))}"
+            )
+        out[key] = convert_option(known[key], value, f"{source}: {key}")
+    return out
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, first: int, second: int) -> None:
+        super().__init__(key, first, second)
+        self.key, self.first, self.second = key, first, second
+
+
+def _unique_key_loader():
+    """A ``yaml.SafeLoader`` that refuses a mapping key given twice (PyYAML keeps the last silently)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # '<<' merges may be overridden
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: PyYAML reports it itself
+                continue
+            if first is not None:
+                raise _DuplicateKey(key, first, line)
+            seen[key] = line
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return Loader
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Options from a YAML ``--config`` file (checked by :func:`options_from_mapping`).
+
+    Raises
+    ------
+    UsageError
+        If the file is missing, is not valid YAML, gives a key twice (naming the key and both lines),
+        is not a mapping, or has an unknown key or bad value.
+    """
+    import yaml
+
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"--config {source}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--config {source}: cannot be read ({exc})") from None
+    try:
+        data = yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader subclass
+    except _DuplicateKey as dup:
+        raise UsageError(
+            f"--config {source}: key {dup.key!r} is given twice (lines {dup.first} and {dup.second}); keep one"
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise UsageError(f"--config {source}: not valid YAML{where} ({getattr(exc, 'problem', exc)})") from None
+    if data is None:
+        return {}
+    return options_from_mapping(data, source=f"--config {source}")

@@ -1,10 +1,24 @@
 """Writing an audit's output folder atomically: tables, figures, ``report.html``, ``manifest.json``.
 
-Everything is first written to a temporary folder next to the target and renamed into place only
-when every file is complete, so nothing appears under ``--out`` unless the whole audit succeeded;
-a failure (or Ctrl-C) removes the temporary folder. An existing target is replaced only if it is
-empty or an earlier audit's folder (it holds a ``manifest.json`` written by this tool): any other
-folder is refused before the audit starts (:func:`check_out_dir`).
+Everything is first written to a temporary folder next to the target, ``.<out>.<pid>-<token>.tmp``,
+and renamed into place only when every file is complete, so nothing appears under ``--out`` unless
+the whole audit succeeded; a failure, Ctrl-C or SIGTERM (which the command line turns into the same
+path) removes the temporary folder. A process killed outright (SIGKILL, a power cut) leaves it: the
+next audit writing next to it removes every such folder whose process no longer runs
+(:func:`disaggregated_eval.io.remove_stale_temporaries`), and the same for ``.old`` folders (an earlier
+output moved aside for the instant of the swap).
+
+An existing target is replaced only if it is empty or an earlier audit's folder holding nothing but
+what that audit wrote, unmodified: its ``manifest.json`` (written by this tool) lists every other file
+with its SHA-256. A folder with other files (a ``notes.md`` the user added), or whose listed files were
+modified, is refused before the audit starts, naming the files (:func:`check_out_dir`), and checked
+again just before the swap. ``--out`` may be a symbolic link to a folder: the folder it points to is
+replaced and the link kept. The current folder, or one that contains it, is refused.
+
+CSV files are for spreadsheets, which run a cell starting with ``=``, ``+``, ``-``, ``@``, a tab or a
+carriage return as a formula: such text cells (a column or level name from the data) are written
+with a leading ``'`` (:func:`csv_safe`, OWASP's advice on CSV injection); numeric columns are
+untouched and the parquet files keep every value as it is.
 
 Layout (``docs/audit.md``, "Output files")::
 
@@ -25,11 +39,12 @@ import json
 import os
 import platform
 import shutil
-import tempfile
 from dataclasses import asdict
 from importlib import metadata
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
+
+import pandas as pd
 
 from .. import io as project_io
 
@@ -37,7 +52,9 @@ __all__ = [
     "OutputDirError",
     "TOOL",
     "TABLES",
+    "FORMULA_PREFIXES",
     "check_out_dir",
+    "csv_safe",
     "file_sha256",
     "package_versions",
     "input_record",
@@ -49,56 +66,144 @@ __all__ = [
 TOOL = "disagg-eval audit"
 #: Table name -> attribute of AuditResult.
 TABLES = ("slices", "comparisons", "controlled")
+#: First characters that make a spreadsheet read a CSV cell as a formula (OWASP, "CSV Injection").
+FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
 _PACKAGES = (
     "disaggregated-eval", "numpy", "pandas", "scipy", "scikit-learn", "statsmodels", "numba",
     "matplotlib", "seaborn", "pyarrow",
 )  # fmt: skip
+_SHOW = 5  # files named in a message
 
 
 class OutputDirError(ValueError):
-    """The output folder cannot be used (exists with other content, or is a file)."""
+    """The output folder cannot be used (holds other files, is a file, is the current folder, ...)."""
 
 
-def _is_audit_dir(path: Path) -> bool:
-    manifest = path / "manifest.json"
-    if not manifest.is_file():
-        return False
+def _where(out_dir: Any) -> str:
+    return f"--out {os.fspath(out_dir)}"
+
+
+def _destination(out_dir: str | os.PathLike[str]) -> Path:
+    """The folder that will be replaced: ``out_dir`` with symbolic links resolved, checked to be usable."""
+    text = os.fspath(out_dir)
+    if not str(text).strip():
+        raise OutputDirError(f"--out {str(text)!r} is empty: give the output folder's name (e.g. --out audit)")
+    dest = Path(os.path.realpath(text))
+    cwd = Path(os.path.realpath(os.getcwd()))
+    if dest == cwd or dest in cwd.parents:
+        which = "the current folder" if dest == cwd else f"a folder that contains the current folder ({cwd})"
+        raise OutputDirError(
+            f"{_where(out_dir)}: is {which}; the output folder is replaced as a whole, so give a new folder "
+            "(e.g. --out audit)"
+        )
+    return dest
+
+
+def _listed_files(manifest: Path) -> dict[str, str] | None:
+    """``files`` of an audit's manifest (relative path -> SHA-256), or None if not this tool's manifest."""
     try:
-        return json.loads(manifest.read_text(encoding="utf-8")).get("tool") == TOOL
-    except (OSError, ValueError, AttributeError):
-        return False
+        content = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(content, dict) or content.get("tool") != TOOL:
+        return None
+    files = content.get("files")
+    if not isinstance(files, dict):
+        return {}
+    return {str(k): str(v) for k, v in files.items()}
+
+
+def _names(paths: list[str]) -> str:
+    return ", ".join(paths[:_SHOW]) + (f" and {len(paths) - _SHOW} more" if len(paths) > _SHOW else "")
+
+
+def _check_replaceable(out_dir: Any, dest: Path) -> None:
+    """Refuse to replace ``dest`` unless it is empty or holds only an earlier audit's unmodified files."""
+    found: list[str] = []  # relative POSIX paths; folders end in "/"
+    for root, dirs, files in os.walk(dest):
+        rel = Path(root).relative_to(dest)
+        for d in list(dirs):
+            if os.path.islink(os.path.join(root, d)):  # never followed
+                files.append(d)
+                dirs.remove(d)
+            else:
+                found.append((rel / d).as_posix() + "/")
+        found.extend((rel / f).as_posix() for f in files)
+    if not found:
+        return
+    manifest = dest / "manifest.json"
+    listed = _listed_files(manifest) if manifest.is_file() and not manifest.is_symlink() else None
+    if listed is None:
+        raise OutputDirError(
+            f"{_where(out_dir)}: the folder exists and is not an earlier audit's output (no manifest.json written "
+            "by disagg-eval); choose a new or empty folder"
+        )
+    mine = {n for n in listed if not PurePosixPath(n).is_absolute() and ".." not in PurePosixPath(n).parts}
+    allowed = mine | {"manifest.json"}
+    allowed |= {p.as_posix() + "/" for n in mine for p in PurePosixPath(n).parents if p != PurePosixPath(".")}
+    others = sorted(f for f in found if f not in allowed or os.path.islink(dest / f.rstrip("/")))
+    if others:
+        raise OutputDirError(
+            f"{_where(out_dir)}: holds files that the earlier audit did not write: {_names(others)}; an audit's "
+            "folder is replaced only when it holds nothing else: move them, or choose another folder"
+        )
+    modified = sorted(n for n in mine if (dest / n).is_file() and file_sha256(dest / n) != listed[n])
+    if modified:
+        raise OutputDirError(
+            f"{_where(out_dir)}: files of the earlier audit were changed since it wrote them (their SHA-256 differs "
+            f"from manifest.json): {_names(modified)}; move them, or choose another folder"
+        )
 
 
 def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
-    """Check that ``out_dir`` can receive an audit, before any work is done.
+    """Check that ``out_dir`` can receive an audit, before any work is done (module docstring).
 
     Returns
     -------
     pathlib.Path
-        The folder (it may not exist yet).
+        The folder as given (it may not exist yet).
 
     Raises
     ------
     OutputDirError
-        If ``out_dir`` is a file, a non-empty folder that is not an earlier audit's output, or its
-        parent folder cannot be created or written to.
+        If ``out_dir`` is empty, the current folder or one containing it, a file, a folder holding
+        anything but an earlier audit's unmodified outputs (the message names the other or modified
+        files), or its parent folder cannot be created or written to.
     """
+    dest = _destination(out_dir)
     target = Path(out_dir)
-    if target.exists() and not target.is_dir():
-        raise OutputDirError(f"--out {target}: is a file; expected a folder for the audit's outputs")
-    if target.is_dir() and any(target.iterdir()) and not _is_audit_dir(target):
-        raise OutputDirError(
-            f"--out {target}: the folder exists and is not an earlier audit's output (no manifest.json "
-            "written by disagg-eval); choose a new or empty folder"
-        )
-    parent = target.resolve().parent
+    if dest.exists() and not dest.is_dir():
+        raise OutputDirError(f"{_where(out_dir)}: is a file; expected a folder for the audit's outputs")
+    if dest.is_dir():
+        _check_replaceable(out_dir, dest)
+    parent = dest.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputDirError(f"--out {target}: cannot create the parent folder {parent} ({exc.strerror})") from exc
+        raise OutputDirError(f"{_where(out_dir)}: cannot create the parent folder {parent} ({exc.strerror})") from exc
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise OutputDirError(f"--out {target}: the parent folder {parent} is not writable")
+        raise OutputDirError(f"{_where(out_dir)}: the parent folder {parent} is not writable")
     return target
+
+
+def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with text cells that a spreadsheet would run as a formula prefixed with ``'``.
+
+    A text cell starting with one of :data:`FORMULA_PREFIXES` (``=``, ``+``, ``-``, ``@``, tab,
+    carriage return) gets a leading single quote, as OWASP recommends against CSV injection; numeric
+    and boolean columns, and other cells, are unchanged. The input is not modified.
+    """
+    out = frame
+    for column in frame.columns:
+        values = frame[column]
+        if not (values.dtype == object or pd.api.types.is_string_dtype(values.dtype)):
+            continue
+        risky = values.map(lambda v: isinstance(v, str) and v.startswith(FORMULA_PREFIXES)).to_numpy(dtype=bool)
+        if risky.any():
+            if out is frame:
+                out = frame.copy()
+            out[column] = values.where(~risky, "'" + values.astype(str))
+    return out
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -156,26 +261,28 @@ def build_manifest(result: Any, *, source: dict | None, files: dict[str, str]) -
     }
 
 
-def _make_tmp_dir(target: Path) -> Path:
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.resolve().parent))
+def _make_tmp_dir(dest: Path) -> Path:
+    """``.<out>.<pid>-<token>.tmp`` next to ``dest``, with the permissions of an ordinary new folder."""
+    tmp = project_io.temporary_sibling(dest, suffix=".tmp", directory=True)
     umask = os.umask(0)
     os.umask(umask)
     os.chmod(tmp, 0o777 & ~umask)
     return tmp
 
 
-def _swap_in(tmp: Path, target: Path) -> None:
-    """Rename ``tmp`` to ``target``; an existing (checked) target is moved aside first, then removed."""
+def _swap_in(tmp: Path, dest: Path, out_dir: Any) -> None:
+    """Rename ``tmp`` to ``dest``; an existing (checked again) ``dest`` is moved aside first, then removed."""
     old = None
-    if target.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".old", dir=target.resolve().parent))
+    if dest.exists():
+        _check_replaceable(out_dir, dest)
+        old = project_io.temporary_sibling(dest, suffix=".old", directory=True)
         os.rmdir(old)
-        os.replace(target, old)
+        os.replace(dest, old)
     try:
-        os.replace(tmp, target)
+        os.replace(tmp, dest)
     except BaseException:
         if old is not None:
-            os.replace(old, target)
+            os.replace(old, dest)
         raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
@@ -195,7 +302,8 @@ def write_outputs(
     ----------
     result : AuditResult
     out_dir : path
-        Target folder; checked with :func:`check_out_dir` (an earlier audit's folder is replaced).
+        Target folder; checked with :func:`check_out_dir` (an earlier audit's folder is replaced
+        when it holds nothing else; a symbolic link's folder is replaced, the link kept).
     input_path : path, optional
         The audited file: its path, size and SHA-256 go into ``manifest.json``.
     summary : str, optional
@@ -211,14 +319,17 @@ def write_outputs(
     Raises
     ------
     OutputDirError
-        If ``out_dir`` cannot be used (nothing is written).
+        If ``out_dir`` cannot be used (nothing is written; see :func:`check_out_dir`).
     """
     from . import report
     from .summary import summary_text
 
     target = check_out_dir(out_dir)
+    dest = _destination(out_dir)
+    for suffix in (".tmp", ".old"):  # left by audits killed outright (their process is gone)
+        project_io.remove_stale_temporaries(dest, suffix=suffix)
     summary = summary if summary is not None else summary_text(result, input_path=input_path)
-    tmp = _make_tmp_dir(target)
+    tmp = _make_tmp_dir(dest)
     try:
         steps = len(TABLES) + 3
         step = 0
@@ -232,7 +343,7 @@ def write_outputs(
         for name in TABLES:
             table = getattr(result, name)
             project_io.write_table(table, tmp / f"{name}.parquet")
-            project_io.write_table(table, tmp / f"{name}.csv")
+            project_io.write_table(csv_safe(table), tmp / f"{name}.csv")
             tick()
         figures = report.render_figures(result)
         (tmp / "figures").mkdir()
@@ -251,7 +362,7 @@ def write_outputs(
         manifest = build_manifest(result, source=source, files=files)
         project_io.write_json(manifest, tmp / "manifest.json")
         tick()
-        _swap_in(tmp, target)
+        _swap_in(tmp, dest, out_dir)
     except BaseException:
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp)

@@ -27,6 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from .. import vocabulary
+from .text import figure_text, file_component
 
 __all__ = ["plot_forest", "plot_controlled", "plot_result", "figure_specs"]
 
@@ -182,12 +183,12 @@ def _draw_forest(ax, result: Any, *, metric: str, model: str, label_rows: bool) 
                band=("band_low", "band_high") if has_band else None, colors=colors,
                reported=_reported_map(result, model, metric))  # fmt: skip
     ax.set_yticks(range(len(order)), labels=[_display_slice(s) for s in order] if label_rows else [])
-    ax.set_title(model)
+    ax.set_title(figure_text(model))
     ax.set_xlabel(_metric_label(metric))
 
 
 def _display_slice(name: str) -> str:
-    return "Overall" if name == vocabulary.OVERALL else name
+    return "Overall" if name == vocabulary.OVERALL else figure_text(name)
 
 
 def plot_forest(result: Any, *, metric: str | None = None, model: str | None = None, ax=None) -> Figure:
@@ -308,7 +309,7 @@ def plot_controlled(
                              label_rows=k % ncols == 0, order=order)  # fmt: skip
         _legend(fig, band=False, min_group_size=result.options.min_group_size)
         what = "no control (slice minus overall)" if control == "none" else f"control V = {control}"
-        fig.suptitle(f"Controlled differences T_a, {what}, model {name}")
+        fig.suptitle(f"Controlled differences T_a, {what}, model {figure_text(name)}")
     return fig
 
 
@@ -331,7 +332,8 @@ def figure_specs(result: Any) -> list[dict]:
 
     A forest plot per metric (in the order of the options; every model a panel), a ``T_a`` plot per
     control (``controlled_<control>``; with several models, per control and model:
-    ``controlled_<control>_<model>``).
+    ``controlled_<control>_<model>``, where a model name that is not a safe file name is replaced by
+    :func:`.text.file_component`'s slug and hash).
     """
     specs = []
     metrics = [m for m in result.options.metrics if m in set(result.slices["metric"])]
@@ -340,11 +342,14 @@ def figure_specs(result: Any) -> list[dict]:
                           title=f"Forest plot: {vocabulary.METRIC_LABELS.get(metric, metric)}"))  # fmt: skip
     controls = [c for c in result.options.controls if c in set(result.controlled["control"])]
     models = [m for m in _models(result, None) if m in set(result.controlled["model"])]
+    # model names become part of file names: safe and distinct (text.file_component)
+    hashed = len({m.lower() for m in models}) < len(models)
+    stems = {m: file_component(m, always_hash=hashed) for m in models}
     for control in controls:
         what = "no control" if control == "none" else f"V = {control}"
         for model in models:
             # one figure per control; with several models one per control and model
-            name = f"controlled_{control}" if len(models) == 1 else f"controlled_{control}_{model}"
+            name = f"controlled_{control}" if len(models) == 1 else f"controlled_{control}_{stems[model]}"
             title = f"Controlled differences T_a, {what}" + (f", model {model}" if len(models) > 1 else "")
             specs.append(dict(name=name, kind="controlled", metric=None, control=control, model=model, title=title))
     return specs

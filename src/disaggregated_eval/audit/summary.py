@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from .. import vocabulary
+from .text import terminal_text
 
 __all__ = [
     "format_estimate",
@@ -53,6 +54,7 @@ def _metric_label(metric: str) -> str:
 
 
 def _render(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
+    rows = [[terminal_text(c) for c in r] for r in rows]  # slice and model names come from the data
     widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     lines = []
     for cells in [list(header), *rows]:
@@ -187,7 +189,7 @@ def metric_digest(slices: pd.DataFrame, comparisons: pd.DataFrame, *, model: str
     ]
     comps = comps[comps["slice"].isin(reported["slice"])]
     flagged = comps[_significant(comps, alpha).to_numpy(dtype=bool)] if len(comps) else comps
-    names = [f"{s} ({d:+.3f})" for s, d in zip(flagged["slice"], flagged["difference"], strict=True)]
+    names = [f"{terminal_text(s)} ({d:+.3f})" for s, d in zip(flagged["slice"], flagged["difference"], strict=True)]
     shown = ", ".join(names[:_MAX_NAMES]) + (", ..." if len(names) > _MAX_NAMES else "")
     withheld = len(rows) - len(reported)
     text = f"{_metric_label(metric)}: {len(flagged)} of {len(reported)} reported slices differ from overall"
@@ -206,7 +208,7 @@ def model_digest(comparisons: pd.DataFrame, *, model: str, reference: str, metri
     if "reported" in rows.columns:
         rows = rows[rows["reported"].astype(bool)]
     overall = rows[rows["slice"] == vocabulary.OVERALL]
-    text = f"{model} - {reference}, {_metric_label(metric)}:"
+    text = f"{terminal_text(model)} - {terminal_text(reference)}, {_metric_label(metric)}:"
     if len(overall):
         r = overall.iloc[0]
         text += (
@@ -257,16 +259,18 @@ def summary_text(
     Returns
     -------
     str
-        Lines without ANSI colours, ending without a newline.
+        Lines without ANSI colours, ending without a newline; every name from the data is escaped
+        (:func:`~disaggregated_eval.audit.text.terminal_text`), so a line break is always the summary's.
     """
     options = result.options
+    t = terminal_text
     metric = metric or headline_metric(result)
     alpha = 1.0 - float(options.confidence)
     lines = []
-    rows = f"{input_path} ({result.n_rows:,} rows)" if input_path is not None else f"{result.n_rows:,} rows"
+    rows = f"{t(input_path)} ({result.n_rows:,} rows)" if input_path is not None else f"{result.n_rows:,} rows"
     lines.append(
-        f"disagg-eval audit: {rows}, label {options.label}, "
-        f"model(s) {', '.join(options.scores)}, groups {' x '.join(options.groups)}"
+        f"disagg-eval audit: {rows}, label {t(options.label)}, "
+        f"model(s) {', '.join(map(t, options.scores))}, groups {' x '.join(map(t, options.groups))}"
     )
     seed_note = " (the default; change it with --seed)" if seed_is_default else ""
     lines.append(
@@ -275,7 +279,7 @@ def summary_text(
         f"slices with n < {options.min_group_size} are withheld"
     )
     for note in result.notes:
-        lines.append(f"note: {note}")
+        lines.append(f"note: {t(note)}")
     if metric is None:
         lines.append("no metric could be computed")
         return "\n".join(lines)
@@ -287,7 +291,7 @@ def summary_text(
         # A model of hard 0/1 predictions has no score metrics: its headline is its first metric.
         metric = headline if headline in present else next(m for m in options.metrics if m in present)
         lines.append("")
-        lines.append(f"{_metric_label(metric)} of {model} by slice")
+        lines.append(f"{_metric_label(metric)} of {t(model)} by slice")
         lines.append(
             slice_table(
                 result.slices, result.comparisons, model=model, metric=metric, alpha=alpha, level=options.confidence
@@ -298,7 +302,7 @@ def summary_text(
         others = [m for m in options.metrics if m != metric and m in present]
         if others:
             lines.append("")
-            lines.append(f"other metrics of {model} (differences at adjusted p < {alpha:g}):")
+            lines.append(f"other metrics of {t(model)} (differences at adjusted p < {alpha:g}):")
             lines.extend(
                 "  " + metric_digest(result.slices, result.comparisons, model=model, metric=m, alpha=alpha)
                 for m in others
@@ -306,7 +310,7 @@ def summary_text(
         controls = [c for c in options.controls if c in set(result.controlled.get("control", []))]
         if controls and any(c != "none" for c in controls):
             lines.append("")
-            lines.append(f"controlled differences T_a = slice - M_a, {_metric_label(metric)} of {model}")
+            lines.append(f"controlled differences T_a = slice - M_a, {_metric_label(metric)} of {t(model)}")
             rows = result.slices[(result.slices["model"] == model) & (result.slices["metric"] == metric)]
             withheld = list(rows.loc[~rows["reported"].astype(bool), "slice"])
             lines.append(
@@ -314,5 +318,5 @@ def summary_text(
             )
     if out_dir is not None:
         lines.append("")
-        lines.append(f"every table and figure: {Path(out_dir) / 'report.html'} (tables also as parquet and csv)")
+        lines.append(f"every table and figure: {t(Path(out_dir) / 'report.html')} (tables also as parquet and csv)")
     return "\n".join(lines)

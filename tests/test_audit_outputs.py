@@ -1,0 +1,249 @@
+"""The output folder of an audit: nothing lost, nothing half-written, nothing left behind.
+
+- ``--out`` is replaced only when it holds nothing but an earlier audit's unmodified files (its
+  manifest lists each with its SHA-256); otherwise the audit is refused, naming the files, and the
+  folder is left as it was (also when a file appears while the audit runs).
+- Interrupts are real signals sent to a real ``disagg-eval audit`` process while it writes its
+  outputs (a wrapper holds it there by sleeping after the figures are rendered): SIGTERM and Ctrl-C
+  remove the temporary folder (exit 143 and 130), SIGKILL leaves it, named after the killed
+  process, and the next audit writing there removes it.
+- ``--out`` may be a symbolic link; CSV cells that a spreadsheet would run as formulas are
+  neutralised; model names that are not safe file names give safe, distinct figure names.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from disaggregated_eval.audit import audit, cli
+from disaggregated_eval.audit.outputs import OutputDirError, check_out_dir, csv_safe, write_outputs
+
+# Accuracy only and no permutations: the smallest audit that writes every kind of output file.
+FAST = dict(metrics=["accuracy"], n_resamples=200, n_permutations=0)
+TEMPORARY = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-f]{8}\.(tmp|old)")
+
+
+def frame(n: int = 240, seed: int = 3) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"y": rng.integers(0, 2, n), "p": rng.random(n).round(3), "g": np.tile(["a", "b", "c"], n)[:n]})
+
+
+@pytest.fixture(scope="module")
+def result():
+    return audit(frame(), label="y", scores=["p"], groups=["g"], **FAST)
+
+
+@pytest.fixture
+def earlier(result, tmp_path) -> Path:
+    """An earlier audit's folder."""
+    return write_outputs(result, tmp_path / "audit")
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if TEMPORARY.fullmatch(p.name))
+
+
+# ---- replacing an earlier audit (issue item 3) ----------------------------------------------------------------
+def test_an_earlier_audit_holding_only_its_own_files_is_replaced(result, earlier):
+    (earlier / "slices.csv").unlink()  # a file the manifest lists may be missing: still only its files
+    write_outputs(result, earlier)
+    assert (earlier / "slices.csv").is_file()
+    assert leftovers(earlier.parent) == []
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        (lambda d: (d / "notes.md").write_text("mine"), "holds files that the earlier audit did not write: notes.md"),
+        (lambda d: (d / "figures" / "extra.png").write_bytes(b"x"), "did not write: figures/extra.png"),
+        (lambda d: (d / "data").mkdir(), "did not write: data/"),
+        (lambda d: (d / "link.csv").symlink_to(d / "slices.csv"), "did not write: link.csv"),
+        (lambda d: (d / "slices.csv").write_text("edited"), "were changed since it wrote them (their SHA-256 differs "
+                                                           "from manifest.json): slices.csv"),
+    ],
+)  # fmt: skip
+def test_a_folder_with_other_or_modified_files_is_never_replaced(result, earlier, change, needle):
+    change(earlier)
+    before = snapshot(earlier)
+    with pytest.raises(OutputDirError, match=re.escape(needle)):
+        check_out_dir(earlier)
+    with pytest.raises(OutputDirError, match=re.escape(needle)):
+        write_outputs(result, earlier)
+    assert snapshot(earlier) == before
+    assert leftovers(earlier.parent) == []
+
+
+def test_a_data_folder_with_a_copied_manifest_is_refused(result, earlier, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "manifest.json").write_bytes((earlier / "manifest.json").read_bytes())
+    (data / "measurements.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(OutputDirError, match=r"did not write: measurements\.csv"):
+        write_outputs(result, data)
+    assert sorted(p.name for p in data.iterdir()) == ["manifest.json", "measurements.csv"]
+
+
+def test_a_file_added_while_the_audit_runs_stops_the_swap(result, earlier, monkeypatch):
+    from disaggregated_eval.audit import report
+
+    original = report.render_html
+
+    def add_a_file(*args, **kwargs):
+        (earlier / "added-meanwhile.txt").write_text("written by someone else during the audit")
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(report, "render_html", add_a_file)
+    with pytest.raises(OutputDirError, match=r"did not write: added-meanwhile\.txt"):
+        write_outputs(result, earlier)
+    assert (earlier / "added-meanwhile.txt").exists() and (earlier / "manifest.json").exists()
+    assert leftovers(earlier.parent) == []
+
+
+def test_out_may_be_a_symbolic_link_to_a_folder(result, tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(real, target_is_directory=True)
+    for _ in range(2):  # written, then replaced
+        write_outputs(result, link)
+        assert link.is_symlink() and (real / "manifest.json").is_file()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]  # no .old, no .tmp
+
+
+# ---- interrupted writes leave no litter (issue item 2) ------------------------------------------------------------
+WRAPPER = """
+import sys, time
+from disaggregated_eval.audit import report
+from disaggregated_eval.audit.cli import main
+
+render = report.render_figures
+
+def render_then_wait(result):
+    figures = render(result)
+    print("WRITING", file=sys.stderr, flush=True)  # the tables are in the temporary folder by now
+    time.sleep(3600)
+    return figures
+
+report.render_figures = render_then_wait
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def start_audit_and_wait_until_writing(tmp_path: Path, out_dir: Path) -> subprocess.Popen:
+    data = tmp_path / "t.csv"
+    frame().to_csv(data, index=False)
+    argv = ["audit", str(data), "--label", "y", "--score", "p", "--group", "g", "--metrics", "accuracy",
+            "--n-resamples", "200", "--n-permutations", "0", "--out", str(out_dir)]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", WRAPPER, *argv], stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.strip() == "WRITING":
+            break
+    else:
+        pytest.fail(f"the audit ended before writing: {proc.wait()}\n{''.join(seen)}")
+    temporaries = [p for p in out_dir.parent.iterdir() if p.name.endswith(".tmp")]
+    assert [p.name for p in temporaries] == [p.name for p in temporaries if f".{proc.pid}-" in p.name] != []
+    assert {"slices.csv", "comparisons.csv", "controlled.csv"} <= {p.name for p in temporaries[0].iterdir()}
+    return proc
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("sig", "status", "message"), [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
+                                                        (signal.SIGINT, 130, "interrupted")])  # fmt: skip
+def test_sigterm_and_ctrl_c_while_writing_remove_the_temporary_folder(result, tmp_path, sig, status, message):
+    out_dir = write_outputs(result, tmp_path / "out")  # an earlier audit, which must survive
+    before = snapshot(out_dir)
+    proc = start_audit_and_wait_until_writing(tmp_path, out_dir)
+    proc.send_signal(sig)
+    rest = proc.stderr.read()
+    assert proc.wait() == status, rest
+    assert rest.strip().splitlines()[-1] == f"disagg-eval: {message}; nothing was written"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "t.csv"]  # no .tmp, no .old
+    assert snapshot(out_dir) == before
+
+
+@pytest.mark.slow
+def test_a_killed_audit_leaves_its_temporary_folder_and_the_next_audit_removes_it(tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    proc = start_audit_and_wait_until_writing(tmp_path, out_dir)
+    proc.kill()  # SIGKILL: no handler runs
+    proc.wait()
+    proc.stderr.close()
+    left = leftovers(tmp_path)
+    assert len(left) == 1 and TEMPORARY.fullmatch(left[0])["pid"] == str(proc.pid) and not out_dir.exists()
+    argv = ["audit", tmp_path / "t.csv", "--label", "y", "--score", "p", "--group", "g", "--metrics", "accuracy",
+            "--n-resamples", "200", "--n-permutations", "0", "--out", out_dir, "--quiet"]  # fmt: skip
+    assert cli.main([str(a) for a in argv]) == 0, capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "t.csv"]
+
+
+def test_stale_temporaries_of_running_processes_and_of_other_folders_are_kept(result, tmp_path):
+    mine = tmp_path / f".out.{os.getpid()}-0123abcd.tmp"  # a process that runs: this one
+    other = tmp_path / ".other.99999999-0123abcd.tmp"  # another target's
+    dead = tmp_path / ".out.99999999-89abcdef.old"  # no such process
+    for folder in (mine, other, dead):
+        folder.mkdir()
+    write_outputs(result, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["out", mine.name, other.name])
+
+
+# ---- CSV cells and file names from hostile names (items 1 and 4) ---------------------------------------------------
+def test_csv_safe_prefixes_formula_cells_and_leaves_numbers_alone():
+    table = pd.DataFrame({
+        "slice": ["=HYPERLINK(\"http://evil.example\")", "+1", "-2", "@SUM(1+1)", "\tx", "\ry", "g=a", "overall"],
+        "estimate": [-0.5, 1.0, -2.0, 0.0, np.nan, 3.0, -1.0, 0.25],
+        "reported": [True, False] * 4,
+    })  # fmt: skip
+    safe = csv_safe(table)
+    assert safe["slice"].tolist() == ["'=HYPERLINK(\"http://evil.example\")", "'+1", "'-2", "'@SUM(1+1)", "'\tx",
+                                      "'\ry", "g=a", "overall"]  # fmt: skip
+    pd.testing.assert_series_equal(safe["estimate"], table["estimate"])  # numbers untouched (negatives too)
+    assert safe["reported"].tolist() == table["reported"].tolist()
+    assert table["slice"].iloc[0].startswith("=")  # the input is not modified
+
+
+def test_formula_cells_in_the_csv_files_and_raw_values_in_parquet(tmp_path):
+    data = frame()
+    data["g"] = np.where(data["g"] == "a", "=1+1", data["g"])
+    res = audit(data.rename(columns={"p": "@risk"}), label="y", scores=["@risk"], groups=["g"], **FAST)
+    out_dir = write_outputs(res, tmp_path / "out")
+    for name in ("slices", "comparisons", "controlled"):
+        with (out_dir / f"{name}.csv").open(newline="") as handle:
+            cells = [cell for row in csv.reader(handle) for cell in row]
+        assert not [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r") or re.match(r"-[^0-9.]", c)], name
+    slices = pd.read_parquet(out_dir / "slices.parquet")
+    assert set(slices["model"]) == {"@risk"} and "g==1+1" in set(slices["slice"])
+    assert "'@risk" in set(pd.read_csv(out_dir / "slices.csv")["model"])
+
+
+def test_model_names_that_are_not_file_names_give_safe_distinct_figure_names(tmp_path):
+    data = frame()
+    data["risk/v1"] = data["p"]
+    data["risk\\v1"] = (data["p"] * 0.9).round(3)
+    data["../../escape"] = (data["p"] * 0.8).round(3)
+    res = audit(data, label="y", scores=["risk/v1", "risk\\v1", "../../escape"], groups=["g"], **FAST)
+    out_dir = write_outputs(res, tmp_path / "nested" / "out")
+    names = sorted(p.name for p in (out_dir / "figures").iterdir())
+    stems = {n.rsplit(".", 1)[0] for n in names}
+    assert len(stems) == 1 + 3  # the forest plot and one T_a figure per model, all distinct
+    assert all(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.(png|svg)", n) for n in names), names
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nested"]  # nothing written outside --out
+    assert sorted(p.name for p in (tmp_path / "nested").iterdir()) == ["out"]
+    manifest = json.loads((out_dir / "manifest.json").read_text())
+    assert all(not name.startswith("/") and ".." not in name.split("/") for name in manifest["files"])
