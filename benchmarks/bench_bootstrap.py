@@ -34,7 +34,7 @@ from sklearn.metrics import (
     roc_auc_score,
 )
 
-from disaggregated_eval.bootstrap import (
+from disaggregated_eval.engine import (
     Evaluation,
     bootstrap_evaluations,
     resample_seed,

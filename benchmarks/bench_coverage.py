@@ -37,7 +37,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from disaggregated_eval import coverage, io, models, vocabulary
-from disaggregated_eval.bootstrap import Evaluation, bootstrap_evaluations
+from disaggregated_eval.engine import Evaluation, bootstrap_evaluations
 
 
 def engine_cpu_ms(n_rows: int = 20_000, n_resamples: int = 1_000) -> float:

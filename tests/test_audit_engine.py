@@ -420,7 +420,7 @@ def test_permutation_p_values_equal_a_brute_force_loop():
         groups=["sex", "race"],
         intersections=1,
         sample_weight="w",
-        n_resamples=10,
+        n_resamples=40,
         n_permutations=P,
         seed=5,
         min_group_size=0,
@@ -510,7 +510,7 @@ def test_holm_and_benjamini_hochberg_equal_statsmodels():
     df = _frame(n=300)
     for method, sm in (("holm", "holm"), ("bh", "fdr_bh")):
         res = audit(
-            df, label="y", scores=["p"], groups=["race", "sex"], n_resamples=10, n_permutations=99, adjust=method
+            df, label="y", scores=["p"], groups=["race", "sex"], n_resamples=40, n_permutations=99, adjust=method
         )
         tested = res.comparisons[res.comparisons["kind"] != "vs_model"]
         for _, family in tested.groupby(["model", "metric"]):
@@ -520,7 +520,7 @@ def test_holm_and_benjamini_hochberg_equal_statsmodels():
             np.testing.assert_array_equal(family.loc[inside, "p_adjusted"].to_numpy(), expected)
             assert family.loc[~inside, "p_adjusted"].isna().all()
             assert (family.loc[inside, "p_adjusted"] >= family.loc[inside, "p_value"] - 1e-15).all()
-    none = audit(df, label="y", scores=["p"], groups=["race"], n_resamples=10, n_permutations=20, adjust="none")
+    none = audit(df, label="y", scores=["p"], groups=["race"], n_resamples=40, n_permutations=20, adjust="none")
     tested = none.comparisons[none.comparisons["kind"] != "vs_model"]
     np.testing.assert_array_equal(tested["p_adjusted"].to_numpy(), tested["p_value"].to_numpy())
     p = np.array([0.01, np.nan, 0.04, 0.03])
@@ -529,7 +529,7 @@ def test_holm_and_benjamini_hochberg_equal_statsmodels():
 
 
 def test_no_permutations_gives_no_p_values():
-    res = audit(_frame(n=200), label="y", scores=["p"], groups=["race"], n_resamples=10, n_permutations=0)
+    res = audit(_frame(n=200), label="y", scores=["p"], groups=["race"], n_resamples=40, n_permutations=0)
     assert res.comparisons["p_value"].isna().all() and res.comparisons["p_adjusted"].isna().all()
 
 
@@ -579,7 +579,7 @@ def test_same_options_give_bit_identical_tables():
         scores=["p", "q"],
         groups=["race", "sex"],
         sample_weight="w",
-        n_resamples=30,
+        n_resamples=40,
         n_permutations=30,
         seed=3,
     )
@@ -726,7 +726,7 @@ def test_controlled_with_weight_models(resampling, controls):
         max_leaf_nodes=[5],
         cv_folds=2,
         crossfit_folds=2,
-        n_resamples=20,
+        n_resamples=40,
         n_permutations=0,
     )
     ctl = res.controlled
@@ -756,7 +756,7 @@ def test_controlled_leaves_out_levels_too_small_to_cross_fit():
         max_leaf_nodes=[5],
         cv_folds=2,
         crossfit_folds=2,
-        n_resamples=10,
+        n_resamples=40,
         n_permutations=0,
     )
     assert "race=Other" not in set(res.controlled["slice"])
@@ -780,7 +780,7 @@ def test_controlled_x_accepts_numeric_and_string_features():
         max_leaf_nodes=[5],
         cv_folds=2,
         crossfit_folds=2,
-        n_resamples=10,
+        n_resamples=40,
         n_permutations=0,
     )
     ctl = res.controlled

@@ -89,7 +89,7 @@ def test_a_thousand_levels_are_refused_by_the_api_before_any_work(monkeypatch):
     def no_work(*args, **kwargs):
         raise AssertionError("the bootstrap started")
 
-    monkeypatch.setattr(core, "slice_bootstrap", no_work)
+    monkeypatch.setattr(core, "estimate_all", no_work)
     data = frame(n=3000, zip=[f"z{i % 1000}" for i in range(3000)])
     with pytest.raises(AuditInputError, match="group column 'zip' has 1,000 levels"):
         audit(data, label="y", scores=["p"], groups=["zip"], **FAST)

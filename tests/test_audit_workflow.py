@@ -22,7 +22,7 @@ from disaggregated_eval.audit.runs import audit_runs
 REPO = Path(__file__).resolve().parents[1]
 LINKED = ("Snakefile", "workflow", "config", "src", "envs", "profiles", "examples")
 TIMEOUT = 1800
-TINY_OPTIONS = {"n_resamples": 30, "n_permutations": 30, "max_leaf_nodes": [10], "cv_folds": 2, "crossfit_folds": 2}
+TINY_OPTIONS = {"n_resamples": 40, "n_permutations": 30, "max_leaf_nodes": [10], "cv_folds": 2, "crossfit_folds": 2}
 
 
 def make_workdir(path: Path) -> Path:
@@ -149,7 +149,7 @@ def test_two_audits_run_in_parallel_and_write_every_output(tmp_path):
             [f"controlled_{c}" for c in controls] + [f"forest_{m}" for m in metrics]
         )
         manifest = json.loads((out / "manifest.json").read_text())
-        assert manifest["options"]["n_resamples"] == 30 and manifest["n_rows"] == 1500
+        assert manifest["options"]["n_resamples"] == 40 and manifest["n_rows"] == 1500
         assert manifest["options"]["metrics"] == metrics
         assert (workdir / "logs" / "run_audit" / run / "compas_score.log").is_file()
         assert (workdir / "benchmarks" / "output" / "run_audit" / run / "compas_score.tsv").is_file()

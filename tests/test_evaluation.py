@@ -17,7 +17,7 @@ import pytest
 from sklearn.metrics import log_loss, precision_score, recall_score, roc_auc_score
 
 from disaggregated_eval import seeds, vocabulary
-from disaggregated_eval.bootstrap import resample_counts
+from disaggregated_eval.engine import resample_counts
 from disaggregated_eval.evaluation import (
     TIDY_COLUMNS,
     _build_evaluations,

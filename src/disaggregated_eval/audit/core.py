@@ -60,9 +60,10 @@ def audit(
 
     Parameters
     ----------
-    data : pandas.DataFrame of shape (n_rows, n_columns)
+    data : pandas.DataFrame or polars.DataFrame of shape (n_rows, n_columns)
         One row per person (or unit): the label, one score column per model, the protected
-        attributes, optionally features (control X) and a sample-weight column.
+        attributes, optionally features (control X) and a sample-weight column (a polars frame is
+        converted to pandas at the boundary).
     options : AuditOptions, optional
         All options at once (e.g. from the command line or a YAML file).
     progress : callable, optional
