@@ -1,4 +1,4 @@
-"""Tests of the configuration check (disaggregated_eval.config): schema defaults first, then the schema
+"""Tests of the configuration check (disaggregated_eval.pipeline.config): schema defaults first, then the schema
 and the cross-key rules; every message names the key path and the bad value."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from disaggregated_eval import vocabulary
-from disaggregated_eval.config import ConfigError, check_config_file, load_schema, validate_config
+from disaggregated_eval.pipeline.config import ConfigError, check_config_file, load_schema, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"

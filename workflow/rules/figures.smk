@@ -6,7 +6,7 @@
 rule plot_controlled_differences:
     input:
         metrics=study_table("metrics"),
-        code=library_files(*PLOT_MODULES),
+        code=script_code("plot_controlled_differences"),
     output:
         png=report(
             "figures/{study}/{figure}.png",
@@ -32,7 +32,7 @@ rule plot_controlled_differences:
 rule plot_weighted_metrics:
     input:
         metrics=study_table("metrics"),
-        code=library_files(*PLOT_MODULES),
+        code=script_code("plot_weighted_metrics"),
     output:
         png=report(
             "figures/{study}/{figure}.png",
@@ -58,7 +58,7 @@ rule plot_weighted_metrics:
 rule plot_shared_space_metrics:
     input:
         metrics=study_table("metrics"),
-        code=library_files(*PLOT_MODULES),
+        code=script_code("plot_shared_space_metrics"),
     output:
         png=report(
             "figures/{study}/{figure}.png",
@@ -84,7 +84,7 @@ rule plot_shared_space_metrics:
 rule plot_relative_performance:
     input:
         metrics=study_table("metrics"),
-        code=library_files(*PLOT_MODULES),
+        code=script_code("plot_relative_performance"),
     output:
         png=report(
             "figures/{study}/{figure}.png",
@@ -110,7 +110,7 @@ rule plot_relative_performance:
 rule plot_calibration_curves:
     input:
         calibration=study_table("calibration"),
-        code=library_files(*PLOT_MODULES),
+        code=script_code("plot_calibration_curves"),
     output:
         png=report(
             "figures/{study}/{figure}.png",

@@ -1,0 +1,180 @@
+"""Tests of the workflow's plumbing package (disaggregated_eval.pipeline) that need no Snakemake run:
+the import walk behind the rules' code inputs, the audit jobs' code files, the old import paths and
+the work-around of Snakemake's params listing."""
+
+from __future__ import annotations
+
+import json
+import modulefinder
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from disaggregated_eval.pipeline import audit_runs, code_files
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE = REPO / "src" / "disaggregated_eval"
+SCRIPTS = sorted((REPO / "workflow" / "scripts").glob("*.py"))
+
+
+# ---- the import walk ----------------------------------------------------------------------------
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_code_inputs_equal_an_independent_import_analysis(script):
+    """The rule's code inputs are exactly the package modules that the standard library's
+    ``modulefinder`` (bytecode analysis, an independent implementation) finds from the script."""
+    finder = modulefinder.ModuleFinder(path=[str(SOURCE.parent)])  # only our package is searchable
+    finder.run_script(str(script))
+    found = {
+        name.removeprefix("disaggregated_eval").lstrip(".")
+        for name in finder.modules
+        if name == "disaggregated_eval" or name.startswith("disaggregated_eval.")
+    }
+    ours = code_files.import_closure(code_files.script_modules(script, source=SOURCE), source=SOURCE)
+    assert ours == found
+    files = code_files.library_files(*code_files.script_modules(script, source=SOURCE), source=SOURCE)
+    assert all((REPO / f).is_file() for f in files) and files == sorted(set(files))
+
+
+def _write_package(root: Path, files: dict[str, str]) -> Path:
+    package = root / "disaggregated_eval"
+    for name, text in files.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return package
+
+
+def test_import_walk_follows_every_kind_of_package_import(tmp_path):
+    package = _write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "top.py": "from .engine import intervals\nimport numpy\n",
+            "engine/__init__.py": "from .sums import total\n",
+            "engine/sums.py": "def total():\n    from ..vocab import NAMES  # a lazy import counts\n",
+            "engine/intervals.py": "from disaggregated_eval.engine import sums\nfrom . import missing_name\n",
+            "vocab.py": "NAMES = ()\n",
+            "audit/__init__.py": "",
+            "audit/deep/__init__.py": "",
+            "audit/deep/leaf.py": "from ... import vocab\nfrom ...engine.sums import total\nimport disaggregated_eval.unused\n",
+            "unused.py": "",
+            "lonely.py": "",
+        },
+    )
+    closure = code_files.import_closure(["top"], source=package)
+    assert closure == {"", "top", "engine", "engine.intervals", "engine.sums", "vocab"}
+    leaf = code_files.import_closure(["audit.deep.leaf"], source=package)
+    # the packages on the way run first (audit, audit.deep); absolute, relative and lazy imports all count
+    assert leaf == {"", "audit", "audit.deep", "audit.deep.leaf", "vocab", "engine", "engine.sums", "unused"}
+    assert code_files.library_files("audit.deep.leaf", source=package) == [
+        "src/disaggregated_eval/__init__.py",
+        "src/disaggregated_eval/audit/__init__.py",
+        "src/disaggregated_eval/audit/deep/__init__.py",
+        "src/disaggregated_eval/audit/deep/leaf.py",
+        "src/disaggregated_eval/engine/__init__.py",
+        "src/disaggregated_eval/engine/sums.py",
+        "src/disaggregated_eval/unused.py",
+        "src/disaggregated_eval/vocab.py",
+    ]
+    script = tmp_path / "rule_script.py"
+    script.write_text("from disaggregated_eval import top, vocab\nfrom . import not_ours\nimport pandas\n")
+    assert code_files.script_modules(script, source=package) == {"", "top", "vocab"}
+    with pytest.raises(ValueError, match=r"no module 'disaggregated_eval\.nothing'"):
+        code_files.library_files("nothing", source=package)
+
+
+# ---- the audit jobs' code files -----------------------------------------------------------------
+def test_audit_code_files_are_the_import_walk_of_the_audit_script():
+    files = audit_runs.audit_code_files(REPO)
+    script = REPO / audit_runs.AUDIT_SCRIPT
+    expected = code_files.library_files(*code_files.script_modules(script, source=SOURCE), source=SOURCE)
+    assert files == expected
+    # the module the hand-written list missed, and the audit's own modules
+    assert "src/disaggregated_eval/memory.py" in files
+    assert {"src/disaggregated_eval/audit/core.py", "src/disaggregated_eval/audit/outputs.py"} <= set(files)
+    # workflow plumbing is not audit code: editing it reruns no audit
+    assert not [f for f in files if "/pipeline/" in f or f.endswith("/audit/runs.py")]
+
+
+@pytest.mark.slow
+def test_audit_code_files_hold_every_module_an_audit_job_runs(tmp_path):
+    """Run what rule run_audit runs (a small COMPAS audit, outputs written) in a fresh interpreter:
+    every package module it has loaded at the end is among the rule's code inputs."""
+    code = textwrap.dedent(
+        f"""
+        import json, sys
+        import pandas as pd
+        from disaggregated_eval.audit import audit
+        from disaggregated_eval.audit.outputs import write_outputs
+        data = pd.read_csv({str(REPO / "examples" / "data" / "compas.csv")!r}).head(600)
+        data.to_csv("compas.csv", index=False)
+        result = audit(data, label="two_year_recid", scores=["compas_score"], groups=["race"],
+                       metrics=["false_positive_rate", "auc"], controls=["none", "R"], n_resamples=20,
+                       n_permutations=20, max_leaf_nodes=[10], cv_folds=2, crossfit_folds=2, seed=1)
+        write_outputs(result, {str(tmp_path / "out")!r}, input_path="compas.csv")
+        print(json.dumps(sorted(getattr(m, "__file__", None) or "" for n, m in sys.modules.items()
+                                if n == "disaggregated_eval" or n.startswith("disaggregated_eval."))))
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-4000:]
+    loaded = {Path(f).resolve() for f in json.loads(run.stdout.splitlines()[-1]) if f}
+    listed = {(REPO / f).resolve() for f in audit_runs.audit_code_files(REPO)}
+    assert loaded and not sorted(str(p) for p in loaded - listed)
+
+
+# ---- the old import paths -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("old", "new", "names"),
+    [
+        ("disaggregated_eval.config", "disaggregated_eval.pipeline.config", ["validate_config", "ConfigError"]),
+        ("disaggregated_eval.audit.runs", "disaggregated_eval.pipeline.audit_runs", ["audit_runs", "output_pattern"]),
+    ],
+)
+def test_old_import_paths_re_export_with_a_deprecation_warning(old, new, names):
+    code = (
+        "import importlib, warnings, json\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    old = importlib.import_module({old!r})\n"
+        f"new = importlib.import_module({new!r})\n"
+        f"print(json.dumps([all(getattr(old, n) is getattr(new, n) for n in {names!r}),\n"
+        "                  [str(w.message) for w in caught if w.category is DeprecationWarning]]))\n"
+    )
+    same, messages = json.loads(subprocess.check_output([sys.executable, "-c", code], text=True))
+    assert same
+    assert any(f"{old} moved to {new}" in m for m in messages), messages
+
+
+def test_the_practitioners_package_does_not_import_the_pipeline():
+    code = "import sys, disaggregated_eval.audit\nprint(sorted(m for m in sys.modules if 'eval.pipeline' in m))"
+    assert subprocess.check_output([sys.executable, "-c", code], text=True).strip() == "[]"
+
+
+# ---- Snakemake's params listing -----------------------------------------------------------------
+def test_params_listing_fix_lists_changes_only():
+    """With the work-around, a ``ParamsChange`` that is no change lists no file and a change still lists
+    its files, whether or not the installed Snakemake has the bug (then the work-around does nothing)."""
+    code = textwrap.dedent(
+        """
+        import json
+        from disaggregated_eval.pipeline import snakemake_compat
+        from snakemake.persistence import ParamsChange
+        buggy = snakemake_compat.params_change_listing_is_buggy()
+        patched = snakemake_compat.fix_params_change_listing()
+        unchanged = ParamsChange() | ParamsChange(files={"a.txt"})
+        changed = ParamsChange(only_new={"'x'"}, files={"b.txt"}) | ParamsChange(files={"c.txt"})
+        print(json.dumps([buggy, patched, list(unchanged), sorted(changed),
+                          snakemake_compat.params_change_listing_is_buggy(),
+                          snakemake_compat.fix_params_change_listing()]))
+        """
+    )
+    buggy, patched, unchanged, changed, still_buggy, patched_again = json.loads(
+        subprocess.check_output([sys.executable, "-c", code], text=True)
+    )
+    assert patched == buggy  # patched exactly when needed
+    assert unchanged == [] and changed == ["b.txt"]
+    assert not still_buggy and not patched_again  # idempotent
