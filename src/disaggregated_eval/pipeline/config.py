@@ -13,6 +13,7 @@ parse time, so a bad configuration stops the run before any job starts.
 from __future__ import annotations
 
 import copy
+import math
 import numbers
 import os
 from collections.abc import Mapping, Sequence
@@ -27,6 +28,7 @@ __all__ = [
     "load_schema",
     "fill_defaults",
     "check_config_file",
+    "check_output_folders",
     "validate_config",
 ]
 
@@ -245,7 +247,26 @@ def _schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> tupl
         elif where not in messages:
             hint = _STRING_HINT if _looks_numeric(value) else ""
             messages[where] = f"{where} must be {_describe(node_schema)}; got {value!r}{hint}"
+    for where, value, node_schema in _non_finite_numbers(config, schema):
+        messages.setdefault(where, f"{where} must be {_describe(node_schema)}; got {value!r}")
     return list(messages.values()), set(messages)
+
+
+def _non_finite_numbers(
+    config: Mapping[str, Any], schema: Mapping[str, Any], path: tuple[str, ...] = ()
+) -> list[tuple[str, float, Mapping[str, Any]]]:
+    """Keys of type number holding NaN or an infinity: JSON schema's range keywords let NaN through
+    (every comparison with NaN is false), so ``evaluation.confidence: .nan`` would pass the schema."""
+    found = []
+    for key, sub in schema.get("properties", {}).items():
+        if key not in config:
+            continue
+        value = config[key]
+        if isinstance(value, dict) and "properties" in sub:
+            found += _non_finite_numbers(value, sub, (*path, key))
+        elif isinstance(value, float) and not math.isfinite(value) and "number" in _types(sub):
+            found.append((_key([*path, key]), value, sub))
+    return found
 
 
 def _value_at(config: Mapping[str, Any], path: Sequence[str | int]) -> Any:
@@ -394,11 +415,50 @@ def _rejected(key: str, bad: set[str]) -> bool:
 # Public API
 
 
+class _DuplicateKey(Exception):
+    """A key given twice in one YAML mapping: ``(key, first line, second line)``."""
+
+
+def _read_yaml(path: Path) -> Any:
+    """The YAML (or JSON) content of ``path``; a key given twice in one mapping is an error."""
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        """SafeLoader that refuses a key given twice (plain YAML keeps the last one silently)."""
+
+    def construct_mapping(loader: StrictLoader, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise _DuplicateKey(key, seen[key], line)
+            seen[key] = line
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=StrictLoader)  # a safe loader
+    except _DuplicateKey as exc:
+        key, first, second = exc.args
+        raise ConfigError(
+            f"configuration file {path} gives the key {key!r} twice (lines {first} and {second}); "
+            "YAML would silently keep the last value: keep one"
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ConfigError(f"configuration file {path} is not valid YAML{where}: {exc}") from None
+
+
 def check_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a YAML configuration file; it must hold a mapping of configuration keys.
+    """Read a YAML configuration file; it must hold a mapping of configuration keys, each key once.
 
     Snakemake's own loader rejects an empty file, or one that is not a mapping, with a message that
-    does not name the file; the ``Snakefile`` calls this before its ``configfile:`` directive.
+    does not name the file, and keeps the last value of a key given twice; the ``Snakefile`` calls
+    this on ``config/config.yaml`` before its ``configfile:`` directive and on every ``--configfile``.
 
     Parameters
     ----------
@@ -413,20 +473,13 @@ def check_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises
     ------
     ConfigError
-        If the file is empty, not valid YAML (the message gives the line), or not a mapping.
+        If the file is empty, not valid YAML (the message gives the line), not a mapping, or gives a
+        key twice in one mapping (the message gives the key and both lines).
     FileNotFoundError
         If the file does not exist.
     """
-    import yaml
-
     p = Path(path)
-    text = p.read_text(encoding="utf-8")
-    try:
-        content = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ConfigError(f"configuration file {p} is not valid YAML{where}: {exc}") from None
+    content = _read_yaml(p)
     if content is None:
         raise ConfigError(
             f"configuration file {p} is empty: it must map configuration keys to values "
@@ -438,6 +491,33 @@ def check_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
             f"got a {type(content).__name__}: {content!r:.80}"
         )
     return content
+
+
+def check_output_folders(folders: Sequence[str | os.PathLike[str]]) -> None:
+    """Every folder the workflow writes into must be a folder, or not exist yet.
+
+    Snakemake would otherwise fail in its first job with a long traceback (``NotADirectoryError``)
+    when, say, a file named ``results`` sits in the working directory.
+
+    Parameters
+    ----------
+    folders : sequence of path-like
+        Output folders relative to the working directory (``results``, ``figures``, ...); each of
+        their parents is checked too.
+
+    Raises
+    ------
+    ConfigError
+        Naming the path that exists and is not a folder.
+    """
+    for folder in folders:
+        path = Path(folder)
+        for prefix in [*reversed(path.parents[:-1]), path]:
+            if prefix.exists() and not prefix.is_dir():
+                raise ConfigError(
+                    f"{prefix} exists and is not a folder: the workflow writes its outputs under {path}/; "
+                    f"rename or move the file {prefix}, or run the workflow in another folder (--directory)"
+                )
 
 
 def validate_config(
