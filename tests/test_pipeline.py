@@ -11,9 +11,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from disaggregated_eval import io
 from disaggregated_eval.pipeline import audit_runs, code_files
+from disaggregated_eval.pipeline.inputs import read_scores
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "src" / "disaggregated_eval"
@@ -178,3 +181,49 @@ def test_params_listing_fix_lists_changes_only():
     assert patched == buggy  # patched exactly when needed
     assert unchanged == [] and changed == ["b.txt"]
     assert not still_buggy and not patched_again  # idempotent
+
+
+# ---- score files checked against the test set ---------------------------------------------------
+def test_read_scores_names_the_file_and_both_row_counts(tmp_path):
+    scores = tmp_path / "scores.parquet"
+    bayes = tmp_path / "bayes_scores.parquet"
+    io.write_table(pd.DataFrame({"x": [0.1, 0.2, 0.3], "xa": [0.3, 0.2, 0.1]}), scores)
+    io.write_table(pd.DataFrame({"bayes_x": [0.5, 0.5]}), bayes)  # shortened, but a valid parquet file
+    both = read_scores([scores], n_rows=3, test_path="test.parquet", models=["xa", "x"])
+    assert list(both.columns) == ["xa", "x"] and both["x"].tolist() == [0.1, 0.2, 0.3]
+    with pytest.raises(ValueError, match=rf"score file {bayes} has 2 rows but the test set test.parquet has 3"):
+        read_scores([scores, bayes], n_rows=3, test_path="test.parquet")
+    with pytest.raises(ValueError, match=r"lack the model columns \['bayes_xa'\]"):
+        read_scores([scores], n_rows=3, test_path="test.parquet", models=["x", "bayes_xa"])
+
+
+@pytest.mark.slow
+def test_shortened_score_file_stops_the_weight_models_with_a_clear_message(tmp_path):
+    """A valid but shortened scores.parquet used to end in a message about NaN inside the weight
+    models' fit; now the job stops at once, naming the file and both row counts."""
+    workdir = tmp_path / "wd"
+    workdir.mkdir()
+    for name in ("Snakefile", "workflow", "config", "src", "envs", "profiles"):
+        (workdir / name).symlink_to(REPO / name)
+    tiny = REPO / "tests" / "fixtures" / "tiny.yaml"
+
+    def snakemake(*args):
+        cmd = [sys.executable, "-m", "snakemake", *args, "--cores", "1", "--configfile", str(tiny)]
+        return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
+
+    scores = workdir / "results" / "models" / "covariate_shift" / "scores.parquet"
+    first = snakemake(str(scores.relative_to(workdir)))
+    assert first.returncode == 0, first.stderr[-3000:]
+    frame = io.read_table(scores)
+    io.write_table(frame.iloc[:-7], scores)
+    weights = "results/weights/covariate_shift/weights_estimated.parquet"
+    second = snakemake(weights)
+    assert second.returncode != 0
+    log = (workdir / "logs" / "fit_weight_models" / "covariate_shift.log").read_text()
+    n_test = len(pd.read_parquet(workdir / "results" / "data" / "covariate_shift" / "test.parquet"))
+    expected = (
+        f"score file results/models/covariate_shift/scores.parquet has {n_test - 7} rows but the test set "
+        f"results/data/covariate_shift/test.parquet has {n_test}"
+    )
+    assert expected in log, log[-3000:]
+    assert "NaN" not in log
