@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import modulefinder
+import re
 import subprocess
 import sys
 import textwrap
@@ -15,7 +16,7 @@ import pandas as pd
 import pytest
 
 from disaggregated_eval import io
-from disaggregated_eval.pipeline import audit_runs, code_files
+from disaggregated_eval.pipeline import audit_runs, code_files, timings
 from disaggregated_eval.pipeline.inputs import read_scores
 
 REPO = Path(__file__).resolve().parents[1]
@@ -227,3 +228,30 @@ def test_shortened_score_file_stops_the_weight_models_with_a_clear_message(tmp_p
     )
     assert expected in log, log[-3000:]
     assert "NaN" not in log
+
+
+# ---- the run's time per rule --------------------------------------------------------------------
+def test_rule_times_add_up_the_jobs_benchmarks(tmp_path, capsys):
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    files = {"fit_weight_models/a.tsv": (120.0, 100.0, 300.0), "fit_weight_models/b.tsv": (60.0, 50.0, 500.0),
+             "plot_controlled_differences/simulation/figure_1.tsv": (6.0, 3.0, 200.0)}  # fmt: skip
+    for name, (wall, cpu, rss) in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(header + f"{wall}\t0:00:00\t{rss}\t0\t0\t0\t0\t0\t50\t{cpu}\n")
+    table = timings.rule_times(timings.job_times(tmp_path)).set_index("rule")
+    assert list(table.index) == ["fit_weight_models", "plot_controlled_differences", "total"]
+    assert table.loc["fit_weight_models", "jobs"] == 2 and table.loc["fit_weight_models", "job_minutes"] == 3.0
+    assert table.loc["fit_weight_models", "cpu_minutes"] == 2.5 and table.loc["fit_weight_models", "max_rss_mb"] == 500
+    assert table.loc["total", "job_minutes"] == 3.1 and table.loc["total", "jobs"] == 3
+    assert timings.main([str(tmp_path)]) == 0 and "fit_weight_models" in capsys.readouterr().out
+    assert timings.main([str(tmp_path / "nothing")]) == 1
+
+
+def test_every_rule_writes_a_benchmark():
+    """The README's split of a run's time comes from the benchmark files: every rule that does work
+    must write one (the target rules all, acs, paper, audit, coverage do none)."""
+    text = "\n".join(p.read_text() for p in sorted((REPO / "workflow" / "rules").glob("*.smk")))
+    rules = re.split(r"(?m)^rule ", text)[1:]
+    without = [r.split(":")[0] for r in rules if "script:" in r and "benchmark:" not in r]
+    assert without == []

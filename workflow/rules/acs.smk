@@ -73,6 +73,8 @@ rule tabulate_acs_cohort:
         md="results/tables/acs_cohort.md",
     log:
         "logs/tabulate_acs_cohort/acs_cohort.log",
+    benchmark:
+        "benchmarks/output/tabulate_acs_cohort/acs_cohort.tsv"
     conda:
         "../../envs/disaggregated_eval.yaml"
     params:

@@ -93,6 +93,8 @@ rule collect_coverage:
         design="results/tables/coverage_design.json",
     log:
         "logs/collect_coverage/simulation.log",
+    benchmark:
+        "benchmarks/output/collect_coverage/simulation.tsv"
     conda:
         "../../envs/disaggregated_eval.yaml"
     params:
@@ -116,6 +118,8 @@ rule plot_coverage:
         pdf="figures/simulation/coverage.pdf",
     log:
         "logs/plot_coverage/simulation.log",
+    benchmark:
+        "benchmarks/output/plot_coverage/simulation.tsv"
     conda:
         "../../envs/disaggregated_eval.yaml"
     params:

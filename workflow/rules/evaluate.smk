@@ -70,6 +70,8 @@ rule collect_metrics:
         csv="results/tables/{study}_metrics.csv",
     log:
         "logs/collect_metrics/{study}.log",
+    benchmark:
+        "benchmarks/output/collect_metrics/{study}.tsv"
     conda:
         "../../envs/disaggregated_eval.yaml"
     params:
@@ -87,6 +89,8 @@ rule collect_calibration:
         calibration="results/tables/{study}_calibration.parquet",
     log:
         "logs/collect_calibration/{study}.log",
+    benchmark:
+        "benchmarks/output/collect_calibration/{study}.tsv"
     conda:
         "../../envs/disaggregated_eval.yaml"
     params:
@@ -103,6 +107,8 @@ rule theory_coverage:
         theory="results/tables/theory_coverage.csv",
     log:
         "logs/theory_coverage/simulation.log",
+    benchmark:
+        "benchmarks/output/theory_coverage/simulation.tsv"
     conda:
         "../../envs/disaggregated_eval.yaml"
     script:

@@ -17,6 +17,8 @@ rule plot_controlled_differences:
         pdf="figures/{study}/{figure}.pdf",
     log:
         "logs/plot_controlled_differences/{study}/{figure}.log",
+    benchmark:
+        "benchmarks/output/plot_controlled_differences/{study}/{figure}.tsv"
     wildcard_constraints:
         figure=figure_pattern("controlled"),
     conda:
@@ -43,6 +45,8 @@ rule plot_weighted_metrics:
         pdf="figures/{study}/{figure}.pdf",
     log:
         "logs/plot_weighted_metrics/{study}/{figure}.log",
+    benchmark:
+        "benchmarks/output/plot_weighted_metrics/{study}/{figure}.tsv"
     wildcard_constraints:
         figure=figure_pattern("weighted"),
     conda:
@@ -69,6 +73,8 @@ rule plot_shared_space_metrics:
         pdf="figures/{study}/{figure}.pdf",
     log:
         "logs/plot_shared_space_metrics/{study}/{figure}.log",
+    benchmark:
+        "benchmarks/output/plot_shared_space_metrics/{study}/{figure}.tsv"
     wildcard_constraints:
         figure=figure_pattern("shared_space"),
     conda:
@@ -95,6 +101,8 @@ rule plot_relative_performance:
         pdf="figures/{study}/{figure}.pdf",
     log:
         "logs/plot_relative_performance/{study}/{figure}.log",
+    benchmark:
+        "benchmarks/output/plot_relative_performance/{study}/{figure}.tsv"
     wildcard_constraints:
         figure=figure_pattern("relative"),
     conda:
@@ -121,6 +129,8 @@ rule plot_calibration_curves:
         pdf="figures/{study}/{figure}.pdf",
     log:
         "logs/plot_calibration_curves/{study}/{figure}.log",
+    benchmark:
+        "benchmarks/output/plot_calibration_curves/{study}/{figure}.tsv"
     wildcard_constraints:
         figure=figure_pattern("calibration"),
     conda:

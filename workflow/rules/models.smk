@@ -38,6 +38,8 @@ rule score_bayes_models:
         scores="results/models/{dataset}/bayes_scores.parquet",
     log:
         "logs/score_bayes_models/{dataset}.log",
+    benchmark:
+        "benchmarks/output/score_bayes_models/{dataset}.tsv"
     wildcard_constraints:
         dataset=SIMULATION_PATTERN,
     conda:
