@@ -813,8 +813,10 @@ def plot_calibration_curves(
                     err = np.vstack([y - sub["ci_low"].to_numpy(dtype=float),
                                      sub["ci_high"].to_numpy(dtype=float) - y])  # fmt: skip
                     err = np.clip(np.nan_to_num(err, nan=0.0), 0.0, None)
+                    # interval bars over the markers, with caps: a short interval stays visible
                     ax.errorbar(x, y, yerr=err, color=colors[k], marker=_MARKERS[k % len(_MARKERS)],
-                                markersize=3, linewidth=1.0, elinewidth=0.8, capsize=1.5, zorder=3)  # fmt: skip
+                                markersize=3, linewidth=1.0, elinewidth=0.8, capsize=2.0, barsabove=True,
+                                zorder=3)  # fmt: skip
                 if panel.empty:
                     ax.text(0.5, 0.5, "no estimates", transform=ax.transAxes, ha="center",
                             va="center", color="0.5", fontsize=7)  # fmt: skip
