@@ -8,12 +8,24 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from disaggregated_eval.config import check_config_file, validate_config
+from disaggregated_eval.pipeline.config import (
+    check_config_file,
+    check_output_folders,
+    validate_config,
+)
+from disaggregated_eval.pipeline.snakemake_compat import fix_params_change_listing
 
 min_version("9.0")
 
-# The main config file must be a YAML mapping (a message naming the file, not Snakemake's generic one).
-check_config_file("config/config.yaml")
+# `snakemake --list-changes params` lists every output in Snakemake 9 (a bug of its listing, not of
+# scheduling): this makes it list only outputs whose params changed; a no-op once Snakemake is fixed.
+fix_params_change_listing()
+
+# The config files must be YAML mappings that give each key once (a message naming the file, not
+# Snakemake's generic one; plain YAML would keep the last of two values silently). Snakemake has read
+# the --configfile files already (an empty one stops it before this point, with its own message).
+for path in ["config/config.yaml", *workflow.overwrite_configfiles]:
+    check_config_file(path)
 
 
 configfile: "config/config.yaml"
@@ -24,6 +36,17 @@ configfile: "config/config.yaml"
 validate_config(
     config,
     schema=Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml",
+)
+# A file where an output folder belongs (e.g. a file named `results`): one line now, not a traceback
+# from the first job.
+check_output_folders(
+    [
+        "results",
+        "figures",
+        "logs",
+        "benchmarks/output",
+        config.get("audit", {}).get("out_dir", "results/audit"),
+    ]
 )
 
 
@@ -43,8 +66,9 @@ localrules:
     all,
     acs,
     paper,
-    collect_simulation_tables,
-    collect_acs_tables,
+    collect_metrics,
+    collect_calibration,
+    theory_coverage,
     tabulate_acs_cohort,
     plot_controlled_differences,
     plot_weighted_metrics,
@@ -60,14 +84,15 @@ localrules:
 rule all:
     default_target: True
     input:
-        rules.collect_simulation_tables.output,
+        study_tables("simulation"),
+        rules.theory_coverage.output,
         figure_files("simulation"),
 
 
 rule acs:
     input:
         rules.tabulate_acs_cohort.output,
-        rules.collect_acs_tables.output,
+        study_tables("acs"),
         figure_files("acs"),
 
 

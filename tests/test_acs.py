@@ -8,9 +8,11 @@ which needs that file on disk.
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import http.server
 import io
+import lzma
 import os
 import socket
 import subprocess
@@ -649,11 +651,48 @@ def test_gzipped_file_under_csv_name(synthetic_file, tmp_path):
     for call in (acs.validate_person_file, lambda p, **k: acs.extract_task(p, "acs_income", **k)):
         with pytest.raises(ValueError, match=rf"{packed} is a gzip-compressed file, not a CSV text file .*gunzip -c"):
             call(packed, year=2018)
+    assert packed.read_bytes()[:2] == b"\x1f\x8b"  # the checks read the file, never change it
     zipped = tmp_path / "zipped.csv"
     with zipfile.ZipFile(zipped, "w") as z:
         z.writestr("psam_p06.csv", "a,b\n1,2\n")
     with pytest.raises(ValueError, match=rf"{zipped} is a zip archive"):
         acs.validate_person_file(zipped, year=2018)
+
+
+@pytest.mark.parametrize(
+    ("name", "compress"),
+    [
+        ("psam_p06.csv", gzip.compress),  # a gzipped file under the CSV's own name: the harmful case
+        ("psam_p06.csv.gz", gzip.compress),
+        ("psam_p06.csv", bz2.compress),
+        ("psam_p06.csv", lzma.compress),
+    ],
+)
+def test_decompression_advice_cannot_truncate_the_file(synthetic_file, tmp_path, name, compress):
+    """The suggested command, run as given in a shell, leaves the CSV at the path the workflow reads;
+    the old advice `gunzip -c psam_p06.csv > psam_p06.csv` truncated the user's file to 0 bytes."""
+    folder = tmp_path / "my data"  # a space in the path: the command quotes it
+    folder.mkdir()
+    original = synthetic_file.read_bytes()[:50_000]
+    packed = folder / name
+    packed.write_bytes(compress(original))
+    with pytest.raises(ValueError) as info:
+        acs.validate_person_file(packed, year=2018)
+    command = str(info.value).split("only if that worked: ", 1)[1]
+    source, _, target = command.split("&&")[0].partition(">")  # never a redirection into the file it reads
+    assert target.strip() != source.split()[-1].strip()
+    subprocess.run(["bash", "-c", command], check=True, cwd=tmp_path)
+    assert (folder / "psam_p06.csv").read_bytes() == original
+    assert sorted(p.name for p in folder.iterdir()) == sorted({"psam_p06.csv", name})
+    # A failing decompression (a corrupt file) leaves the user's file as it was.
+    broken = folder / "psam_p36.csv"
+    broken.write_bytes(compress(original)[:40])
+    with pytest.raises(ValueError) as info:
+        acs.validate_person_file(broken, year=2018)
+    command = str(info.value).split("only if that worked: ", 1)[1]
+    before = broken.read_bytes()
+    assert subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True).returncode != 0
+    assert broken.read_bytes() == before
 
 
 def test_non_utf8_file(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 import yaml
 
 from disaggregated_eval.audit.cli import UsageError
-from disaggregated_eval.audit.runs import audit_runs
+from disaggregated_eval.pipeline.audit_runs import audit_runs
 
 REPO = Path(__file__).resolve().parents[1]
 LINKED = ("Snakefile", "workflow", "config", "src", "envs", "profiles", "examples")
@@ -25,10 +26,14 @@ TIMEOUT = 1800
 TINY_OPTIONS = {"n_resamples": 40, "n_permutations": 30, "max_leaf_nodes": [10], "cv_folds": 2, "crossfit_folds": 2}
 
 
-def make_workdir(path: Path) -> Path:
+def make_workdir(path: Path, *, copied: tuple[str, ...] = ()) -> Path:
+    """A working directory linking the workflow files (``copied`` ones are copies, to be edited)."""
     path.mkdir(parents=True, exist_ok=True)
     for name in LINKED:
-        (path / name).symlink_to(REPO / name, target_is_directory=(REPO / name).is_dir())
+        if name in copied:
+            shutil.copytree(REPO / name, path / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            (path / name).symlink_to(REPO / name, target_is_directory=(REPO / name).is_dir())
     return path
 
 
@@ -124,7 +129,7 @@ def test_runs_reject_names_that_cannot_be_folders():
 # ---- a tiny end-to-end run -------------------------------------------------------------------------
 @pytest.mark.slow
 def test_two_audits_run_in_parallel_and_write_every_output(tmp_path):
-    workdir = make_workdir(tmp_path / "wd")
+    workdir = make_workdir(tmp_path / "wd", copied=("src",))  # a copy of the sources, edited below
     data = pd.read_csv(REPO / "examples" / "data" / "compas.csv").head(1500)
     data.to_csv(workdir / "compas_head.csv", index=False)
     section = {
@@ -156,6 +161,14 @@ def test_two_audits_run_in_parallel_and_write_every_output(tmp_path):
     # Up to date afterwards; a changed option reruns only its own job.
     dry = snakemake(workdir, "--dry-run", "--cores", "2", "audit", "--configfile", config)
     assert "Nothing to be done" in output_of(dry)
+    # An edit of any library module the audit imports, even indirectly, reruns every audit job: memory.py
+    # was missing from the hand-written list the code inputs were before they came from the import walk.
+    memory = workdir / "src" / "disaggregated_eval" / "memory.py"
+    original = memory.read_text()
+    memory.write_text(original + "\n# an edit\n")
+    dry = snakemake(workdir, "--dry-run", "--cores", "2", "audit", "--configfile", config)
+    assert "run_audit        2" in output_of(dry), output_of(dry)
+    memory.write_text(original)
     section["runs"]["race"]["min_group_size"] = 50
     write_config(workdir / "tiny_audit.yaml", section)
     dry = snakemake(workdir, "--dry-run", "--cores", "2", "audit", "--configfile", config)

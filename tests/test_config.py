@@ -1,4 +1,4 @@
-"""Tests of the configuration check (disaggregated_eval.config): schema defaults first, then the schema
+"""Tests of the configuration check (disaggregated_eval.pipeline.config): schema defaults first, then the schema
 and the cross-key rules; every message names the key path and the bad value."""
 
 from __future__ import annotations
@@ -10,7 +10,13 @@ import pytest
 import yaml
 
 from disaggregated_eval import vocabulary
-from disaggregated_eval.config import ConfigError, check_config_file, load_schema, validate_config
+from disaggregated_eval.pipeline.config import (
+    ConfigError,
+    check_config_file,
+    check_output_folders,
+    load_schema,
+    validate_config,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -105,6 +111,37 @@ def test_empty_config_gets_every_default():
 )
 def test_bad_value_names_key_and_value(path, value, expected):
     assert expected in problems(with_value(shipped(), path, value))
+
+
+# JSON schema's range keywords let NaN through (every comparison with NaN is false); a NaN used to pass
+# the check and fail in the first bootstrap job, after every model fit, Snakemake having deleted the
+# previous metrics table. A regression test per key of type number, and infinities for good measure.
+@pytest.mark.parametrize(
+    "path",
+    ["evaluation.confidence", "evaluation.threshold", "evaluation.preference_threshold", "acs.test_size"],
+)
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_number_is_rejected(path, value):
+    message = problems(with_value(shipped(), path, value))
+    assert f"{path} must be a number strictly between 0 and 1; got {value!r}" in message
+    assert "1 problem(s)" in message
+
+
+def test_every_number_key_is_checked_for_nan():
+    """Every key of type number in the schema is among the keys tested above (no key left unchecked)."""
+
+    def number_keys(node, path=()):
+        for key, sub in node.get("properties", {}).items():
+            kinds = sub.get("type", [])
+            if "number" in ([kinds] if isinstance(kinds, str) else kinds):
+                yield ".".join((*path, key))
+            yield from number_keys(sub, (*path, key))
+
+    found = sorted(number_keys(load_schema()))
+    assert found == sorted(["evaluation.confidence", "evaluation.threshold", "evaluation.preference_threshold",
+                            "acs.test_size"])  # fmt: skip
+    for key in found:  # and the check itself walks the schema, whatever the key
+        assert f"{key} must be" in problems(with_value(shipped(), key, float("nan")))
 
 
 def test_every_problem_is_listed():
@@ -235,3 +272,31 @@ def test_config_file_that_is_not_a_mapping_is_named(tmp_path):
     with pytest.raises(ConfigError, match=rf"configuration file {bad} is not valid YAML at line 3"):
         check_config_file(bad)
     assert check_config_file(REPO / "config" / "config.yaml") == SHIPPED
+
+
+def test_key_given_twice_is_refused_naming_file_key_and_lines(tmp_path):
+    """Plain YAML keeps the last of two values silently; a configuration file may give a key once."""
+    path = tmp_path / "twice.yaml"
+    path.write_text("evaluation:\n  n_resamples: 100\n  confidence: 0.9\n  n_resamples: 200\n")
+    with pytest.raises(
+        ConfigError, match=rf"configuration file {path} gives the key 'n_resamples' twice \(lines 2 and 4\)"
+    ):
+        check_config_file(path)
+    path.write_text("seed: 1\naudit:\n  runs:\n    a: {file: x.csv, label: y, label: z}\n")
+    with pytest.raises(ConfigError, match="gives the key 'label' twice"):
+        check_config_file(path)
+    path.write_text("seed: 1\nmodels: {cv_folds: 3}\nsimulation: {n_train: 600}\n")  # same key, other mappings
+    assert check_config_file(path)["models"] == {"cv_folds": 3}
+
+
+def test_files_where_output_folders_belong_are_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    check_output_folders(["results", "benchmarks/output"])  # nothing there yet: fine
+    (tmp_path / "results").write_text("not a folder")
+    with pytest.raises(ConfigError, match=r"^results exists and is not a folder: the workflow writes its outputs"):
+        check_output_folders(["figures", "results"])
+    (tmp_path / "benchmarks").write_text("")
+    with pytest.raises(ConfigError, match=r"^benchmarks exists and is not a folder.*under benchmarks/output/"):
+        check_output_folders(["benchmarks/output"])
+    (tmp_path / "logs").mkdir()
+    check_output_folders(["logs", "logs/deeper"])

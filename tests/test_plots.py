@@ -29,12 +29,13 @@ def _row(rng, **keys):
     est = float(rng.normal(0.0, 0.05))
     half = float(abs(rng.normal(0.02, 0.005)))
     return {"study": "simulation", **keys, "estimate": est, "ci_low": est - half, "ci_high": est + half,
-            "n_resamples": 200, "n_undefined": 0}  # fmt: skip
+            "n_resamples": 200, "n_undefined": 0, "caveat": ""}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def table() -> pd.DataFrame:
-    """Small tidy metrics table in the contract of docs/design.md (2 datasets, 3 models, 2 groups)."""
+    """Small tidy metrics table in the contract of docs/design.md (2 datasets, 3 models, 2 groups), with
+    the column ``caveat`` (all ordinary here)."""
     rng = np.random.default_rng(0)
     rows = []
     for dataset in DATASETS:
@@ -221,3 +222,208 @@ def test_unweighted_control_rows_are_shared_by_weight_sources():
     )
     assert plots._with_weight_source(rows, "oracle", "ctx")["estimate"].tolist() == [2.0, 3.0]
     assert plots._with_weight_source(rows, "estimated", "ctx")["estimate"].tolist() == [1.0, 4.0]
+
+
+# ---- undefined and degenerate estimates, intervals, labels (issue: figures a reader can trust) ----
+def _capture(monkeypatch) -> list:
+    """Replace save_figure so that the built figure is kept for inspection instead of written."""
+    figures = []
+
+    def keep(fig, paths):
+        figures.append(fig)
+        return []
+
+    monkeypatch.setattr(plots, "save_figure", keep)
+    return figures
+
+
+def _with_caveats(table: pd.DataFrame) -> pd.DataFrame:
+    """The fixture's table with the tidy column ``caveat``: T_a of x in covariate_shift (log loss, V = Y)
+    degenerate at exactly 0, T_a of xa there (V = R) undefined (NaN estimate and interval)."""
+    out = table.copy()
+    cell = (out["dataset"] == "covariate_shift") & (out["metric"] == "log_loss")
+    cell &= out["comparison"] == "controlled_difference"
+    degenerate = cell & (out["model"] == "x") & (out["control"] == "Y")
+    undefined = cell & (out["model"] == "xa") & (out["control"] == "R")
+    out.loc[degenerate, ["estimate", "ci_low", "ci_high", "caveat"]] = [0.0, 0.0, 0.0, "degenerate"]
+    out.loc[undefined, ["estimate", "ci_low", "ci_high", "caveat"]] = [np.nan, np.nan, np.nan, "undefined"]
+    return out
+
+
+def _hollow(line) -> bool:
+    return line.get_markerfacecolor() in ("white", "w", (1.0, 1.0, 1.0, 1.0))
+
+
+def test_degenerate_and_undefined_estimates_are_hollow_without_interval(table, monkeypatch):
+    figures = _capture(monkeypatch)
+    marked = _with_caveats(table)
+    plots.plot_controlled_differences(marked, metric="log_loss", models=MODELS, paths=["f.png"])
+    (fig,) = figures
+    axes = np.array(fig.axes[: 3 * 4]).reshape(3, 4)  # rows x, xa, xa_stratified; columns none, X, Y, R
+    row = DATASETS.index("covariate_shift")  # y position of the dataset
+    # Degenerate (x, V = Y): a hollow marker at 0 for each group, no interval on that row.
+    ax = axes[0, 2]
+    hollow = [ln for ln in ax.get_lines() if _hollow(ln) and len(ln.get_xdata())]
+    assert sorted(float(x) for ln in hollow for x in ln.get_xdata()) == [0.0, 0.0]
+    assert all(abs(float(y) - row) < 0.5 for ln in hollow for y in ln.get_ydata())
+    segments = [seg for coll in ax.collections for seg in coll.get_segments()]
+    assert segments and all(abs(seg[0][1] - row) >= 0.5 for seg in segments)  # other rows keep theirs
+    points = [ln for ln in ax.get_lines() if ln.get_linestyle() == "None" and ln.get_marker() != "|"]
+    filled = [y for ln in points if not _hollow(ln) for y in ln.get_ydata()]
+    assert all(abs(y - row) >= 0.5 for y in filled)  # never drawn as an ordinary estimate
+    # Undefined (xa, V = R): hollow markers at the panel's left edge (axes fraction), off the data axis.
+    ax = axes[1, 3]
+    edge = [ln for ln in ax.get_lines() if _hollow(ln) and len(ln.get_xdata())]
+    assert len(edge) == 2 and all(ln.get_transform() != ax.transData for ln in edge)
+    assert all(float(x) == pytest.approx(0.02) for ln in edge for x in ln.get_xdata())
+    # The legend says what hollow means, once per kind present.
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend.count(plots.CAVEAT_LEGEND["degenerate"]) == 1
+    assert legend.count(plots.CAVEAT_LEGEND["undefined"]) == 1
+
+
+def test_figures_without_marked_cells_have_no_hollow_legend(table, monkeypatch):
+    figures = _capture(monkeypatch)
+    plots.plot_controlled_differences(table, metric="auc", models=MODELS, paths=["f.png"])
+    legend = [t.get_text() for t in figures[0].legends[0].get_texts()]
+    assert not set(plots.CAVEAT_LEGEND.values()) & set(legend)
+
+
+@pytest.mark.parametrize(
+    ("func", "kwargs"),
+    [
+        (plots.plot_weighted_population, {"metric": "log_loss", "models": MODELS}),
+        (plots.plot_shared_space, {"metric": "log_loss", "models": MODELS}),
+        (plots.plot_relative_performance, {"metrics": METRICS}),
+    ],
+)
+def test_every_forest_figure_marks_caveats(table, monkeypatch, func, kwargs):
+    """The other figures of tidy tables draw marked cells hollow too (one drawing routine)."""
+    figures = _capture(monkeypatch)
+    marked = table.copy()
+    comparison = {"plot_weighted_population": "weighted_population", "plot_shared_space": "shared_space",
+                  "plot_relative_performance": "relative"}[func.__name__]  # fmt: skip
+    cell = (marked["comparison"] == comparison) & (marked["dataset"] == "covariate_shift")
+    cell &= (marked["metric"] == "log_loss") & (marked["model"] == "xa") & (marked["group"] == "A = 0")
+    assert cell.any()
+    marked.loc[cell, ["ci_low", "ci_high", "caveat"]] = [0.1, 0.1, "degenerate"]
+    marked.loc[cell, "estimate"] = 0.1
+    func(marked, paths=["f.png"], **kwargs)
+    hollow = [ln for ax in figures[0].axes for ln in ax.get_lines() if _hollow(ln) and len(ln.get_xdata())]
+    assert hollow and all(float(x) == 0.1 for ln in hollow for x in ln.get_xdata())
+    assert plots.CAVEAT_LEGEND["degenerate"] in [t.get_text() for t in figures[0].legends[0].get_texts()]
+
+
+def test_intervals_are_drawn_over_small_markers_with_caps(monkeypatch):
+    """An interval narrower than a marker stays visible: its line and caps lie over the marker."""
+    figures = _capture(monkeypatch)
+    rows = []
+    for control in CONTROLS:
+        for group, (est, half) in zip(GROUPS, [(0.001, 1e-4), (-0.02, 0.01)]):
+            rows.append({"dataset": "covariate_shift", "model": "x", "comparison": "controlled_difference",
+                         "control": control, "weight_source": "none" if control == "none" else "estimated",
+                         "group": group, "metric": "auc", "estimate": est, "ci_low": est - half,
+                         "ci_high": est + half, "caveat": ""})  # fmt: skip
+    plots.plot_controlled_differences(pd.DataFrame(rows), metric="auc", models=["x"], paths=["f.png"])
+    ax = figures[0].axes[0]
+    intervals = [c for c in ax.collections if len(c.get_segments())]
+    markers = [ln for ln in ax.get_lines() if ln.get_marker() not in ("|", "None", None, "")]
+    caps = [ln for ln in ax.get_lines() if ln.get_marker() == "|"]
+    assert len(intervals) == 2 and min(c.get_zorder() for c in intervals) > max(ln.get_zorder() for ln in markers)
+    assert min(c.get_zorder() for c in caps) >= max(c.get_zorder() for c in intervals)
+    assert max(ln.get_markersize() for ln in markers) <= 3.5  # points; the caps are taller
+    cap_x = sorted(float(x) for c in caps for x in c.get_xdata())
+    assert cap_x == pytest.approx(sorted([0.001 - 1e-4, 0.001 + 1e-4, -0.03, -0.01]))
+
+
+def _texts(fig) -> list[str]:
+    texts = [t.get_text() for t in fig.findobj(matplotlib.text.Text)]
+    return [t for t in texts if t]
+
+
+def test_one_spelling_of_the_controls_in_every_figure(table, monkeypatch):
+    """Every figure names the controls as the vocabulary does ("Control: X"), never "control: x"."""
+    figures = _capture(monkeypatch)
+    plots.plot_controlled_differences(table, metric="auc", models=MODELS, paths=["f.png"])
+    plots.plot_weighted_population(table, metric="auc", models=MODELS, paths=["f.png"])
+    plots.plot_shared_space(table, metric="auc", models=MODELS, paths=["f.png"])
+    texts = [t for fig in figures for t in _texts(fig)]
+    for label in vocabulary.CONTROL_LABELS.values():
+        assert any(label in t for t in texts), label
+    assert not [t for t in texts if "control:" in t]  # the lower-case spelling of the old legends
+    legend = [t.get_text() for t in figures[1].legends[0].get_texts()]
+    assert "$M_a$ (Control: X)" in legend and "$M_a$ (Control: none)" in legend
+
+
+def test_tables_without_the_caveat_column_warn(table, monkeypatch):
+    _capture(monkeypatch)
+    with pytest.warns(UserWarning, match="no 'caveat' column"):
+        plots.plot_controlled_differences(table.drop(columns="caveat"), metric="auc", models=MODELS, paths=["f.png"])
+
+
+def test_plots_imports_no_seaborn():
+    """The paper's figures need matplotlib only (seaborn belongs to no install extra of the library)."""
+    code = "import sys, disaggregated_eval.plots\nprint('seaborn' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+# ---- the coverage figure ----------------------------------------------------------------------------
+def _coverage_table(n_datasets: int = 7) -> pd.DataFrame:
+    """A coverage table of the study's shape: every cell at one of a few coverages (so that many cells
+    share a value), some at exactly 1, and the degenerate cells of xa with V = R (width 0)."""
+    rows = []
+    values = [0.9, 0.95, 1.0]
+    for d, dataset in enumerate(vocabulary.MAIN_SETTINGS[:n_datasets]):
+        for model in ("x", "xa"):
+            for control in CONTROLS:
+                for group in GROUPS:
+                    for m, metric in enumerate(METRICS):
+                        degenerate = model == "xa" and control == "R"
+                        rows.append({"dataset": dataset, "model": model, "control": control,
+                                     "weight_source": "none" if control == "none" else "estimated", "group": group,
+                                     "metric": metric, "coverage": 1.0 if degenerate else values[(d + m) % 3],
+                                     "n_replicates": 200, "nominal_band_low": 0.92, "nominal_band_high": 0.98,
+                                     "mean_width": 0.0 if degenerate else 0.01})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_coverage_figure_keeps_every_cell_apart_and_unclipped(monkeypatch):
+    figures = _capture(monkeypatch)
+    table = _coverage_table()
+    plots.plot_coverage(table, paths=["coverage.png"])
+    (fig,) = figures
+    axes = [ax for ax in fig.axes if ax.get_lines()]
+    n_points = 0
+    for ax in axes:
+        points = [
+            (float(x), float(y))
+            for ln in ax.get_lines()
+            if ln.get_linestyle() == "None"
+            for x, y in zip(ln.get_xdata(), ln.get_ydata())
+        ]
+        n_points += len(points)
+        assert len(set(points)) == len(points), "two cells drawn at one position"
+        assert ax.get_xlim()[1] > 1.0  # a point at coverage 1 is drawn whole
+        assert all(not ln.get_clip_on() for ln in ax.get_lines() if ln.get_linestyle() == "None")
+    # every cell is drawn once (V = none is shared by the weight sources of a model: one row per model here)
+    assert n_points == len(table)
+    # seven settings, seven distinct colour-blind-safe colours, in the legend's order
+    legend = fig.legends[0]
+    labels = [t.get_text() for t in legend.get_texts()]
+    colors = [
+        h.get_color() for h, lab in zip(legend.legend_handles, labels) if lab in vocabulary.SETTING_LABELS.values()
+    ]
+    assert len(colors) == 7 and len(set(colors)) == 7 and set(colors) <= set(plots.OKABE_ITO)
+    # the degenerate cells (xa, V = R: intervals of width 0) are hollow, and the legend says so
+    hollow = [ln for ax in axes for ln in ax.get_lines() if _hollow(ln)]
+    assert sum(len(ln.get_xdata()) for ln in hollow) == int((table["mean_width"] == 0).sum())
+    assert any("width 0" in lab for lab in labels)
+
+
+def test_coverage_figure_refuses_more_datasets_than_colours(tmp_path):
+    table = _coverage_table()
+    extra = table[table["dataset"] == "covariate_shift"]
+    many = pd.concat([table] + [extra.assign(dataset=f"other_{i}") for i in range(2)], ignore_index=True)
+    with pytest.raises(ValueError, match="at most 8 datasets apart; got 9"):
+        plots.plot_coverage(many, paths=[tmp_path / "c.png"])

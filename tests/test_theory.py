@@ -68,7 +68,7 @@ def test_coverage_flags_intervals_around_zero():
             ci_high=0.7,
         ),
     ]
-    cov = theory_coverage(pd.DataFrame(rows))
+    cov = theory_coverage(pd.DataFrame(rows).assign(caveat=""))
     # The V = Y row is a cell of Table 2 and of Table B1 (separation of f* with Z = X).
     assert len(cov) == 3
     assert sorted(cov[cov.control == "Y"].table) == ["Table 2", "Table B1"]
@@ -76,6 +76,37 @@ def test_coverage_flags_intervals_around_zero():
     assert x.expected and x.covers_zero and x.table == "Table 2"
     y = cov[cov.control == "Y"].iloc[0]
     assert not y.expected and not y.covers_zero
+
+
+def _ta(control, estimate, ci_low, ci_high, caveat):
+    return dict(dataset="covariate_shift", model="bayes_x", comparison="controlled_difference", control=control,
+                weight_source="oracle", group="A = 0", metric="precision", estimate=estimate, ci_low=ci_low,
+                ci_high=ci_high, caveat=caveat)  # fmt: skip
+
+
+def test_undefined_and_degenerate_cells_do_not_count_as_covering_zero():
+    """A zero-width interval at exactly 0 (every resample one value) and an undefined T_a are marked,
+    and neither counts as "covers 0", although 0 <= 0 <= 0 (the degenerate zero of the paper's
+    complex anticausal setting, where the model predicts no positive)."""
+    rows = [
+        _ta("X", 0.0, 0.0, 0.0, "degenerate"),
+        _ta("R", float("nan"), float("nan"), float("nan"), "undefined"),
+        _ta("none", 0.0, -0.01, 0.01, ""),
+    ]
+    cov = theory_coverage(pd.DataFrame(rows)).query("table == 'Table 2'").set_index("control")
+    assert cov.loc["X", "caveat"] == "degenerate" and pd.isna(cov.loc["X", "covers_zero"])
+    assert cov.loc["R", "caveat"] == "undefined" and pd.isna(cov.loc["R", "covers_zero"])
+    assert cov.loc["none", "caveat"] == "" and cov.loc["none", "covers_zero"] == True  # noqa: E712
+    assert str(cov["covers_zero"].dtype) == "boolean"
+    assert list(cov.columns)[-2:] == ["caveat", "covers_zero"]
+
+
+def test_tables_without_the_caveat_column_warn_and_count_as_ordinary():
+    row = _ta("X", 0.0, 0.0, 0.0, "")
+    del row["caveat"]
+    with pytest.warns(UserWarning, match="no 'caveat' column"):
+        cov = theory_coverage(pd.DataFrame([row]))
+    assert cov["caveat"].tolist() == [""] and cov["covers_zero"].tolist() == [True]
 
 
 def test_missing_columns_raise():

@@ -80,6 +80,16 @@ def tiny_config(name: str) -> dict:
     return yaml.safe_load((FIXTURES / name).read_text())
 
 
+def _job_counts(text: str) -> dict[str, int]:
+    """The "Job stats" table of a dry run: rule -> number of jobs."""
+    counts = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    return counts
+
+
 @contextlib.contextmanager
 def exclusive(lock_path: Path):
     """An inter-process lock, so that pytest-xdist workers share one run of an expensive fixture."""
@@ -132,11 +142,7 @@ def test_dry_run_counts_jobs_per_dataset(tmp_path):
     workdir = make_workdir(tmp_path / "wd")
     result = snakemake(workdir, "-n", "--cores", "2", "paper")
     assert result.returncode == 0, output_of(result)
-    counts = {}
-    for line in result.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            counts[parts[0]] = int(parts[1])
+    counts = _job_counts(result.stdout)
     assert counts["simulate_setting"] == 10
     assert counts["extract_acs_task"] == 2
     assert counts["fit_outcome_models"] == 12
@@ -177,6 +183,10 @@ BAD_CONFIGS = [
     ({"simulation": {"settings": ["outcome_shift", "outcome_shift"]}}, ["simulation.settings lists 'outcome_shift'"]),
     # A bootstrap whose replicates cannot fit in its job's memory: found before any model is fit.
     ({"evaluation": {"n_resamples": 1_000_000_000}}, ["evaluation.n_resamples = 1,000,000,000 needs about"]),
+    # NaN passes JSON schema's range checks; it used to fail in the first bootstrap job, after every fit.
+    ({"evaluation": {"confidence": float("nan")}}, ["evaluation.confidence must be a number strictly between", "nan"]),
+    ({"acs": {"test_size": float("nan")}}, ["acs.test_size must be a number strictly between 0 and 1; got nan"]),
+    ({"evaluation": {"threshold": float("nan")}}, ["evaluation.threshold must be a number strictly between"]),
     # PUMS files from 2019 on have RELSHIPP, not RELP: found before the 0.6 GB download.
     ({"acs": {"year": 2019}}, ["acs.year must be at most 2018 for the task acs_income", "RELSHIPP", "got 2019"]),
 ]
@@ -205,6 +215,29 @@ def test_empty_main_config_file_is_named(tmp_path):
     text = output_of(result)
     assert result.returncode != 0, text
     assert "configuration file config/config.yaml is empty" in text, text
+
+
+def test_key_given_twice_in_a_configfile_is_refused(tmp_path):
+    workdir = make_workdir(tmp_path / "wd")
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("evaluation:\n  n_resamples: 100\n  n_resamples: 200\n")
+    result = snakemake(workdir, "-n", "--cores", "1", "--configfile", twice)
+    text = output_of(result)
+    assert result.returncode != 0, text
+    assert f"configuration file {twice} gives the key 'n_resamples' twice (lines 2 and 3)" in text, text
+    assert "Job stats" not in text
+
+
+def test_a_file_named_results_gives_one_line_not_a_traceback(tmp_path):
+    workdir = make_workdir(tmp_path / "wd")
+    (workdir / "results").write_text("a file where the output folder belongs")
+    result = snakemake(workdir, "results/data/covariate_shift/train.parquet", "--cores", "1", "--configfile", TINY)
+    text = output_of(result)
+    assert result.returncode != 0, text
+    assert "results exists and is not a folder" in text, text
+    assert "Traceback" not in text and "NotADirectoryError" not in text
+    assert len(text.strip().splitlines()) < 12, text  # Snakemake's preamble, the message and 2 frames
+    assert (workdir / "results").read_text() == "a file where the output folder belongs"
 
 
 def test_bad_config_runs_no_job(tmp_path):
@@ -335,6 +368,55 @@ def test_tiny_run_is_up_to_date_and_params_trigger_reruns(tiny_run):
     same = snakemake(tiny_run, "-n", "--cores", "2", "--configfile", changed)
     assert same.returncode == 0, output_of(same)
     assert "Nothing to be done" in output_of(same), output_of(same)
+
+
+@pytest.mark.slow
+def test_tiny_run_lists_no_params_change_and_a_value_reruns_only_its_jobs(tiny_run):
+    """`--list-changes params` (recommended by the README) lists nothing after an unchanged run, and
+    exactly the bootstrap's outputs after a change of evaluation.n_resamples; that change reruns the
+    bootstrap and what reads its tables, never the calibration curves and their figures."""
+    unchanged = snakemake(tiny_run, "--list-changes", "params", "--configfile", TINY)
+    assert unchanged.returncode == 0, output_of(unchanged)
+    assert unchanged.stdout.split() == [], unchanged.stdout
+    config = tiny_config("tiny.yaml")
+    config["evaluation"]["n_resamples"] += 1
+    changed = tiny_run.parent / "tiny_more_resamples.yaml"
+    changed.write_text(yaml.safe_dump(config))
+    listing = snakemake(tiny_run, "--list-changes", "params", "--configfile", changed)
+    assert listing.returncode == 0, output_of(listing)
+    expected = {f"results/evaluate/{d}/metrics.{ext}" for d in _datasets(config) for ext in ("parquet", "csv")}
+    assert set(listing.stdout.split()) == expected
+    dry = snakemake(tiny_run, "-n", "--cores", "2", "--configfile", changed)
+    assert dry.returncode == 0, output_of(dry)
+    counts = _job_counts(dry.stdout)
+    assert counts["bootstrap_metrics"] == len(_datasets(config)) and counts["plot_controlled_differences"] == 8
+    rerun_calibration = [r for r in counts if "calibration" in r]
+    assert rerun_calibration == [], rerun_calibration
+
+
+@pytest.mark.slow
+def test_report_has_every_figure_with_its_caption_filled_in(tiny_run, tmp_path):
+    """`snakemake --report` after a run: every figure with a caption whose every value is filled in."""
+    report = tmp_path / "report.html"
+    result = snakemake(tiny_run, "--report", report, "--configfile", TINY)
+    assert result.returncode == 0, output_of(result)
+    text = report.read_text()
+    start = text.index("var results = ", text.index('<script id="results">')) + len("var results = ")
+    results, _ = json.JSONDecoder().raw_decode(text, start)
+    assert sorted(results) == sorted(f"figures/simulation/{figure}.png" for figure in SIMULATION_FIGURES)
+    for path, entry in results.items():
+        caption = entry["caption"]
+        assert caption.startswith("<p>") and len(caption) > 200, (path, caption)
+        # an unfilled value renders as "()" (an empty list joined) or leaves template text behind
+        for leftover in ("()", "{{", "}}", "snakemake.", "None"):
+            assert leftover not in caption, (path, leftover, caption)
+        assert Path(path).stem in caption, (path, caption)  # the figure id
+    datasets = ", ".join(tiny_config("tiny.yaml")["simulation"]["settings"])
+    assert f"columns datasets ({datasets})" in results["figures/simulation/figure_B2.png"]["caption"]
+    for figure in ("figure_1", "figure_B9", "figure_B16", "figure_B23", "figure_B1"):
+        assert "hollow marker" in results[f"figures/simulation/{figure}.png"]["caption"], figure
+    for figure in (f"figure_B{i}" for i in range(18, 25)):
+        assert "Caveat for Control: R" in results[f"figures/simulation/{figure}.png"]["caption"], figure
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ import io
 import math
 import os
 import re
+import shlex
 import shutil
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -389,24 +390,40 @@ def required_columns(dataset: str) -> tuple[str, ...]:
 
 
 # Leading bytes of files that are not a plain CSV, what they are and how to get the CSV out of them.
+# The commands decompress into a new file and rename it over the target only if that worked: a command
+# that writes into the file it reads (`gunzip -c f.csv > f.csv`) would truncate the user's file first.
 _NOT_CSV = (
-    (b"\x1f\x8b", "a gzip-compressed file", "decompress it first (gunzip -c {name} > {stem}.csv)"),
-    (b"PK\x03\x04", "a zip archive", "unzip it and use the psam_p*.csv inside"),
-    (b"BZh", "a bzip2-compressed file", "decompress it first (bunzip2 -c {name} > {stem}.csv)"),
-    (b"\xfd7zXZ", "an xz-compressed file", "decompress it first (xz -dc {name} > {stem}.csv)"),
+    (b"\x1f\x8b", "a gzip-compressed file", "gunzip -c"),
+    (b"PK\x03\x04", "a zip archive", None),
+    (b"BZh", "a bzip2-compressed file", "bunzip2 -c"),
+    (b"\xfd7zXZ", "an xz-compressed file", "xz -dc"),
 )
+
+
+def _decompress_advice(path: Path, command: str | None) -> str:
+    """How to get the CSV out of a compressed ``path``, as a command that cannot truncate any file."""
+    if command is None:
+        return "unzip it and use the psam_p*.csv inside"
+    source = shlex.quote(str(path))
+    stem = path.name
+    for suffix in (".gz", ".bz2", ".xz", ".csv"):
+        stem = stem.removesuffix(suffix)
+    target = path.with_name(stem + ".csv")
+    part = shlex.quote(str(target) + ".part")
+    return (
+        f"decompress it first, into a new file renamed over {target.name} only if that worked: "
+        f"{command} {source} > {part} && mv {part} {shlex.quote(str(target))}"
+    )
 
 
 def _read_header(path: Path, year: int) -> list[str]:
     """Column names of a PUMS CSV; compressed or non-UTF-8 files are named as such."""
     with open(path, "rb") as f:
         start = f.read(8)
-        for magic, what, how in _NOT_CSV:
+        for magic, what, command in _NOT_CSV:
             if start.startswith(magic):
-                stem = path.name.removesuffix(".csv").removesuffix(".gz")
                 raise ValueError(
-                    f"{path} is {what}, not a CSV text file (survey year {year}): "
-                    + how.format(name=path.name, stem=stem)
+                    f"{path} is {what}, not a CSV text file (survey year {year}): " + _decompress_advice(path, command)
                 )
         f.seek(0)
         line = f.readline()

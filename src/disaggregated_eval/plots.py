@@ -9,7 +9,16 @@ missing ones otherwise), draws a grid of small panels, writes it to every path i
 Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot state, no display; the
 Agg renderer writes the PNG) under a local style context, so importing or calling this module never
 changes global matplotlib settings. Names and display labels come from
-:mod:`disaggregated_eval.vocabulary` (no computational module is imported).
+:mod:`disaggregated_eval.vocabulary` (no computational module is imported); the module needs
+matplotlib, numpy and pandas only.
+
+How estimates are drawn (every figure from a tidy metrics table): the interval is a line with caps at
+both ends, drawn over a small filled marker at the estimate, so that an interval shorter than the
+marker still shows where it ends (and whether it covers 0). An estimate whose ``caveat`` column says
+``"degenerate"`` (every bootstrap resample gave one value: the "interval" is a point) is a hollow
+marker without an interval; one that says ``"undefined"`` (no estimate, e.g. the precision of a
+model that predicts no positive) is a hollow marker at the panel's left edge. Neither is ever drawn as
+an ordinary estimate; the legend says so when a figure has such cells.
 
 ========================================  ======================================================
 paper item                                function
@@ -25,13 +34,13 @@ B2, B3, B26                               :func:`plot_calibration_curves`
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import matplotlib as mpl
 import numpy as np
 import pandas as pd
-import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
@@ -45,6 +54,9 @@ __all__ = [
     "MODEL_LABELS",
     "CONTROL_LABELS",
     "METRIC_LABELS",
+    "COLORBLIND",
+    "OKABE_ITO",
+    "CAVEAT_LEGEND",
     "save_figure",
     "plot_controlled_differences",
     "plot_weighted_population",
@@ -78,6 +90,18 @@ _DPI = 200
 _SAVE_METADATA = {"png": {}, "pdf": {"CreationDate": None}}  # reproducible PDF bytes
 _MARKERS = ("o", "s", "D", "^", "v", "P", "X", "p", "<", ">")
 _OVERALL_COLOR = (0.15, 0.15, 0.15)
+#: Colour-blind-safe palette of the groups and models (the ten colours of seaborn's "colorblind").
+COLORBLIND: tuple[str, ...] = (
+    "#0173b2", "#de8f05", "#029e73", "#d55e00", "#cc78bc", "#ca9161", "#fbafe4", "#949494", "#ece133", "#56b4e9",
+)  # fmt: skip
+#: Okabe-Ito colours (Okabe & Ito 2008, "Color Universal Design"), yellow last (faint on white): seven
+#: datasets stay apart for every common colour-vision deficiency (the coverage figure).
+OKABE_ITO: tuple[str, ...] = ("#000000", "#e69f00", "#56b4e9", "#009e73", "#0072b2", "#d55e00", "#cc79a7", "#f0e442")
+#: Values of the tidy tables' ``caveat`` column that are not ordinary estimates, and how they are drawn.
+CAVEAT_LEGEND: dict[str, str] = {
+    "degenerate": "hollow: degenerate (every resample one value, no interval)",
+    "undefined": "hollow at the left edge: undefined (no estimate)",
+}
 
 # Panel geometry, inches.
 _PANEL_W = 3.0
@@ -85,29 +109,48 @@ _PANEL_H_MIN = 2.5
 _CAL_PANEL = 2.6
 _MARGIN_W = 1.8  # y tick labels and row label
 _MARGIN_H = 1.1  # column titles, x label and the legend below the grid
+# Estimates and intervals, points: the interval line is drawn over the marker, with caps.
+_POINT_SIZE = 3.2
+_HOLLOW_SIZE = 4.2
+_INTERVAL_WIDTH = 1.1
+_CAP_SIZE = 4.0
 
 
 def _style() -> dict:
-    """rc parameters used while building and saving a figure (seaborn 'ticks' + small fonts)."""
-    rc = dict(sns.axes_style("ticks"))
-    rc.update(
-        {
-            "font.size": 8,
-            "axes.titlesize": 9,
-            "axes.labelsize": 8,
-            "xtick.labelsize": 7,
-            "ytick.labelsize": 7,
-            "legend.fontsize": 8,
-            "legend.title_fontsize": 8,
-            "axes.grid": True,
-            "axes.grid.axis": "x",
-            "grid.color": "0.9",
-            "grid.linewidth": 0.6,
-            "pdf.fonttype": 42,  # embed TrueType, editable text in the PDF
-            "svg.fonttype": "none",
-        }
-    )
-    return rc
+    """rc parameters used while building and saving a figure: white "ticks" style, small fonts."""
+    return {
+        "figure.facecolor": "white",
+        "axes.facecolor": "white",
+        "axes.edgecolor": ".15",
+        "axes.labelcolor": ".15",
+        "axes.axisbelow": True,
+        "text.color": ".15",
+        "xtick.color": ".15",
+        "ytick.color": ".15",
+        "xtick.direction": "out",
+        "ytick.direction": "out",
+        "xtick.top": False,
+        "ytick.right": False,
+        "font.family": ["sans-serif"],
+        "font.sans-serif": ["Arial", "DejaVu Sans", "Liberation Sans", "Bitstream Vera Sans", "sans-serif"],
+        "lines.solid_capstyle": "butt",  # an interval ends where its value does
+        "patch.edgecolor": "w",
+        "patch.force_edgecolor": True,
+        "font.size": 8,
+        "axes.titlesize": 9,
+        "axes.labelsize": 8,
+        "xtick.labelsize": 7,
+        "ytick.labelsize": 7,
+        "legend.fontsize": 8,
+        "legend.title_fontsize": 8,
+        "axes.grid": True,
+        "axes.grid.axis": "x",
+        "grid.color": "0.9",
+        "grid.linestyle": "-",
+        "grid.linewidth": 0.6,
+        "pdf.fonttype": 42,  # embed TrueType, editable text in the PDF
+        "svg.fonttype": "none",
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -241,6 +284,7 @@ def _check_unique(rows: pd.DataFrame, keys: Sequence[str], context: str) -> None
 
 def _metric_rows(table: pd.DataFrame, comparison: str, metric: str, context: str) -> pd.DataFrame:
     _require_columns(table, _METRIC_COLUMNS, "table")
+    _warn_without_caveat(table)
     if not isinstance(metric, str):
         raise ValueError(f"metric must be a metric name; got {metric!r}")
     rows = table[(table["comparison"] == comparison) & (table["metric"] == metric)]
@@ -252,16 +296,44 @@ def _metric_rows(table: pd.DataFrame, comparison: str, metric: str, context: str
 # --------------------------------------------------------------------------------------------------
 # drawing helpers
 # --------------------------------------------------------------------------------------------------
-def _palette(levels: Sequence[str]) -> list[tuple[float, float, float]]:
-    base = sns.color_palette("colorblind", n_colors=max(len(levels), 1))
+def _palette(levels: Sequence[str]) -> list[str | tuple[float, float, float]]:
     colors, k = [], 0
     for level in levels:
         if level == _OVERALL:
             colors.append(_OVERALL_COLOR)
         else:
-            colors.append(tuple(base[k % len(base)]))
+            colors.append(COLORBLIND[k % len(COLORBLIND)])
             k += 1
     return colors
+
+
+def _caveats(rows: pd.DataFrame) -> np.ndarray:
+    """The ``caveat`` of every row (``""`` for an ordinary estimate; all ``""`` without the column)."""
+    if "caveat" not in rows.columns:
+        return np.full(len(rows), "", dtype=object)
+    return rows["caveat"].fillna("").astype(str).to_numpy(dtype=object)
+
+
+def _warn_without_caveat(table: pd.DataFrame) -> None:
+    # Until every tidy table carries the column (evaluation.TIDY_COLUMNS); then require it instead.
+    if "caveat" not in table.columns:
+        warnings.warn(
+            "the metrics table has no 'caveat' column: undefined and degenerate estimates cannot be "
+            "drawn apart from ordinary ones; rerun the bootstrap (rule bootstrap_metrics) to get it",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
+def _caveat_handles(rows: pd.DataFrame) -> list[Line2D]:
+    """Legend entries for the kinds of marked estimates the figure shows (none if it has none)."""
+    present = set(_caveats(rows))
+    return [
+        Line2D([], [], color="0.3", marker="o", markersize=5, markerfacecolor="white", markeredgewidth=1.0,
+               linestyle="", label=text)
+        for caveat, text in CAVEAT_LEGEND.items()
+        if caveat in present
+    ]  # fmt: skip
 
 
 def _legend_handles(labels: Sequence[str], colors: Sequence, *, line: bool = True) -> list[Line2D]:
@@ -294,22 +366,42 @@ def _forest_panel(
     hues: Sequence[str],
     colors: Sequence,
 ) -> None:
-    """Dodged points with horizontal interval lines: y = category, x = estimate, one offset per hue."""
+    """Dodged estimates with horizontal intervals: y = category, x = estimate, one offset per hue.
+
+    The interval (line with caps) is drawn over a small marker, so short intervals stay visible;
+    degenerate and undefined estimates (``caveat``) are hollow markers without an interval, the
+    undefined ones at the left edge (module docstring).
+    """
     position = {c: i for i, c in enumerate(categories)}
     step = min(0.8 / max(len(hues), 1), 0.25)
     offsets = (np.arange(len(hues)) - (len(hues) - 1) / 2) * step
+    edge = ax.get_yaxis_transform()  # x in axes fraction, y in data: the left edge of the panel
     for j, hue in enumerate(hues):
         sub = rows[(rows[hue_col] == hue) & rows[cat_col].isin(position)]
         if sub.empty:
             continue
+        marker = _MARKERS[j % len(_MARKERS)]
         y = sub[cat_col].map(position).to_numpy(dtype=float) + offsets[j]
         est = sub["estimate"].to_numpy(dtype=float)
         lo = sub["ci_low"].to_numpy(dtype=float)
         hi = sub["ci_high"].to_numpy(dtype=float)
-        ok = np.isfinite(lo) & np.isfinite(hi)
-        ax.hlines(y[ok], lo[ok], hi[ok], color=colors[j], linewidth=1.2, zorder=2)
-        ax.plot(est, y, linestyle="", marker=_MARKERS[j % len(_MARKERS)], markersize=4,
-                color=colors[j], zorder=3)  # fmt: skip
+        caveat = _caveats(sub)
+        ordinary = (caveat == "") & np.isfinite(est)
+        ok = ordinary & np.isfinite(lo) & np.isfinite(hi)
+        ax.plot(est[ordinary], y[ordinary], linestyle="", marker=marker, markersize=_POINT_SIZE,
+                markeredgewidth=0, color=colors[j], zorder=2)  # fmt: skip
+        ax.hlines(y[ok], lo[ok], hi[ok], color=colors[j], linewidth=_INTERVAL_WIDTH, zorder=3)
+        ax.plot(np.concatenate([lo[ok], hi[ok]]), np.concatenate([y[ok], y[ok]]), linestyle="", marker="|",
+                markersize=_CAP_SIZE, markeredgewidth=_INTERVAL_WIDTH, color=colors[j], zorder=3)  # fmt: skip
+        degenerate = (caveat == "degenerate") & np.isfinite(est)
+        if degenerate.any():
+            ax.plot(est[degenerate], y[degenerate], linestyle="", marker=marker, markersize=_HOLLOW_SIZE,
+                    markerfacecolor="white", markeredgecolor=colors[j], markeredgewidth=1.0, zorder=4)  # fmt: skip
+        undefined = (caveat != "") & ~degenerate
+        if undefined.any():  # (an empty line outside the clip box would break the layout)
+            ax.plot(np.full(int(undefined.sum()), 0.02), y[undefined], linestyle="", marker=marker,
+                    markersize=_HOLLOW_SIZE, markerfacecolor="white", markeredgecolor=colors[j],
+                    markeredgewidth=1.0, transform=edge, clip_on=False, zorder=4)  # fmt: skip
     if rows.empty:
         ax.text(0.5, 0.5, "no estimates", transform=ax.transAxes, ha="center", va="center",
                 color="0.5", fontsize=7)  # fmt: skip
@@ -361,7 +453,7 @@ def _forest_grid(
                 ax.set_ylabel(row_labels[i])
             if i == nrows - 1:
                 ax.set_xlabel(xlabels[j])
-    _add_legend(fig, _legend_handles(hue_labels, colors), legend_title, width)
+    _add_legend(fig, _legend_handles(hue_labels, colors) + _caveat_handles(rows), legend_title, width)
     if title:
         fig.suptitle(title)
     return fig
@@ -502,7 +594,7 @@ def plot_weighted_population(
     groups += [g for g in _group_order(absolute["group"], include_overall=False) if g not in groups]
     entries = ["Subgroup", *(CONTROL_LABELS[c] for c in _CONTROLS)]
     # Legend: the unweighted subgroup metric, then M_a for each control variable.
-    entry_labels = ["Subgroup (unweighted)", *(f"$M_a$, {CONTROL_LABELS[c].lower()}" for c in _CONTROLS)]
+    entry_labels = ["Subgroup (unweighted)", *(f"$M_a$ ({CONTROL_LABELS[c]})" for c in _CONTROLS)]
     with mpl.rc_context(_style()):
         fig = _forest_grid(
             rows,
@@ -624,6 +716,7 @@ def plot_relative_performance(
     metrics = _as_list(metrics, "metrics")
     models = _as_list(models, "models")
     _require_columns(table, _METRIC_COLUMNS, "table")
+    _warn_without_caveat(table)
     rows = table[table["comparison"] == "relative"]
     _require_levels(rows["metric"], metrics, "metric(s)", "comparison relative")
     _require_levels(rows["model"], models, "model(s)", "comparison relative")
@@ -720,8 +813,10 @@ def plot_calibration_curves(
                     err = np.vstack([y - sub["ci_low"].to_numpy(dtype=float),
                                      sub["ci_high"].to_numpy(dtype=float) - y])  # fmt: skip
                     err = np.clip(np.nan_to_num(err, nan=0.0), 0.0, None)
+                    # interval bars over the markers, with caps: a short interval stays visible
                     ax.errorbar(x, y, yerr=err, color=colors[k], marker=_MARKERS[k % len(_MARKERS)],
-                                markersize=3, linewidth=1.0, elinewidth=0.8, capsize=1.5, zorder=3)  # fmt: skip
+                                markersize=3, linewidth=1.0, elinewidth=0.8, capsize=2.0, barsabove=True,
+                                zorder=3)  # fmt: skip
                 if panel.empty:
                     ax.text(0.5, 0.5, "no estimates", transform=ax.transAxes, ha="center",
                             va="center", color="0.5", fontsize=7)  # fmt: skip
@@ -748,6 +843,7 @@ _COVERAGE_COLUMNS = (
     "nominal_band_low", "nominal_band_high",
 )  # fmt: skip
 _GROUP_MARKERS = ("o", "^", "s", "D", "v", "P")
+_COVERAGE_ROW_H = 0.42  # inches per metric row (one lane per dataset and group)
 
 
 def plot_coverage(
@@ -764,23 +860,27 @@ def plot_coverage(
     oracle weights, fitted models with estimated and with oracle weights), one column per control
     ``V`` (none, X, Y, R; ``V = none`` has no weights and is repeated in every row of its model). In
     each panel the y axis lists the metrics and every point is one cell: its coverage (share of
-    replicates whose 95% interval covers the population ``T_a``), colored by dataset, marker by
-    group. A dashed line marks the nominal level, the grey band the range a correct interval's
-    coverage falls in with probability 95% (``nominal_band_low`` .. ``nominal_band_high`` at the
-    panel's median number of replicates).
+    replicates whose 95% interval covers the population ``T_a``). Within a metric's row each dataset
+    and group has its own lane (datasets top to bottom in the legend's order, groups next to each
+    other), so no two cells share a position; datasets are told apart by colour (Okabe-Ito, safe for
+    colour-vision deficiencies), groups by marker. Points at coverage 1 are drawn whole (the x axis
+    ends beyond 1). A cell whose intervals all had width 0 (``mean_width == 0``: degenerate, e.g.
+    ``T_a`` exactly 0 by construction) is a hollow marker. A dashed line marks the nominal level, the
+    grey band the range a correct interval's coverage falls in with probability 95%
+    (``nominal_band_low`` .. ``nominal_band_high`` at the panel's median number of replicates).
 
     Parameters
     ----------
     coverage : pandas.DataFrame
         Coverage table (:func:`disaggregated_eval.coverage.coverage_table`), columns
         ``dataset, model, control, weight_source, group, metric, coverage, n_replicates,
-        nominal_band_low, nominal_band_high``.
+        nominal_band_low, nominal_band_high`` (and ``mean_width``, for the degenerate cells).
     paths : path or iterable of paths
         ``.png``/``.pdf`` targets (see :func:`save_figure`).
     nominal : float, default 0.95
         Nominal coverage (the dashed line).
     datasets : sequence of str, optional
-        Datasets to show (colors); default all in the table.
+        Datasets to show (colours, lanes); default all in the table. At most eight (the palette).
     metrics : sequence of str, optional
         Metrics to show, top to bottom; default those in the table, in ``vocabulary.METRICS`` order.
 
@@ -792,8 +892,8 @@ def plot_coverage(
     Raises
     ------
     ValueError
-        If the table lacks required columns, has no cell with a replicate, or has no rows for a
-        requested dataset or metric; if a path is invalid.
+        If the table lacks required columns, has no cell with a replicate, has no rows for a
+        requested dataset or metric, or holds more than eight datasets; if a path is invalid.
     """
     targets = _check_paths(paths)
     _require_columns(coverage, _COVERAGE_COLUMNS, "coverage")
@@ -801,6 +901,8 @@ def plot_coverage(
     if rows.empty:
         raise ValueError("coverage has no cell with a defined replicate")
     order = _dataset_order(rows["dataset"], datasets, "coverage")
+    if len(order) > len(OKABE_ITO):
+        raise ValueError(f"plot_coverage tells at most {len(OKABE_ITO)} datasets apart; got {len(order)}: {order}")
     rows = rows[rows["dataset"].isin(order)]
     if metrics is None:
         present = set(rows["metric"])
@@ -820,16 +922,24 @@ def plot_coverage(
         if not sources:  # only V = none
             panel_rows.append((model, "none"))
     groups = _group_order(rows["group"], include_overall=False)
-    colors = _palette(order)
+    colors = list(OKABE_ITO[: len(order)])
     position = {m: i for i, m in enumerate(metric_order)}
-    step = min(0.8 / max(len(order), 1), 0.12)
-    offsets = (np.arange(len(order)) - (len(order) - 1) / 2) * step
+    # One lane per (dataset, group) inside a metric's row: dataset-major, so a dataset's groups are adjacent.
+    n_lanes = len(order) * len(groups)
+    lane_step = 0.84 / max(n_lanes, 1)
+    lane = {
+        (d, g): (k * len(groups) + i - (n_lanes - 1) / 2) * lane_step
+        for k, d in enumerate(order)
+        for i, g in enumerate(groups)
+    }
     low = float(np.nanmin(rows["coverage"].to_numpy(dtype=float)))
-    xlim = (max(0.0, min(low, nominal - 0.1) - 0.02), 1.01)
-    panel_h = max(_PANEL_H_MIN, 0.6 + 0.28 * len(metric_order))
+    xlim = (max(0.0, min(low, nominal - 0.1) - 0.02), 1.0 + 0.03)  # whole markers at coverage 1
+    degenerate_cells = rows["mean_width"].to_numpy(dtype=float) == 0 if "mean_width" in rows.columns else None
+    rows = rows.assign(_degenerate=False if degenerate_cells is None else degenerate_cells)
+    panel_h = max(_PANEL_H_MIN, 0.5 + _COVERAGE_ROW_H * len(metric_order))
     width = len(_CONTROLS) * _PANEL_W + _MARGIN_W
     with mpl.rc_context(_style()):
-        fig = Figure(figsize=(width, len(panel_rows) * panel_h + _MARGIN_H + 0.3), layout="constrained")
+        fig = Figure(figsize=(width, len(panel_rows) * panel_h + _MARGIN_H + 0.6), layout="constrained")
         axes = fig.subplots(len(panel_rows), len(_CONTROLS), sharex=True, sharey=True, squeeze=False)
         for i, (model, source) in enumerate(panel_rows):
             for j, control in enumerate(_CONTROLS):
@@ -843,23 +953,29 @@ def plot_coverage(
                     band = panel.loc[at, ["nominal_band_low", "nominal_band_high"]].iloc[0].to_numpy(dtype=float)
                     ax.axvspan(band[0], band[1], color="0.88", zorder=0, linewidth=0)
                 ax.axvline(nominal, color="0.35", linewidth=0.8, linestyle="--", zorder=1)
+                for m in range(1, len(metric_order)):  # separate the metrics' rows
+                    ax.axhline(m - 0.5, color="0.93", linewidth=0.5, zorder=0)
                 for k, dataset in enumerate(order):
                     for g, group in enumerate(groups):
                         sub = panel[(panel["dataset"] == dataset) & (panel["group"] == group)]
                         if sub.empty:
                             continue
-                        y = sub["metric"].map(position).to_numpy(dtype=float) + offsets[k]
-                        ax.plot(sub["coverage"].to_numpy(dtype=float), y, linestyle="",
-                                marker=_GROUP_MARKERS[g % len(_GROUP_MARKERS)], markersize=3.5,
-                                markerfacecolor=colors[k] if g == 0 else "none", markeredgecolor=colors[k],
-                                markeredgewidth=0.8, zorder=3)  # fmt: skip
+                        y = sub["metric"].map(position).to_numpy(dtype=float) + lane[(dataset, group)]
+                        x = sub["coverage"].to_numpy(dtype=float)
+                        hollow = sub["_degenerate"].to_numpy(dtype=bool)
+                        for mask, face in ((~hollow, colors[k]), (hollow, "white")):
+                            if not mask.any():  # an empty line outside the clip box breaks the layout
+                                continue
+                            ax.plot(x[mask], y[mask], linestyle="", marker=_GROUP_MARKERS[g % len(_GROUP_MARKERS)],
+                                    markersize=3.2, markerfacecolor=face, markeredgecolor=colors[k],
+                                    markeredgewidth=0.7, clip_on=False, zorder=3)  # fmt: skip
                 if panel.empty:
                     ax.text(0.5, 0.5, "not computed", transform=ax.transAxes, ha="center", va="center",
                             color="0.5", fontsize=7)  # fmt: skip
                 else:
                     reps = sorted(set(panel["n_replicates"].astype(int)))
                     text = f"R = {reps[0]}" if len(reps) == 1 else f"R = {reps[0]}-{reps[-1]}"
-                    ax.text(0.02, 0.02, text, transform=ax.transAxes, ha="left", va="bottom", fontsize=6,
+                    ax.text(0.02, 0.01, text, transform=ax.transAxes, ha="left", va="bottom", fontsize=6,
                             color="0.4")  # fmt: skip
                 ax.set_xlim(*xlim)
                 ax.set_ylim(len(metric_order) - 0.5, -0.5)
@@ -874,12 +990,17 @@ def plot_coverage(
                 if i == len(panel_rows) - 1:
                     ax.set_xlabel("Coverage of the 95% interval of $T_a$")
         handles = [
-            Line2D([], [], color=c, marker="o", markersize=5, linestyle="", label=DATASET_LABELS.get(d, d))
+            Line2D([], [], color=c, marker="s", markersize=5, linestyle="", label=DATASET_LABELS.get(d, d))
             for d, c in zip(order, colors, strict=True)
         ] + [
             Line2D([], [], color="0.3", marker=_GROUP_MARKERS[g % len(_GROUP_MARKERS)], markersize=5, linestyle="",
-                   markerfacecolor="0.3" if g == 0 else "none", label=_group_label(group))
+                   label=_group_label(group))
             for g, group in enumerate(groups)
         ]  # fmt: skip
-        _add_legend(fig, handles, "Dataset (color), group (marker)", width)
+        if rows["_degenerate"].any():
+            handles.append(
+                Line2D([], [], color="0.3", marker="o", markersize=5, markerfacecolor="white", linestyle="",
+                       label="hollow: every interval of width 0 (degenerate)")
+            )  # fmt: skip
+        _add_legend(fig, handles, "Dataset (colour; lanes top to bottom), group (marker)", width)
         return save_figure(fig, targets)

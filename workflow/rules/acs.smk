@@ -12,7 +12,7 @@ localrules:
 
 rule obtain_pums_file:
     input:
-        code=library_files("seeds", "acs"),
+        code=script_code("obtain_pums_file"),
     output:
         report="results/acs/source/validation.json",
     log:
@@ -35,7 +35,7 @@ rule obtain_pums_file:
 rule extract_acs_task:
     input:
         validation=rules.obtain_pums_file.output.report,
-        code=library_files("seeds", "acs"),
+        code=script_code("extract_acs_task"),
     output:
         train="results/data/{dataset}/train.parquet",
         test="results/data/{dataset}/test.parquet",
@@ -67,12 +67,14 @@ rule extract_acs_task:
 rule tabulate_acs_cohort:
     input:
         counts=expand(rules.extract_acs_task.output.counts, dataset=ACS_DATASETS),
-        code=library_files("seeds", "acs"),
+        code=script_code("tabulate_acs_cohort"),
     output:
         csv="results/tables/acs_cohort.csv",
         md="results/tables/acs_cohort.md",
     log:
         "logs/tabulate_acs_cohort/acs_cohort.log",
+    benchmark:
+        "benchmarks/output/tabulate_acs_cohort/acs_cohort.tsv"
     conda:
         "../../envs/disaggregated_eval.yaml"
     params:

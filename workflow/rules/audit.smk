@@ -1,10 +1,10 @@
 # Audits of practitioners' files (`snakemake --cores N audit --configfile examples/audit_compas.yaml`):
-# one job per run and model of the `audit` section (disaggregated_eval.audit.runs, docs/audit.md).
+# one job per run and model of the `audit` section (disaggregated_eval.pipeline.audit_runs, docs/audit.md).
 # The section's structure is checked here against workflow/schemas/audit.schema.yaml (which fills the
 # defaults), the audit options inside it by the same code as the command line, before any job starts.
 from snakemake.utils import validate
 
-from disaggregated_eval.audit.runs import (
+from disaggregated_eval.pipeline.audit_runs import (
     audit_code_files,
     audit_runs,
     audit_targets,
@@ -20,7 +20,7 @@ AUDIT_RUNS = audit_runs(config["audit"])
 rule run_audit:
     input:
         data=job_param(AUDIT_RUNS, "file"),
-        code=audit_code_files(),
+        code=audit_code_files(workflow.basedir),
     output:
         directory(output_pattern(config["audit"])),
     log:

@@ -1,10 +1,10 @@
 # Helpers of the workflow: constants, wildcard constraints, input and parameter functions.
 # The other rule files hold only rules.
-import ast
 import re
 from pathlib import Path
 
 from disaggregated_eval import vocabulary
+from disaggregated_eval.pipeline import code_files
 
 # Names come from the vocabulary module (docs/design.md "Terms"), which imports nothing heavy.
 # Model types: fitted for every dataset; Bayes-optimal for simulations.
@@ -47,44 +47,19 @@ def study_of(dataset):
     return "simulation" if is_simulation(dataset) else "acs"
 
 
-# Library modules of the figure rules (plots imports only io and vocabulary of the library).
-PLOT_MODULES = ("plots",)
-LIBRARY = Path(workflow.basedir) / "src" / "disaggregated_eval"
+# Code inputs: the library files a rule's script imports, with every library module those import in
+# turn (disaggregated_eval.pipeline.code_files walks the imports of the source), so that an edit of
+# one of them reruns the rules that use it, and only those.
+WORKFLOW_ROOT = Path(workflow.basedir)
+LIBRARY = WORKFLOW_ROOT / code_files.PACKAGE_DIR
 
 
-def _library_imports(name):
-    """Library modules that module ``name`` imports directly (``from . import x``, ``from .x import y``,
-    ``from disaggregated_eval.x import y``, ``import disaggregated_eval.x``)."""
-    tree = ast.parse((LIBRARY / f"{name}.py").read_text())
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level == 1 or base.startswith("disaggregated_eval"):
-                parts = (
-                    base.split(".")[1:] if node.level == 0 else ([base] if base else [])
-                )
-                names = [parts[0]] if parts else [alias.name for alias in node.names]
-                found.update(names)
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] == "disaggregated_eval" and len(parts) > 1:
-                    found.add(parts[1])
-    return {m for m in found if (LIBRARY / f"{m}.py").is_file()}
-
-
-def library_files(*modules):
-    """Library modules a rule's script imports, with every library module they import in turn:
-    listed as inputs so that an edit of one of them reruns the rule (and only such rules).
-    """
-    seen, todo = set(), ["__init__", "io", *modules]
-    while todo:
-        name = todo.pop()
-        if name not in seen:
-            seen.add(name)
-            todo.extend(_library_imports(name))
-    return [f"src/disaggregated_eval/{m}.py" for m in sorted(seen)]
+def script_code(script):
+    """Library files that ``workflow/scripts/<script>.py`` imports, recursively (a rule's ``code``)."""
+    modules = code_files.script_modules(
+        WORKFLOW_ROOT / "workflow" / "scripts" / f"{script}.py", source=LIBRARY
+    )
+    return code_files.library_files(*modules, source=LIBRARY)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,15 +213,36 @@ def figure_files(study):
     ]
 
 
-def study_table(key):
-    """Collected table ``key`` (metrics, calibration) of the study named by the wildcard."""
+def study_datasets(wildcards):
+    """Datasets of the study named by the ``study`` wildcard, in display order."""
+    return SIMULATION_DATASETS if wildcards.study == "simulation" else ACS_DATASETS
+
+
+def study_files(pattern):
+    """``pattern`` (an upstream rule's output) for every dataset of the study of the wildcards."""
 
     def get(wildcards):
-        upstream = (
-            rules.collect_simulation_tables
-            if wildcards.study == "simulation"
-            else rules.collect_acs_tables
-        )
-        return getattr(upstream.output, key)
+        return expand(pattern, dataset=study_datasets(wildcards))
+
+    return get
+
+
+def study_tables(study):
+    """The collected tables of a study: metrics (parquet, CSV) and calibration curves."""
+    return [
+        *expand(rules.collect_metrics.output, study=study),
+        *expand(rules.collect_calibration.output, study=study),
+    ]
+
+
+def study_table(key):
+    """Collected table ``key`` (metrics, calibration) of the study named by the wildcard."""
+    pattern = {
+        "metrics": rules.collect_metrics.output.parquet,
+        "calibration": rules.collect_calibration.output.calibration,
+    }[key]
+
+    def get(wildcards):
+        return expand(pattern, study=wildcards.study)[0]
 
     return get

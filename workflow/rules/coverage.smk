@@ -10,7 +10,7 @@ rule coverage_truth:
     input:
         models=rules.fit_outcome_models.output.models,
         selection=rules.fit_weight_models.output.selection,
-        code=library_files("coverage", "models"),
+        code=script_code("coverage_truth"),
     output:
         truth="results/coverage/{dataset}/truth.parquet",
         design="results/coverage/{dataset}/design.json",
@@ -45,7 +45,7 @@ rule coverage_replicates:
     input:
         models=rules.fit_outcome_models.output.models,
         selection=rules.fit_weight_models.output.selection,
-        code=library_files("coverage", "models"),
+        code=script_code("coverage_replicates"),
     output:
         replicates="results/coverage/{dataset}/replicates/part_{part}.parquet",
     log:
@@ -86,13 +86,15 @@ rule collect_coverage:
         ),
         truth=expand(rules.coverage_truth.output.truth, dataset=COVERAGE_SETTINGS),
         design=expand(rules.coverage_truth.output.design, dataset=COVERAGE_SETTINGS),
-        code=library_files("coverage"),
+        code=script_code("collect_coverage"),
     output:
         table="results/tables/coverage.csv",
         summary="results/tables/coverage_summary.csv",
         design="results/tables/coverage_design.json",
     log:
         "logs/collect_coverage/simulation.log",
+    benchmark:
+        "benchmarks/output/collect_coverage/simulation.tsv"
     conda:
         "../../envs/disaggregated_eval.yaml"
     params:
@@ -105,7 +107,7 @@ rule collect_coverage:
 rule plot_coverage:
     input:
         table=rules.collect_coverage.output.table,
-        code=library_files(*PLOT_MODULES),
+        code=script_code("plot_coverage"),
     output:
         png=report(
             "figures/simulation/coverage.png",
@@ -116,6 +118,8 @@ rule plot_coverage:
         pdf="figures/simulation/coverage.pdf",
     log:
         "logs/plot_coverage/simulation.log",
+    benchmark:
+        "benchmarks/output/plot_coverage/simulation.tsv"
     conda:
         "../../envs/disaggregated_eval.yaml"
     params:

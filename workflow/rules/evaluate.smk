@@ -1,5 +1,5 @@
 # Evaluation stage: paired bootstrap of every comparison (docs/method.md, "Bootstrap"), calibration
-# curves (paper Supplementary A.3), and the per-study tables.
+# curves (paper Supplementary A.3), the per-study tables and the theory tables (Tables 2, B1, B2).
 
 
 rule bootstrap_metrics:
@@ -8,15 +8,7 @@ rule bootstrap_metrics:
         unpack(weight_files),
         test=data_file("test"),
         schema=data_file("schema"),
-        code=library_files(
-            "seeds",
-            "vocabulary",
-            "_validation",
-            "metrics",
-            "bootstrap",
-            "weight_table",
-            "evaluation",
-        ),
+        code=script_code("bootstrap_metrics"),
     output:
         parquet="results/evaluate/{dataset}/metrics.parquet",
         csv="results/evaluate/{dataset}/metrics.csv",
@@ -52,7 +44,7 @@ rule compute_calibration_curves:
         scores=rules.fit_outcome_models.output.scores,
         test=data_file("test"),
         schema=data_file("schema"),
-        code=library_files("vocabulary", "_validation", "calibration"),
+        code=script_code("compute_calibration_curves"),
     output:
         calibration="results/evaluate/{dataset}/calibration.parquet",
     log:
@@ -69,47 +61,55 @@ rule compute_calibration_curves:
         "../scripts/compute_calibration_curves.py"
 
 
-rule collect_simulation_tables:
+rule collect_metrics:
     input:
-        metrics=expand(
-            rules.bootstrap_metrics.output.parquet, dataset=SIMULATION_DATASETS
-        ),
-        calibration=expand(
-            rules.compute_calibration_curves.output.calibration,
-            dataset=SIMULATION_DATASETS,
-        ),
-        code=library_files("calibration", "theory"),
+        metrics=study_files(rules.bootstrap_metrics.output.parquet),
+        code=script_code("collect_metrics"),
     output:
-        metrics="results/tables/simulation_metrics.parquet",
-        metrics_csv="results/tables/simulation_metrics.csv",
-        calibration="results/tables/simulation_calibration.parquet",
+        parquet="results/tables/{study}_metrics.parquet",
+        csv="results/tables/{study}_metrics.csv",
+    log:
+        "logs/collect_metrics/{study}.log",
+    benchmark:
+        "benchmarks/output/collect_metrics/{study}.tsv"
+    conda:
+        "../../envs/disaggregated_eval.yaml"
+    params:
+        datasets=study_datasets,
+    script:
+        "../scripts/collect_metrics.py"
+
+
+# Its own rule, so that a change of the bootstrap (evaluation.n_resamples) reruns no calibration figure.
+rule collect_calibration:
+    input:
+        calibration=study_files(rules.compute_calibration_curves.output.calibration),
+        code=script_code("collect_calibration"),
+    output:
+        calibration="results/tables/{study}_calibration.parquet",
+    log:
+        "logs/collect_calibration/{study}.log",
+    benchmark:
+        "benchmarks/output/collect_calibration/{study}.tsv"
+    conda:
+        "../../envs/disaggregated_eval.yaml"
+    params:
+        datasets=study_datasets,
+    script:
+        "../scripts/collect_calibration.py"
+
+
+rule theory_coverage:
+    input:
+        metrics=expand(rules.collect_metrics.output.parquet, study="simulation"),
+        code=script_code("theory_coverage"),
+    output:
         theory="results/tables/theory_coverage.csv",
     log:
-        "logs/collect_simulation_tables/simulation.log",
+        "logs/theory_coverage/simulation.log",
+    benchmark:
+        "benchmarks/output/theory_coverage/simulation.tsv"
     conda:
         "../../envs/disaggregated_eval.yaml"
-    params:
-        datasets=SIMULATION_DATASETS,
     script:
-        "../scripts/collect_simulation_tables.py"
-
-
-rule collect_acs_tables:
-    input:
-        metrics=expand(rules.bootstrap_metrics.output.parquet, dataset=ACS_DATASETS),
-        calibration=expand(
-            rules.compute_calibration_curves.output.calibration, dataset=ACS_DATASETS
-        ),
-        code=library_files("calibration"),
-    output:
-        metrics="results/tables/acs_metrics.parquet",
-        metrics_csv="results/tables/acs_metrics.csv",
-        calibration="results/tables/acs_calibration.parquet",
-    log:
-        "logs/collect_acs_tables/acs.log",
-    conda:
-        "../../envs/disaggregated_eval.yaml"
-    params:
-        datasets=ACS_DATASETS,
-    script:
-        "../scripts/collect_acs_tables.py"
+        "../scripts/theory_coverage.py"

@@ -6,7 +6,7 @@
 rule plot_controlled_differences:
     input:
         metrics=study_table("metrics"),
-        code=library_files(*PLOT_MODULES),
+        code=script_code("plot_controlled_differences"),
     output:
         png=report(
             "figures/{study}/{figure}.png",
@@ -17,6 +17,8 @@ rule plot_controlled_differences:
         pdf="figures/{study}/{figure}.pdf",
     log:
         "logs/plot_controlled_differences/{study}/{figure}.log",
+    benchmark:
+        "benchmarks/output/plot_controlled_differences/{study}/{figure}.tsv"
     wildcard_constraints:
         figure=figure_pattern("controlled"),
     conda:
@@ -32,7 +34,7 @@ rule plot_controlled_differences:
 rule plot_weighted_metrics:
     input:
         metrics=study_table("metrics"),
-        code=library_files(*PLOT_MODULES),
+        code=script_code("plot_weighted_metrics"),
     output:
         png=report(
             "figures/{study}/{figure}.png",
@@ -43,6 +45,8 @@ rule plot_weighted_metrics:
         pdf="figures/{study}/{figure}.pdf",
     log:
         "logs/plot_weighted_metrics/{study}/{figure}.log",
+    benchmark:
+        "benchmarks/output/plot_weighted_metrics/{study}/{figure}.tsv"
     wildcard_constraints:
         figure=figure_pattern("weighted"),
     conda:
@@ -58,7 +62,7 @@ rule plot_weighted_metrics:
 rule plot_shared_space_metrics:
     input:
         metrics=study_table("metrics"),
-        code=library_files(*PLOT_MODULES),
+        code=script_code("plot_shared_space_metrics"),
     output:
         png=report(
             "figures/{study}/{figure}.png",
@@ -69,6 +73,8 @@ rule plot_shared_space_metrics:
         pdf="figures/{study}/{figure}.pdf",
     log:
         "logs/plot_shared_space_metrics/{study}/{figure}.log",
+    benchmark:
+        "benchmarks/output/plot_shared_space_metrics/{study}/{figure}.tsv"
     wildcard_constraints:
         figure=figure_pattern("shared_space"),
     conda:
@@ -84,7 +90,7 @@ rule plot_shared_space_metrics:
 rule plot_relative_performance:
     input:
         metrics=study_table("metrics"),
-        code=library_files(*PLOT_MODULES),
+        code=script_code("plot_relative_performance"),
     output:
         png=report(
             "figures/{study}/{figure}.png",
@@ -95,6 +101,8 @@ rule plot_relative_performance:
         pdf="figures/{study}/{figure}.pdf",
     log:
         "logs/plot_relative_performance/{study}/{figure}.log",
+    benchmark:
+        "benchmarks/output/plot_relative_performance/{study}/{figure}.tsv"
     wildcard_constraints:
         figure=figure_pattern("relative"),
     conda:
@@ -110,7 +118,7 @@ rule plot_relative_performance:
 rule plot_calibration_curves:
     input:
         calibration=study_table("calibration"),
-        code=library_files(*PLOT_MODULES),
+        code=script_code("plot_calibration_curves"),
     output:
         png=report(
             "figures/{study}/{figure}.png",
@@ -121,6 +129,8 @@ rule plot_calibration_curves:
         pdf="figures/{study}/{figure}.pdf",
     log:
         "logs/plot_calibration_curves/{study}/{figure}.log",
+    benchmark:
+        "benchmarks/output/plot_calibration_curves/{study}/{figure}.tsv"
     wildcard_constraints:
         figure=figure_pattern("calibration"),
     conda:

@@ -7,7 +7,7 @@ rule fit_outcome_models:
         train=data_file("train"),
         test=data_file("test"),
         schema=data_file("schema"),
-        code=library_files("seeds", "models"),
+        code=script_code("fit_outcome_models"),
     output:
         scores="results/models/{dataset}/scores.parquet",
         selection="results/models/{dataset}/model_selection.csv",
@@ -33,11 +33,13 @@ rule fit_outcome_models:
 rule score_bayes_models:
     input:
         test=rules.simulate_setting.output.test,
-        code=library_files("seeds", "simulate"),
+        code=script_code("score_bayes_models"),
     output:
         scores="results/models/{dataset}/bayes_scores.parquet",
     log:
         "logs/score_bayes_models/{dataset}.log",
+    benchmark:
+        "benchmarks/output/score_bayes_models/{dataset}.tsv"
     wildcard_constraints:
         dataset=SIMULATION_PATTERN,
     conda:

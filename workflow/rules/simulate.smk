@@ -3,7 +3,7 @@
 
 rule simulate_setting:
     input:
-        code=library_files("seeds", "simulate", "vocabulary"),
+        code=script_code("simulate_setting"),
     output:
         train="results/data/{dataset}/train.parquet",
         test="results/data/{dataset}/test.parquet",

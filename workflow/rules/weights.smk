@@ -8,7 +8,7 @@ rule fit_weight_models:
         train=data_file("train"),
         test=data_file("test"),
         schema=data_file("schema"),
-        code=library_files("seeds", "models"),
+        code=script_code("fit_weight_models"),
     output:
         weights="results/weights/{dataset}/weights_estimated.parquet",
         selection="results/weights/{dataset}/weight_model_selection.csv",
@@ -41,7 +41,7 @@ rule compute_oracle_weights:
         scores=rules.fit_outcome_models.output.scores,
         bayes_scores=rules.score_bayes_models.output.scores,
         models=rules.fit_outcome_models.output.models,
-        code=library_files("simulate", "population", "vocabulary"),
+        code=script_code("compute_oracle_weights"),
     output:
         weights="results/weights/{dataset}/weights_oracle.parquet",
     log:

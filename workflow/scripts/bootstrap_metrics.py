@@ -11,23 +11,13 @@ import json
 import pandas as pd
 
 from disaggregated_eval import evaluation, io, seeds, vocabulary
+from disaggregated_eval.pipeline.inputs import read_scores
 
 log = io.rule_logger(snakemake.log[0], "bootstrap_metrics")  # noqa: F821 (snakemake is injected)
 
 
 def progress(done, total):
     log.info("bootstrap resamples %d / %d", done, total)
-
-
-def read_scores(path, n_rows, models):
-    """Score columns of one file, checked to have one row per test row."""
-    frame = io.read_table(path)
-    if len(frame) != n_rows:
-        raise ValueError(
-            f"score file {path} has {len(frame)} rows but the test set {snakemake.input.test} has {n_rows}; "
-            "they must match row for row (rerun the model stage)"
-        )
-    return frame[[m for m in models if m in frame.columns]]
 
 
 dataset = snakemake.wildcards.dataset
@@ -39,10 +29,7 @@ n_rows = len(test)
 # Optional input: a Namedlist's `in` tests its values, so ask for the key by name.
 has_bayes = "bayes_scores" in snakemake.input.keys()  # noqa: SIM118
 score_inputs = [snakemake.input.scores] + ([snakemake.input.bayes_scores] if has_bayes else [])
-scores = pd.concat([read_scores(path, n_rows, params.models) for path in score_inputs], axis=1)
-missing = [m for m in params.models if m not in scores.columns]
-if missing:
-    raise ValueError(f"score files {score_inputs} lack the model columns {missing}; they have {list(scores.columns)}")
+scores = read_scores(score_inputs, n_rows=n_rows, test_path=snakemake.input.test, models=params.models)
 weight_inputs = [snakemake.input[f"weights_{source}"] for source in params.weight_sources]
 table = evaluation.controlled_evaluation(
     test[schema["label"]].to_numpy(),

@@ -4,13 +4,14 @@ import json
 from pathlib import Path
 
 from disaggregated_eval import calibration, io
+from disaggregated_eval.pipeline.inputs import read_scores
 
 log = io.rule_logger(snakemake.log[0], "compute_calibration_curves")  # noqa: F821 (snakemake is injected)
 
 params = snakemake.params
 schema = json.loads(Path(snakemake.input.schema).read_text())
 test = io.read_table(snakemake.input.test)
-scores = io.read_table(snakemake.input.scores)
+scores = read_scores([snakemake.input.scores], n_rows=len(test), test_path=snakemake.input.test, models=params.models)
 table = calibration.calibration_table(
     test[schema["label"]].to_numpy(),
     test[schema["group"]].to_numpy(),

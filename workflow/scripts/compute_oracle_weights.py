@@ -7,16 +7,21 @@ X and Y in closed form; R exactly per model from the DGP (no Monte Carlo, no bin
 import time
 
 import joblib
-import pandas as pd
 
 from disaggregated_eval import io, simulate, vocabulary
+from disaggregated_eval.pipeline.inputs import read_scores
 
 log = io.rule_logger(snakemake.log[0], "compute_oracle_weights")  # noqa: F821 (snakemake is injected)
 
 setting = snakemake.wildcards.dataset
 start = time.perf_counter()
 test = io.read_table(snakemake.input.test)
-scores = pd.concat([io.read_table(snakemake.input.scores), io.read_table(snakemake.input.bayes_scores)], axis=1)
+scores = read_scores(
+    [snakemake.input.scores, snakemake.input.bayes_scores],
+    n_rows=len(test),
+    test_path=snakemake.input.test,
+    models=vocabulary.SIMULATION_MODELS,
+)
 weights = simulate.oracle_weights(
     setting,
     test,

@@ -2,9 +2,8 @@
 
 import json
 
-import pandas as pd
-
 from disaggregated_eval import io, models
+from disaggregated_eval.pipeline.inputs import read_scores
 
 log = io.rule_logger(snakemake.log[0], "fit_weight_models")  # noqa: F821 (snakemake is injected)
 
@@ -12,15 +11,17 @@ dataset = snakemake.wildcards.dataset
 params = snakemake.params
 with open(snakemake.input.schema) as handle:
     schema = json.load(handle)
-# Scores of every evaluated model: fitted ones, plus the Bayes-optimal ones for simulations.
-score_tables = [io.read_table(snakemake.input.scores)]
+test = io.read_table(snakemake.input.test)
+# Scores of every evaluated model: fitted ones, plus the Bayes-optimal ones for simulations; each file
+# must have one row per test row (else a message names the file and both row counts).
+score_inputs = [snakemake.input.scores]
 if "bayes_scores" in snakemake.input.keys():  # noqa: SIM118 (Namedlist: `in` looks at the values)
-    score_tables.append(io.read_table(snakemake.input.bayes_scores))
-scores = pd.concat(score_tables, axis=1)
+    score_inputs.append(snakemake.input.bayes_scores)
+scores = read_scores(score_inputs, n_rows=len(test), test_path=snakemake.input.test)
 log.info("P(A | X), P(A | Y) fitted on %s; P(A | R) cross-fitted on test", params.fit_xy_on)
 weights, selection = models.fit_weight_models(
     io.read_table(snakemake.input.train),
-    io.read_table(snakemake.input.test),
+    test,
     {model: scores[model].to_numpy() for model in scores.columns},
     features=schema["features"],
     categorical=schema["categorical"],

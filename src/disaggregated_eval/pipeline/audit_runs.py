@@ -1,0 +1,184 @@
+"""The ``audit`` section of a workflow configuration: one audit job per listed file and model.
+
+``snakemake --cores N audit --configfile audit.yaml`` reads a section like::
+
+    audit:
+      out_dir: results/audit            # outputs under <out_dir>/<run>/<model>/
+      defaults:                         # options shared by every run (names as in docs/audit.md)
+        n_resamples: 10000
+      resources: {threads: 1, mem_mb: 4000, runtime: 60}
+      runs:
+        compas:                         # a run: one input file, its columns and options
+          file: examples/data/compas.csv
+          label: two_year_recid
+          scores: [compas_score]
+          groups: [race, sex]
+          controls: [none, Y, R]
+        adult:
+          config: examples/adult.yaml   # or the options of a ``disagg-eval audit --config`` file
+
+Each run becomes one job per score column (model), so audits of many files and models run in
+parallel, locally or through a cluster profile; with ``compare_models: true`` a run stays one job
+with all its models, compared with the first (``vs_model`` rows), in ``<out_dir>/<run>/all_models``.
+Options are merged as ``defaults`` < the run's ``config`` file < the run's own keys, and checked by
+the same code as the command line (``disaggregated_eval.audit.cli.options_from_mapping``), so a
+typo stops the workflow before any job starts, naming the run and the key. The structure (keys of
+the section, resources) is checked by ``workflow/schemas/audit.schema.yaml``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..audit.cli import UsageError, options_from_mapping, read_config_file
+from . import code_files
+
+__all__ = [
+    "RUN_KEYS",
+    "ALL_MODELS",
+    "DEFAULT_OUT_DIR",
+    "AUDIT_SCRIPT",
+    "audit_runs",
+    "audit_code_files",
+    "job_param",
+    "audit_targets",
+    "output_pattern",
+]
+
+#: Keys of a run besides the audit options.
+RUN_KEYS: tuple[str, ...] = ("file", "config", "compare_models")
+#: The ``model`` path segment of a run with ``compare_models: true``.
+ALL_MODELS = "all_models"
+DEFAULT_OUT_DIR = "results/audit"
+#: The script of rule ``run_audit``, relative to the workflow's folder.
+AUDIT_SCRIPT = "workflow/scripts/run_audit.py"
+_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def _segment(value: str, what: str) -> str:
+    if not _SEGMENT.match(value) or (value == ALL_MODELS and what.startswith("score")):
+        raise UsageError(
+            f"{what} {value!r} is used as a folder name: use letters, digits, '_', '-' and '.' only "
+            "(rename the column, or set compare_models: true)"
+        )
+    return value
+
+
+def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """The jobs of an ``audit`` configuration section, by ``"<run>/<model>"``.
+
+    Parameters
+    ----------
+    section : mapping or None
+        ``config["audit"]`` after schema validation (``None`` or empty: no jobs).
+
+    Returns
+    -------
+    dict
+        ``"<run>/<model>"`` -> ``{"run", "model", "file", "out", "options"}`` where ``options`` are
+        the checked keyword arguments of :func:`disaggregated_eval.audit.audit` (``scores`` is the
+        one model, or all of them with ``compare_models``).
+
+    Raises
+    ------
+    UsageError
+        Naming the run and key: an unknown option, a bad value, a missing file, label, score or
+        group, a run or score name that cannot be a folder name.
+    """
+    section = dict(section or {})
+    out_dir = str(section.get("out_dir", DEFAULT_OUT_DIR))
+    defaults = options_from_mapping(section.get("defaults") or {}, source="audit.defaults", allow=())
+    jobs: dict[str, dict[str, Any]] = {}
+    for run, spec in (section.get("runs") or {}).items():
+        where = f"audit.runs.{run}"
+        _segment(str(run), "run name")
+        if not isinstance(spec, Mapping):
+            raise UsageError(f"{where} must be a mapping of options; got {spec!r}")
+        spec = dict(spec)
+        compare = spec.pop("compare_models", False)
+        if not isinstance(compare, bool):
+            raise UsageError(f"{where}.compare_models must be true or false; got {compare!r}")
+        from_file = read_config_file(spec.pop("config")) if "config" in spec else {}
+        own = options_from_mapping(spec, source=where, allow=("file",))
+        merged = {**defaults, **from_file, **own}
+        merged.pop("out", None)  # the workflow chooses the folder
+        file = merged.pop("file", None)
+        if not file:
+            raise UsageError(f"{where}: missing 'file' (the table to audit)")
+        missing = [k for k in ("label", "scores", "groups") if not merged.get(k)]
+        if missing:
+            raise UsageError(f"{where}: missing {', '.join(missing)}")
+        models = [ALL_MODELS] if compare else [_segment(s, f"score column of {where}") for s in merged["scores"]]
+        for model in models:
+            options = dict(merged)
+            if not compare:
+                options["scores"] = [model]
+            jobs[f"{run}/{model}"] = {
+                "run": str(run),
+                "model": model,
+                "file": str(file),
+                "out": f"{out_dir}/{run}/{model}",
+                "options": options,
+            }
+    return jobs
+
+
+def audit_code_files(root: str | os.PathLike[str] = ".") -> list[str]:
+    """Library files an audit job runs: what its script imports, and what those import in turn.
+
+    Found by the import walk of the other rules' code inputs
+    (:func:`disaggregated_eval.pipeline.code_files.library_files`) from the imports of
+    :data:`AUDIT_SCRIPT`, so an edit of any library module the audit imports (directly or not, lazily
+    or not) reruns the audit jobs, and no hand-written list can miss one.
+
+    Parameters
+    ----------
+    root : path-like, default "."
+        The workflow's folder (holding ``src/disaggregated_eval`` and ``workflow/scripts``).
+
+    Returns
+    -------
+    list of str
+        Paths relative to ``root`` (``src/disaggregated_eval/audit/core.py``, ...), sorted.
+    """
+    root = Path(root)
+    source = root / code_files.PACKAGE_DIR
+    modules = code_files.script_modules(root / AUDIT_SCRIPT, source=source)
+    return code_files.library_files(*modules, source=source)
+
+
+def job_param(jobs: Mapping[str, Mapping[str, Any]], key: str):
+    """Input / params function of the rule ``run_audit``: value ``key`` of the job of the wildcards."""
+
+    def get(wildcards) -> Any:
+        return jobs[f"{wildcards.run}/{wildcards.model}"][key]
+
+    return get
+
+
+def audit_targets(jobs: Mapping[str, Mapping[str, Any]]):
+    """Input function of the target ``audit``: every job's output folder.
+
+    Raises (when Snakemake evaluates it, i.e. only if ``audit`` is requested) a ``ValueError`` naming
+    the missing section if the configuration has no runs.
+    """
+
+    def get(wildcards) -> list[str]:
+        if not jobs:
+            raise ValueError(
+                "no audits configured: add an `audit: runs:` section to the configuration "
+                "(see examples/audit_compas.yaml and docs/audit.md)"
+            )
+        return [job["out"] for job in jobs.values()]
+
+    return get
+
+
+def output_pattern(section: Mapping[str, Any] | None) -> str:
+    """The output folder of rule ``run_audit``: ``<out_dir>/{run}/{model}``."""
+    out_dir = str((section or {}).get("out_dir", DEFAULT_OUT_DIR)).rstrip("/")
+    return f"{out_dir}/{{run}}/{{model}}"

@@ -1,0 +1,257 @@
+"""Tests of the workflow's plumbing package (disaggregated_eval.pipeline) that need no Snakemake run:
+the import walk behind the rules' code inputs, the audit jobs' code files, the old import paths and
+the work-around of Snakemake's params listing."""
+
+from __future__ import annotations
+
+import json
+import modulefinder
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from disaggregated_eval import io
+from disaggregated_eval.pipeline import audit_runs, code_files, timings
+from disaggregated_eval.pipeline.inputs import read_scores
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE = REPO / "src" / "disaggregated_eval"
+SCRIPTS = sorted((REPO / "workflow" / "scripts").glob("*.py"))
+
+
+# ---- the import walk ----------------------------------------------------------------------------
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
+def test_code_inputs_equal_an_independent_import_analysis(script):
+    """The rule's code inputs are exactly the package modules that the standard library's
+    ``modulefinder`` (bytecode analysis, an independent implementation) finds from the script."""
+    finder = modulefinder.ModuleFinder(path=[str(SOURCE.parent)])  # only our package is searchable
+    finder.run_script(str(script))
+    found = {
+        name.removeprefix("disaggregated_eval").lstrip(".")
+        for name in finder.modules
+        if name == "disaggregated_eval" or name.startswith("disaggregated_eval.")
+    }
+    ours = code_files.import_closure(code_files.script_modules(script, source=SOURCE), source=SOURCE)
+    assert ours == found
+    files = code_files.library_files(*code_files.script_modules(script, source=SOURCE), source=SOURCE)
+    assert all((REPO / f).is_file() for f in files) and files == sorted(set(files))
+
+
+def _write_package(root: Path, files: dict[str, str]) -> Path:
+    package = root / "disaggregated_eval"
+    for name, text in files.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return package
+
+
+def test_import_walk_follows_every_kind_of_package_import(tmp_path):
+    package = _write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "top.py": "from .engine import intervals\nimport numpy\n",
+            "engine/__init__.py": "from .sums import total\n",
+            "engine/sums.py": "def total():\n    from ..vocab import NAMES  # a lazy import counts\n",
+            "engine/intervals.py": "from disaggregated_eval.engine import sums\nfrom . import missing_name\n",
+            "vocab.py": "NAMES = ()\n",
+            "audit/__init__.py": "",
+            "audit/deep/__init__.py": "",
+            "audit/deep/leaf.py": "from ... import vocab\nfrom ...engine.sums import total\nimport disaggregated_eval.unused\n",
+            "unused.py": "",
+            "lonely.py": "",
+        },
+    )
+    closure = code_files.import_closure(["top"], source=package)
+    assert closure == {"", "top", "engine", "engine.intervals", "engine.sums", "vocab"}
+    leaf = code_files.import_closure(["audit.deep.leaf"], source=package)
+    # the packages on the way run first (audit, audit.deep); absolute, relative and lazy imports all count
+    assert leaf == {"", "audit", "audit.deep", "audit.deep.leaf", "vocab", "engine", "engine.sums", "unused"}
+    assert code_files.library_files("audit.deep.leaf", source=package) == [
+        "src/disaggregated_eval/__init__.py",
+        "src/disaggregated_eval/audit/__init__.py",
+        "src/disaggregated_eval/audit/deep/__init__.py",
+        "src/disaggregated_eval/audit/deep/leaf.py",
+        "src/disaggregated_eval/engine/__init__.py",
+        "src/disaggregated_eval/engine/sums.py",
+        "src/disaggregated_eval/unused.py",
+        "src/disaggregated_eval/vocab.py",
+    ]
+    script = tmp_path / "rule_script.py"
+    script.write_text("from disaggregated_eval import top, vocab\nfrom . import not_ours\nimport pandas\n")
+    assert code_files.script_modules(script, source=package) == {"", "top", "vocab"}
+    with pytest.raises(ValueError, match=r"no module 'disaggregated_eval\.nothing'"):
+        code_files.library_files("nothing", source=package)
+
+
+# ---- the audit jobs' code files -----------------------------------------------------------------
+def test_audit_code_files_are_the_import_walk_of_the_audit_script():
+    files = audit_runs.audit_code_files(REPO)
+    script = REPO / audit_runs.AUDIT_SCRIPT
+    expected = code_files.library_files(*code_files.script_modules(script, source=SOURCE), source=SOURCE)
+    assert files == expected
+    # the module the hand-written list missed, and the audit's own modules
+    assert "src/disaggregated_eval/memory.py" in files
+    assert {"src/disaggregated_eval/audit/core.py", "src/disaggregated_eval/audit/outputs.py"} <= set(files)
+    # workflow plumbing is not audit code: editing it reruns no audit
+    assert not [f for f in files if "/pipeline/" in f or f.endswith("/audit/runs.py")]
+
+
+@pytest.mark.slow
+def test_audit_code_files_hold_every_module_an_audit_job_runs(tmp_path):
+    """Run what rule run_audit runs (a small COMPAS audit, outputs written) in a fresh interpreter:
+    every package module it has loaded at the end is among the rule's code inputs."""
+    code = textwrap.dedent(
+        f"""
+        import json, sys
+        import pandas as pd
+        from disaggregated_eval.audit import audit
+        from disaggregated_eval.audit.outputs import write_outputs
+        data = pd.read_csv({str(REPO / "examples" / "data" / "compas.csv")!r}).head(600)
+        data.to_csv("compas.csv", index=False)
+        result = audit(data, label="two_year_recid", scores=["compas_score"], groups=["race"],
+                       metrics=["false_positive_rate", "auc"], controls=["none", "R"], n_resamples=20,
+                       n_permutations=20, max_leaf_nodes=[10], cv_folds=2, crossfit_folds=2, seed=1)
+        write_outputs(result, {str(tmp_path / "out")!r}, input_path="compas.csv")
+        print(json.dumps(sorted(getattr(m, "__file__", None) or "" for n, m in sys.modules.items()
+                                if n == "disaggregated_eval" or n.startswith("disaggregated_eval."))))
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-4000:]
+    loaded = {Path(f).resolve() for f in json.loads(run.stdout.splitlines()[-1]) if f}
+    listed = {(REPO / f).resolve() for f in audit_runs.audit_code_files(REPO)}
+    assert loaded and not sorted(str(p) for p in loaded - listed)
+
+
+# ---- the old import paths -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("old", "new", "names"),
+    [
+        ("disaggregated_eval.config", "disaggregated_eval.pipeline.config", ["validate_config", "ConfigError"]),
+        ("disaggregated_eval.audit.runs", "disaggregated_eval.pipeline.audit_runs", ["audit_runs", "output_pattern"]),
+    ],
+)
+def test_old_import_paths_re_export_with_a_deprecation_warning(old, new, names):
+    code = (
+        "import importlib, warnings, json\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        f"    old = importlib.import_module({old!r})\n"
+        f"new = importlib.import_module({new!r})\n"
+        f"print(json.dumps([all(getattr(old, n) is getattr(new, n) for n in {names!r}),\n"
+        "                  [str(w.message) for w in caught if w.category is DeprecationWarning]]))\n"
+    )
+    same, messages = json.loads(subprocess.check_output([sys.executable, "-c", code], text=True))
+    assert same
+    assert any(f"{old} moved to {new}" in m for m in messages), messages
+
+
+def test_the_practitioners_package_does_not_import_the_pipeline():
+    code = "import sys, disaggregated_eval.audit\nprint(sorted(m for m in sys.modules if 'eval.pipeline' in m))"
+    assert subprocess.check_output([sys.executable, "-c", code], text=True).strip() == "[]"
+
+
+# ---- Snakemake's params listing -----------------------------------------------------------------
+def test_params_listing_fix_lists_changes_only():
+    """With the work-around, a ``ParamsChange`` that is no change lists no file and a change still lists
+    its files, whether or not the installed Snakemake has the bug (then the work-around does nothing)."""
+    code = textwrap.dedent(
+        """
+        import json
+        from disaggregated_eval.pipeline import snakemake_compat
+        from snakemake.persistence import ParamsChange
+        buggy = snakemake_compat.params_change_listing_is_buggy()
+        patched = snakemake_compat.fix_params_change_listing()
+        unchanged = ParamsChange() | ParamsChange(files={"a.txt"})
+        changed = ParamsChange(only_new={"'x'"}, files={"b.txt"}) | ParamsChange(files={"c.txt"})
+        print(json.dumps([buggy, patched, list(unchanged), sorted(changed),
+                          snakemake_compat.params_change_listing_is_buggy(),
+                          snakemake_compat.fix_params_change_listing()]))
+        """
+    )
+    buggy, patched, unchanged, changed, still_buggy, patched_again = json.loads(
+        subprocess.check_output([sys.executable, "-c", code], text=True)
+    )
+    assert patched == buggy  # patched exactly when needed
+    assert unchanged == [] and changed == ["b.txt"]
+    assert not still_buggy and not patched_again  # idempotent
+
+
+# ---- score files checked against the test set ---------------------------------------------------
+def test_read_scores_names_the_file_and_both_row_counts(tmp_path):
+    scores = tmp_path / "scores.parquet"
+    bayes = tmp_path / "bayes_scores.parquet"
+    io.write_table(pd.DataFrame({"x": [0.1, 0.2, 0.3], "xa": [0.3, 0.2, 0.1]}), scores)
+    io.write_table(pd.DataFrame({"bayes_x": [0.5, 0.5]}), bayes)  # shortened, but a valid parquet file
+    both = read_scores([scores], n_rows=3, test_path="test.parquet", models=["xa", "x"])
+    assert list(both.columns) == ["xa", "x"] and both["x"].tolist() == [0.1, 0.2, 0.3]
+    with pytest.raises(ValueError, match=rf"score file {bayes} has 2 rows but the test set test.parquet has 3"):
+        read_scores([scores, bayes], n_rows=3, test_path="test.parquet")
+    with pytest.raises(ValueError, match=r"lack the model columns \['bayes_xa'\]"):
+        read_scores([scores], n_rows=3, test_path="test.parquet", models=["x", "bayes_xa"])
+
+
+@pytest.mark.slow
+def test_shortened_score_file_stops_the_weight_models_with_a_clear_message(tmp_path):
+    """A valid but shortened scores.parquet used to end in a message about NaN inside the weight
+    models' fit; now the job stops at once, naming the file and both row counts."""
+    workdir = tmp_path / "wd"
+    workdir.mkdir()
+    for name in ("Snakefile", "workflow", "config", "src", "envs", "profiles"):
+        (workdir / name).symlink_to(REPO / name)
+    tiny = REPO / "tests" / "fixtures" / "tiny.yaml"
+
+    def snakemake(*args):
+        cmd = [sys.executable, "-m", "snakemake", *args, "--cores", "1", "--configfile", str(tiny)]
+        return subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
+
+    scores = workdir / "results" / "models" / "covariate_shift" / "scores.parquet"
+    first = snakemake(str(scores.relative_to(workdir)))
+    assert first.returncode == 0, first.stderr[-3000:]
+    frame = io.read_table(scores)
+    io.write_table(frame.iloc[:-7], scores)
+    weights = "results/weights/covariate_shift/weights_estimated.parquet"
+    second = snakemake(weights)
+    assert second.returncode != 0
+    log = (workdir / "logs" / "fit_weight_models" / "covariate_shift.log").read_text()
+    n_test = len(pd.read_parquet(workdir / "results" / "data" / "covariate_shift" / "test.parquet"))
+    expected = (
+        f"score file results/models/covariate_shift/scores.parquet has {n_test - 7} rows but the test set "
+        f"results/data/covariate_shift/test.parquet has {n_test}"
+    )
+    assert expected in log, log[-3000:]
+    assert "NaN" not in log
+
+
+# ---- the run's time per rule --------------------------------------------------------------------
+def test_rule_times_add_up_the_jobs_benchmarks(tmp_path, capsys):
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    files = {"fit_weight_models/a.tsv": (120.0, 100.0, 300.0), "fit_weight_models/b.tsv": (60.0, 50.0, 500.0),
+             "plot_controlled_differences/simulation/figure_1.tsv": (6.0, 3.0, 200.0)}  # fmt: skip
+    for name, (wall, cpu, rss) in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(header + f"{wall}\t0:00:00\t{rss}\t0\t0\t0\t0\t0\t50\t{cpu}\n")
+    table = timings.rule_times(timings.job_times(tmp_path)).set_index("rule")
+    assert list(table.index) == ["fit_weight_models", "plot_controlled_differences", "total"]
+    assert table.loc["fit_weight_models", "jobs"] == 2 and table.loc["fit_weight_models", "job_minutes"] == 3.0
+    assert table.loc["fit_weight_models", "cpu_minutes"] == 2.5 and table.loc["fit_weight_models", "max_rss_mb"] == 500
+    assert table.loc["total", "job_minutes"] == 3.1 and table.loc["total", "jobs"] == 3
+    assert timings.main([str(tmp_path)]) == 0 and "fit_weight_models" in capsys.readouterr().out
+    assert timings.main([str(tmp_path / "nothing")]) == 1
+
+
+def test_every_rule_writes_a_benchmark():
+    """The README's split of a run's time comes from the benchmark files: every rule that does work
+    must write one (the target rules all, acs, paper, audit, coverage do none)."""
+    text = "\n".join(p.read_text() for p in sorted((REPO / "workflow" / "rules").glob("*.smk")))
+    rules = re.split(r"(?m)^rule ", text)[1:]
+    without = [r.split(":")[0] for r in rules if "script:" in r and "benchmark:" not in r]
+    assert without == []
