@@ -355,9 +355,9 @@ def test_one_spelling_of_the_controls_in_every_figure(table, monkeypatch):
     assert "$M_a$ (Control: X)" in legend and "$M_a$ (Control: none)" in legend
 
 
-def test_tables_without_the_caveat_column_warn(table, monkeypatch):
+def test_tables_without_the_caveat_column_are_refused(table, monkeypatch):
     _capture(monkeypatch)
-    with pytest.warns(UserWarning, match="no 'caveat' column"):
+    with pytest.raises(ValueError, match="no 'caveat' column"):
         plots.plot_controlled_differences(table.drop(columns="caveat"), metric="auc", models=MODELS, paths=["f.png"])
 
 

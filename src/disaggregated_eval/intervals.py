@@ -24,6 +24,7 @@ import numpy as np
 from scipy import special
 
 from ._validation import check_open_unit
+from .vocabulary import CAVEAT_DEGENERATE, CAVEAT_UNDEFINED
 
 __all__ = [
     "normal_quantile",
@@ -43,10 +44,6 @@ __all__ = [
     "caveats",
 ]
 
-#: ``caveat`` of an estimate that is undefined (NaN) on the data themselves.
-CAVEAT_UNDEFINED = "undefined"
-#: ``caveat`` of an estimate whose bootstrap replicates are all one value (a zero-width interval).
-CAVEAT_DEGENERATE = "degenerate"
 
 
 def _as_replicates(replicates: Any) -> np.ndarray:

@@ -34,7 +34,6 @@ B2, B3, B26                               :func:`plot_calibration_curves`
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -99,8 +98,8 @@ COLORBLIND: tuple[str, ...] = (
 OKABE_ITO: tuple[str, ...] = ("#000000", "#e69f00", "#56b4e9", "#009e73", "#0072b2", "#d55e00", "#cc79a7", "#f0e442")
 #: Values of the tidy tables' ``caveat`` column that are not ordinary estimates, and how they are drawn.
 CAVEAT_LEGEND: dict[str, str] = {
-    "degenerate": "hollow: degenerate (every resample one value, no interval)",
-    "undefined": "hollow at the left edge: undefined (no estimate)",
+    vocabulary.CAVEAT_DEGENERATE: "hollow: degenerate (every resample one value, no interval)",
+    vocabulary.CAVEAT_UNDEFINED: "hollow at the left edge: undefined (no estimate)",
 }
 
 # Panel geometry, inches.
@@ -284,7 +283,7 @@ def _check_unique(rows: pd.DataFrame, keys: Sequence[str], context: str) -> None
 
 def _metric_rows(table: pd.DataFrame, comparison: str, metric: str, context: str) -> pd.DataFrame:
     _require_columns(table, _METRIC_COLUMNS, "table")
-    _warn_without_caveat(table)
+    _require_caveat(table)
     if not isinstance(metric, str):
         raise ValueError(f"metric must be a metric name; got {metric!r}")
     rows = table[(table["comparison"] == comparison) & (table["metric"] == metric)]
@@ -308,20 +307,17 @@ def _palette(levels: Sequence[str]) -> list[str | tuple[float, float, float]]:
 
 
 def _caveats(rows: pd.DataFrame) -> np.ndarray:
-    """The ``caveat`` of every row (``""`` for an ordinary estimate; all ``""`` without the column)."""
-    if "caveat" not in rows.columns:
-        return np.full(len(rows), "", dtype=object)
+    """The ``caveat`` of every row (``""`` for an ordinary estimate)."""
     return rows["caveat"].fillna("").astype(str).to_numpy(dtype=object)
 
 
-def _warn_without_caveat(table: pd.DataFrame) -> None:
-    # Until every tidy table carries the column (evaluation.TIDY_COLUMNS); then require it instead.
+def _require_caveat(table: pd.DataFrame) -> None:
+    """The tidy tables carry ``caveat`` (``evaluation.TIDY_COLUMNS``); a table without it is from an older run."""
     if "caveat" not in table.columns:
-        warnings.warn(
-            "the metrics table has no 'caveat' column: undefined and degenerate estimates cannot be "
-            "drawn apart from ordinary ones; rerun the bootstrap (rule bootstrap_metrics) to get it",
-            UserWarning,
-            stacklevel=3,
+        raise ValueError(
+            "the metrics table has no 'caveat' column, so undefined and degenerate estimates cannot be drawn "
+            "apart from ordinary ones: it was written by an older version; rerun the bootstrap (rule "
+            "bootstrap_metrics, e.g. snakemake --forcerun bootstrap_metrics)"
         )
 
 
@@ -716,7 +712,7 @@ def plot_relative_performance(
     metrics = _as_list(metrics, "metrics")
     models = _as_list(models, "models")
     _require_columns(table, _METRIC_COLUMNS, "table")
-    _warn_without_caveat(table)
+    _require_caveat(table)
     rows = table[table["comparison"] == "relative"]
     _require_levels(rows["metric"], metrics, "metric(s)", "comparison relative")
     _require_levels(rows["model"], models, "model(s)", "comparison relative")

@@ -16,8 +16,6 @@ Bayes-optimal ``f*_A``, ``x`` and ``xa`` the arbitrary (fitted) ``f`` with ``Z =
 
 from __future__ import annotations
 
-import warnings
-
 import pandas as pd
 
 __all__ = ["EXPECTED", "expected_table", "theory_coverage"]
@@ -119,20 +117,11 @@ def theory_coverage(metrics_table: pd.DataFrame) -> pd.DataFrame:
         If the table lacks the tidy columns.
     """
     needed = {"dataset", "model", "comparison", "control", "weight_source", "group", "metric",
-              "estimate", "ci_low", "ci_high"}  # fmt: skip
+              "estimate", "ci_low", "ci_high", "caveat"}  # fmt: skip
     missing = sorted(needed - set(metrics_table.columns))
     if missing:
         raise ValueError(f"metrics table lacks the columns {missing}")
     ta = metrics_table[metrics_table["comparison"] == "controlled_difference"]
-    if "caveat" not in ta.columns:
-        # Until every tidy table carries the column (evaluation.TIDY_COLUMNS); then drop this branch.
-        warnings.warn(
-            "the metrics table has no 'caveat' column: undefined and degenerate T_a cannot be told "
-            "apart from ordinary ones; rerun the bootstrap (rule bootstrap_metrics) to get it",
-            UserWarning,
-            stacklevel=2,
-        )
-        ta = ta.assign(caveat="")
     merged = expected_table().merge(ta, on=["dataset", "model", "control"], how="inner")
     merged["caveat"] = merged["caveat"].fillna("").astype(str)
     covers = (merged["ci_low"] <= 0) & (merged["ci_high"] >= 0)

@@ -31,6 +31,9 @@ __all__ = [
     "RELATIVE_METRICS",
     "RELATIVE_FIGURE_MODELS",
     "SCORE_METRICS",
+    "CAVEAT_UNDEFINED",
+    "CAVEAT_DEGENERATE",
+    "CAVEATS",
     "METRIC_LABELS",
     "METRIC_HIGHER_IS_BETTER",
     "MAIN_SETTINGS",
@@ -129,6 +132,14 @@ RELATIVE_METRICS: tuple[str, ...] = ("log_loss", "auc", "sensitivity", "specific
 RELATIVE_FIGURE_MODELS: tuple[str, ...] = ("xa", "xa_stratified")
 #: Metrics that need a score, not only a hard prediction (left out for 0/1 predictions).
 SCORE_METRICS: tuple[str, ...] = ("log_loss", "auc", "brier_score", "mean_predicted_risk", "observed_expected_ratio")
+#: ``caveat`` of an estimate that is undefined (NaN) on the data themselves (e.g. precision without
+#: predicted positives).
+CAVEAT_UNDEFINED = "undefined"
+#: ``caveat`` of an estimate whose bootstrap replicates are all one value (a zero-width interval,
+#: no evidence of anything).
+CAVEAT_DEGENERATE = "degenerate"
+#: The ``caveat`` values other than ``""`` (an ordinary estimate), in the order the figures explain them.
+CAVEATS: tuple[str, ...] = (CAVEAT_DEGENERATE, CAVEAT_UNDEFINED)
 #: Display name of each metric.
 METRIC_LABELS: dict[str, str] = {
     "log_loss": "Log loss",
