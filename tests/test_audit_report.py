@@ -186,9 +186,9 @@ def test_result_methods_delegate_to_the_surfaces(compas_result, tmp_path):
     fig = compas_result.plot("forest", metric="precision")
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
-    labels = [t.get_text() for t in ax.get_yticklabels()]
+    labels = [t.get_text() for t in ax.texts]  # one per slice row: "name (n=N)", top to bottom
     slices = compas_result.slices[compas_result.slices["metric"] == "precision"]
-    assert labels == ["Overall"] + list(slices["slice"])[1:]
+    assert [label.rsplit(" (n=", 1)[0] for label in labels] == list(slices["slice"])
     fig = compas_result.plot("controlled", control="Y")
     assert [a.get_title() for a in fig.axes if a.get_visible()] == ["False positive rate", "Precision", "AUC-ROC"]
     path = compas_result.to_html(tmp_path / "r.html")
@@ -203,14 +203,16 @@ def test_forest_plot_draws_withheld_slices_without_a_point(compas_result):
     fig = compas_result.plot("forest", metric="false_positive_rate")
     ax = fig.axes[0]
     rows = compas_result.slices[compas_result.slices["metric"] == "false_positive_rate"].reset_index(drop=True)
-    points = {round(line.get_ydata()[0]) for line in ax.get_lines() if line.get_marker() == "o"}
+    # points: one line of markers per attribute family; row i is drawn at y = i
+    ys = [y for line in ax.get_lines() if line.get_marker() == "o" for y in line.get_ydata()]
+    points = {round(y) for y in ys}
     withheld = set(rows.index[~rows["reported"]])
     reported = set(rows.index[rows["reported"] & rows["estimate"].notna()])
     assert withheld, "COMPAS race x sex has slices below 30 rows"
-    assert points == reported  # a point for every reported slice, none for a withheld one
+    assert len(ys) == len(points) and points == reported  # a point for every reported slice, none for a withheld one
     texts = [t.get_text() for t in ax.texts]
     for i in withheld:
-        assert f"n={int(rows.loc[i, 'n']):,} (withheld)" in texts
+        assert f"{rows.loc[i, 'slice']} (n={int(rows.loc[i, 'n']):,}, withheld)" in texts
 
 
 # ---- formatting units (small hand-written tables; no audit) ----------------------------------------

@@ -213,13 +213,16 @@ def write_outputs(
     OutputDirError
         If ``out_dir`` cannot be used (nothing is written).
     """
-    from . import report
+    from . import plots, report
     from .summary import summary_text
 
     target = check_out_dir(out_dir)
     summary = summary if summary is not None else summary_text(result, input_path=input_path)
     tmp = _make_tmp_dir(target)
+    rendering = None
     try:
+        # Worker processes draw the figures while this process writes the tables (plots.start_rendering).
+        rendering = plots.start_rendering(result)
         steps = len(TABLES) + 3
         step = 0
 
@@ -234,7 +237,7 @@ def write_outputs(
             project_io.write_table(table, tmp / f"{name}.parquet")
             project_io.write_table(table, tmp / f"{name}.csv")
             tick()
-        figures = report.render_figures(result)
+        figures = rendering.result()
         (tmp / "figures").mkdir()
         for name, (_, images) in figures.items():
             for fmt, data in images.items():
@@ -253,6 +256,8 @@ def write_outputs(
         tick()
         _swap_in(tmp, target)
     except BaseException:
+        if rendering is not None:
+            rendering.close()
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp)
         raise
