@@ -22,6 +22,7 @@ import pandas as pd
 
 from .. import vocabulary
 from .plots import figure_bytes, render_figures  # the figures' one home; re-exported for callers of this module
+from .summary import weight_note
 
 __all__ = ["render_figures", "figure_bytes", "render_html", "write_report"]
 
@@ -201,6 +202,8 @@ def _meta_table(result: Any, manifest: Mapping[str, Any] | None, input_path: Any
     rows.append(("label", html.escape(options.label)))
     rows.append(("models (score columns)", html.escape(", ".join(options.scores))))
     rows.append(("attributes", html.escape(", ".join(options.groups))))
+    weighted = weight_note(options)
+    rows.append(("row weights", f"<b>{html.escape(weighted)}</b>" if weighted else "none (every row counts once)"))
     rows.append(("seed", str(options.seed)))
     body = "".join(f'<tr><th class="text">{k}</th><td class="text">{v}</td></tr>' for k, v in rows)
     return f'<table class="meta" data-table="run" data-key="run">{body}</table>'
