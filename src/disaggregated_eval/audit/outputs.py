@@ -257,7 +257,7 @@ def write_outputs(
         _swap_in(tmp, target)
     except BaseException:
         if rendering is not None:
-            rendering.close()
+            rendering.close(abort=True)
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp)
         raise

@@ -778,25 +778,36 @@ class _Rendering:
             for k in range(len(self._specs)):
                 if k not in done:
                     done[k] = self._futures[k].result() if k in self._futures else _render(self._data[k], self._rc)
-        finally:
-            self.close()
+        except BaseException:
+            self.close(abort=True)
+            raise
+        self.close()
         out = {}
         for k, spec in enumerate(self._specs):
             (width, height), images = done[k]
             out[spec["name"]] = ({**spec, "width_in": width, "height_in": height}, images)
         return out
 
-    def close(self) -> None:
-        """Stop the workers (figures not started are cancelled; the caller waits for those being drawn)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+    def close(self, *, abort: bool = False) -> None:
+        """Stop the workers: figures not started are cancelled; those being drawn are waited for, or,
+        with ``abort`` (the caller failed or was interrupted), the workers are terminated at once."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if abort:
+            terminate = getattr(pool, "terminate_workers", None)  # Python >= 3.14
+            if terminate is not None:
+                terminate()
+            else:  # the workers (before shutdown, which forgets them)
+                for process in list((getattr(pool, "_processes", None) or {}).values()):
+                    process.terminate()
+        pool.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self) -> _Rendering:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(abort=exc_type is not None)
 
 
 def start_rendering(result: Any, *, n_jobs: int | None = None) -> _Rendering:

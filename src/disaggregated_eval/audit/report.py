@@ -193,7 +193,7 @@ def _figure_html(name: str, spec: Mapping[str, Any], images: Mapping[str, bytes]
 def _meta_table(result: Any, manifest: Mapping[str, Any] | None, input_path: Any) -> str:
     options = result.options
     rows = []
-    source = (manifest or {}).get("input", {})
+    source = (manifest or {}).get("input") or {}  # "input" is None for an audit of a frame without a file
     if input_path is not None or source.get("path"):
         rows.append(("input file", html.escape(str(source.get("path", input_path)))))
     if source.get("sha256"):
