@@ -10,20 +10,23 @@ follows the information"): the figure stage no slower than the statistics on a s
 
 Workloads (COMPAS copy in ``examples/data``, race x sex):
 
-- ``small``: one model, the 12 default metrics, control ``none`` (13 figures; the workload where
-  figures took 43 of 47 seconds), ``--n-resamples`` resamples and permutations;
+- ``small``: the audit with every default (one model, the 12 metrics, control ``none``,
+  ``--n-resamples`` resamples and permutations, 10,000 by default): 13 figures, the workload where
+  figures took 43 of 47 seconds;
 - ``models``: three models (the COMPAS score, a noisy copy, a random score), 4 metrics, controls
-  ``none`` and ``Y``, three attributes (race, sex, age category: 84 slices).
+  ``none`` and ``Y``, three attributes (race, sex, age category: 84 slices), 200 resamples and no
+  permutations (the figures do not depend on them).
 
-For each: the statistics' wall time (``small`` only), then the best of ``--repeats`` wall times of
-the baseline and of today's code (serial, ``n_jobs=1``, and with the default worker processes), and
-the ratios; and a determinism check (today's bytes equal between two runs and between serial and
-parallel rendering). The load average (``os.getloadavg``) is printed before and after: other jobs
-on the machine inflate wall times.
+For each: the statistics' wall and CPU time (``small`` only; after a first small audit that
+loads the compiled engine), then the best of ``--repeats`` wall and CPU times (CPU: this process
+and the figure workers) of the baseline and of today's code (serial, ``n_jobs=1``, and with the
+default worker processes), and the ratios; and a determinism check (today's bytes equal between
+serial and parallel rendering). The load average (``os.getloadavg``) is printed before and after:
+other jobs on the machine inflate wall times, less so CPU times.
 
 Usage::
 
-    python benchmarks/bench_audit_figures.py [--n-resamples 2000] [--repeats 3] [--baseline b24421a]
+    python benchmarks/bench_audit_figures.py [--n-resamples 10000] [--repeats 3] [--baseline b24421a]
 """
 
 from __future__ import annotations
@@ -79,16 +82,22 @@ def audits(n_resamples: int):
     rng = np.random.default_rng(0)
     data["noisy_score"] = np.clip(data["compas_score"] + rng.normal(0, 0.1, len(data)), 0, 1)
     data["random_score"] = rng.uniform(size=len(data))
-    common = dict(label="two_year_recid", n_resamples=n_resamples, n_permutations=n_resamples)
     small = audit(
-        data.head(500), scores=["compas_score"], groups=["race", "sex"], n_resamples=50, label="two_year_recid"
+        data.head(500),
+        scores=["compas_score"],
+        groups=["race", "sex"],
+        n_resamples=50,
+        n_permutations=50,
+        label="two_year_recid",
     )
     started, cpu = time.perf_counter(), cpu_seconds()  # the line above compiled the engine (numba): not timed
-    small = audit(data, scores=["compas_score"], groups=["race", "sex"], **common)
+    small = audit(data, label="two_year_recid", scores=["compas_score"], groups=["race", "sex"],
+                  n_resamples=n_resamples, n_permutations=n_resamples)  # fmt: skip
     stats = (time.perf_counter() - started, cpu_seconds() - cpu)
     models = audit(data, scores=["compas_score", "noisy_score", "random_score"], groups=["race", "sex", "age_cat"],
                    metrics=["false_positive_rate", "false_negative_rate", "precision", "auc"], controls=["none", "Y"],
-                   max_leaf_nodes=[10], cv_folds=2, crossfit_folds=2, **common)  # fmt: skip
+                   max_leaf_nodes=[10], cv_folds=2, crossfit_folds=2, label="two_year_recid", n_resamples=200,
+                   n_permutations=0)  # fmt: skip
     return {"small": small, "models": models}, stats
 
 
@@ -111,7 +120,7 @@ def best_of(fn, repeats: int) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--n-resamples", type=int, default=2000)
+    parser.add_argument("--n-resamples", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--baseline", default="b24421a")
     args = parser.parse_args()

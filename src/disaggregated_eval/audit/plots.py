@@ -4,31 +4,32 @@
   (overall, then each attribute, then the intersections), its estimate with the 95% interval (and
   the simultaneous band, lighter, when the audit computed one); the overall value is a dashed
   vertical line. Slices withheld for their size (``reported`` false) are drawn as an interval only,
-  in grey, without a point; every row is labelled with its ``n`` on the right. One panel per model,
-  side by side, sharing the slice axis and the x range.
+  in grey, without a point. One panel per model (at most :data:`MAX_COLUMNS` side by side), all on
+  the same x range.
 - :func:`plot_controlled`: for one control variable ``V``, the controlled differences
   ``T_a = E[m | A = a] - M_a`` (paper section 4.2) of every slice with their intervals, one panel per
-  metric (at most :data:`MAX_COLUMNS` panels side by side), a dashed line at 0. Withheld slices
-  again show the interval only; slices left out of the control's weighted evaluation (see the
-  audit's notes) keep their row, marked "not evaluated", so that every ``T_a`` figure of an audit
-  has the same rows.
+  metric (at most :data:`MAX_COLUMNS` side by side), a dashed line at 0. Withheld slices again show
+  the interval only; slices left out of the control's weighted evaluation (see the audit's notes)
+  keep their row, marked "not evaluated", so that every ``T_a`` figure of an audit has the same rows.
 
-Labels. Every panel row carries the slice names on its first panel, every panel its title (the
-model of a forest plot, the metric of a ``T_a`` plot), every figure a title naming the metric or
-the control and the model; text is never parsed as mathtext (a ``$`` in a level stays a ``$``).
-The layout grows with the content instead of squeezing it: the label column is as wide as the
-widest slice name (measured with the font's glyph advances), the height follows the number of
-slices, and a name wider than :data:`MAX_LABEL_INCHES` is wrapped at its `` & `` separators (then
-inside words if one part is still too wide), never shortened: the full name is always in the figure.
+Labels. Left of the first panel of each row of panels, every slice row is labelled with its full
+name and size, ``race=Black & sex=Female (n=482)`` (``withheld`` added, in grey, when the slice is
+withheld in every panel of that row); every panel has a title (the model of a forest plot, the
+metric of a ``T_a`` plot) and an x label; every figure a title naming the metric, or the control
+and the model. Text is never parsed as mathtext (a ``$`` in a level stays a ``$``). The layout grows
+with the content instead of squeezing it: the label column is as wide as the widest label (measured
+with the font's glyph advances), the height follows the number of slices, and a label wider than
+:data:`MAX_LABEL_INCHES` is wrapped at its `` & `` separators (then inside a part if one is still
+too wide), never shortened: the full name is always in the figure.
 
 Speed. The layout is computed directly in inches from measured text (no ``constrained_layout`` or
-``tight_layout``, which lay each figure out again on every save), one layout is computed per figure
-shape and reused (every forest plot of an audit has the same geometry, and so has every ``T_a``
-plot of one control), the rows are drawn as a few line collections rather than one artist per
-interval, and :func:`render_figures` renders the figures in worker processes (Linux: a ``fork``
-pool of Agg renderers; elsewhere, or on one CPU, one after the other). The output does not depend on
-where a figure was rendered: PNG and SVG bytes are the same for the same audit
-(:func:`figure_bytes`).
+``tight_layout``, which lay each figure out again on every save) and cached per figure shape (every
+forest plot of an audit shares one, and so do the ``T_a`` plots of one control); the rows are drawn
+as a few line collections rather than one artist per interval, the labels and the legend as plain
+text; glyphs are unhinted; the PNG is encoded by Pillow as RGB. :func:`start_rendering` renders the
+figures in forked worker processes (Linux; elsewhere, or with one CPU, one after the other) while
+the caller goes on. The output does not depend on where a figure was rendered: PNG and SVG bytes
+are the same for the same audit (:func:`figure_bytes`).
 
 Figures are :class:`matplotlib.figure.Figure` objects built without pyplot, in the house style of
 :mod:`disaggregated_eval.plots` (seaborn "ticks", small fonts, colour-blind palette), so importing
@@ -95,6 +96,7 @@ _LEGEND_LINE = 0.3  # length of a legend entry's line
 _PNG_DPI = 200
 _MAX_PNG_PIXELS = 6e6  # larger figures get a lower PNG resolution (the SVG is exact at any size)
 _MIN_PNG_DPI = 100
+_MAX_RENDERERS = 8  # processes drawing figures at once, the caller included
 _SVG_RC = {"svg.fonttype": "none", "svg.hashsalt": "disagg-eval"}
 
 
@@ -746,7 +748,8 @@ def _cost(data: _FigureData) -> int:
 
 
 def _renderers(n_figures: int, n_jobs: int | None) -> int:
-    """Processes drawing figures, the caller included: ``n_jobs``, default the CPUs this process may use."""
+    """Processes drawing figures, the caller included: ``n_jobs``, default the CPUs this process may
+    use; at most one per figure and 8."""
     if n_jobs is not None:
         if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs < 1:
             raise ValueError(f"n_jobs must be a positive number of processes or None; got {n_jobs!r}")
@@ -756,7 +759,7 @@ def _renderers(n_figures: int, n_jobs: int | None) -> int:
             wanted = len(os.sched_getaffinity(0))
         except AttributeError:  # pragma: no cover (not Linux)
             wanted = os.cpu_count() or 1
-    wanted = min(wanted, n_figures)
+    wanted = min(wanted, n_figures, _MAX_RENDERERS)
     # Workers are forked (fast: matplotlib is already imported and nothing is pickled but the
     # figures' data): only on Linux, and never from a daemonic process, which cannot have children.
     if wanted < 2 or not sys.platform.startswith("linux") or multiprocessing.current_process().daemon:
@@ -838,8 +841,8 @@ class _Rendering:
 def start_rendering(result: Any, *, n_jobs: int | None = None) -> _Rendering:
     """Start rendering every figure of the audit; ``.result()`` returns them as :func:`render_figures` does.
 
-    With ``n_jobs`` (default: the CPUs this process may use, ``os.sched_getaffinity``) above 1 on
-    Linux, ``n_jobs - 1`` forked worker processes start drawing at once, while the caller goes on
+    With ``n_jobs`` (default: the CPUs this process may use, ``os.sched_getaffinity``, at most 8)
+    above 1 on Linux, ``n_jobs - 1`` forked worker processes start drawing at once, while the caller goes on
     (e.g. writing the tables); :meth:`result` then draws the figures no worker has started yet in the
     caller. Use it as a context manager so that the workers stop if the caller fails.
 
