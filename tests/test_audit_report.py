@@ -187,9 +187,9 @@ def test_result_methods_delegate_to_the_surfaces(compas_result, tmp_path):
     fig = compas_result.plot("forest", metric="precision")
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
-    labels = [t.get_text() for t in ax.get_yticklabels()]
+    labels = [t.get_text() for t in ax.texts]  # one per slice row: "name (n=N)", top to bottom
     slices = compas_result.slices[compas_result.slices["metric"] == "precision"]
-    assert labels == ["Overall"] + list(slices["slice"])[1:]
+    assert [label.rsplit(" (n=", 1)[0] for label in labels] == list(slices["slice"])
     fig = compas_result.plot("controlled", control="Y")
     assert [a.get_title() for a in fig.axes if a.get_visible()] == ["False positive rate", "Precision", "AUC-ROC"]
     path = compas_result.to_html(tmp_path / "r.html")
@@ -204,14 +204,16 @@ def test_forest_plot_draws_withheld_slices_without_a_point(compas_result):
     fig = compas_result.plot("forest", metric="false_positive_rate")
     ax = fig.axes[0]
     rows = compas_result.slices[compas_result.slices["metric"] == "false_positive_rate"].reset_index(drop=True)
-    points = {round(line.get_ydata()[0]) for line in ax.get_lines() if line.get_marker() == "o"}
+    # points: one line of markers per attribute family; row i is drawn at y = i
+    ys = [y for line in ax.get_lines() if line.get_marker() == "o" for y in line.get_ydata()]
+    points = {round(y) for y in ys}
     withheld = set(rows.index[~rows["reported"]])
     reported = set(rows.index[rows["reported"] & rows["estimate"].notna()])
     assert withheld, "COMPAS race x sex has slices below 30 rows"
-    assert points == reported  # a point for every reported slice, none for a withheld one
+    assert len(ys) == len(points) and points == reported  # a point for every reported slice, none for a withheld one
     texts = [t.get_text() for t in ax.texts]
     for i in withheld:
-        assert f"n={int(rows.loc[i, 'n']):,} (withheld)" in texts
+        assert f"{rows.loc[i, 'slice']} (n={int(rows.loc[i, 'n']):,}, withheld)" in texts
 
 
 # ---- formatting units (small hand-written tables; no audit) ----------------------------------------
@@ -276,3 +278,131 @@ def test_model_digest_reads_vs_model_rows():
     })  # fmt: skip
     text = summary_module.model_digest(comparisons, model="b", reference="a", metric="auc")
     assert text == "b - a, AUC-ROC: overall +0.050 [+0.010, +0.090]; the interval excludes 0 on 1 of 2 reported slices"
+
+
+# ---- headline metric, weights, notebook display, wide tables ----------------------------------------
+def _fake_result(metrics_present, metrics_option):
+    from types import SimpleNamespace
+
+    slices = pd.DataFrame({"model": "m", "slice": "overall", "metric": list(metrics_present)})
+    return SimpleNamespace(slices=slices, options=SimpleNamespace(metrics=list(metrics_option)))
+
+
+def test_headline_metric_leads_with_an_error_rate_not_log_loss():
+    from disaggregated_eval import vocabulary
+
+    default = list(vocabulary.METRICS)
+    assert default[0] == "log_loss"  # the canonical order starts with log loss ...
+    assert (
+        summary_module.headline_metric(_fake_result(default, default)) == "false_positive_rate"
+    )  # ... the summary does not
+    # without the error rates (not computed), the next of the documented order
+    assert summary_module.headline_metric(_fake_result(["log_loss", "auc", "accuracy"], default)) == "accuracy"
+    assert summary_module.headline_metric(_fake_result(["log_loss", "auc"], default)) == "auc"
+    # metrics given explicitly: the first one given, as documented for --metrics
+    assert summary_module.headline_metric(_fake_result(["auc", "log_loss"], ["log_loss", "auc"])) == "log_loss"
+    assert summary_module.headline_metric(_fake_result([], default)) is None
+    assert set(summary_module.HEADLINE_ORDER) == set(default)  # every metric has a place in the order
+
+
+@pytest.fixture(scope="module")
+def weighted_result():
+    from disaggregated_eval.audit import audit
+
+    data = load_table(COMPAS, columns=["two_year_recid", "compas_score", "sex", "priors_count"]).head(1500)
+    data["w"] = 1.0 + (data["priors_count"] > 3)  # any non-negative weights
+    return audit(data, label="two_year_recid", scores=["compas_score"], groups=["sex"], sample_weight="w",
+                 metrics=["auc", "false_positive_rate"], n_resamples=40, n_permutations=40)  # fmt: skip
+
+
+def test_a_weighted_run_says_so_in_the_summary_and_the_report(weighted_result, compas_result):
+    from disaggregated_eval.audit import report
+
+    lines = weighted_result.summary().splitlines()
+    assert lines[2] == "estimates weighted by column w (--sample-weight); n counts rows"
+    page = report.render_html(weighted_result, figures={}, summary="")
+    run = page[page.index('data-table="run"') : page.index("</table>", page.index('data-table="run"'))]
+    assert "row weights" in run and "<b>estimates weighted by column w</b>" in run
+    assert "weighted" not in compas_result.summary()  # an unweighted run says nothing of weights
+    assert "none (every row counts once)" in report.render_html(compas_result, figures={}, summary="")
+
+
+@pytest.mark.slow
+def test_repr_is_short_and_points_to_the_summary(compas_result, weighted_result):
+    text = repr(compas_result)
+    assert len(text.splitlines()) == 3
+    assert text.startswith("<AuditResult: 6,172 rows; 1 model (compas_score); 21 slices of race x sex; 3 metrics; "
+                           "controls none, Y, R")  # fmt: skip
+    assert "result.summary()" in text and "tidy frames" in text
+    assert "estimates weighted by column w" in repr(weighted_result)
+
+
+@pytest.mark.slow
+def test_repr_html_is_a_self_contained_table_of_the_headline_metric(compas_result):
+    page = compas_result._repr_html_()
+    for forbidden in ("<script", "<link", "url(", "http://", "https://", "<img", "@import"):
+        assert forbidden not in page, forbidden
+
+    class Rows(html.parser.HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.rows, self._cells, self._in_td = [], None, False
+
+        def handle_starttag(self, tag, attrs):
+            if tag == "tr":
+                self._cells = []
+            if tag == "td":
+                self._in_td = True
+                self._cells.append("")
+
+        def handle_endtag(self, tag):
+            if tag == "td":
+                self._in_td = False
+            if tag == "tr" and self._cells:
+                self.rows.append(self._cells)
+
+        def handle_data(self, data):
+            if self._in_td:
+                self._cells[-1] += data
+
+    parser = Rows()
+    parser.feed(page)
+    rows = compas_result.slices[compas_result.slices["metric"] == "false_positive_rate"]  # the headline
+    assert "False positive rate" in page
+    assert [r[0] for r in parser.rows] == list(rows["slice"])  # every slice, withheld ones included
+    for cells, (_, row) in zip(parser.rows, rows.iterrows(), strict=True):
+        if row["reported"]:
+            assert cells[2] == f"{row['estimate']:.3f}"
+        else:
+            assert cells[2] == "withheld" and cells[4].startswith("withheld: ")
+        assert cells[1] == f"{int(row['n']):,}"
+
+
+@pytest.mark.slow
+def test_wide_keeps_withheld_slices_that_pivot_table_drops(compas_result):
+    tidy = compas_result.slices[compas_result.slices["metric"] == "false_positive_rate"]
+    wide = compas_result.wide("false_positive_rate")
+    assert list(wide.index) == list(tidy["slice"]) and list(wide.columns) == ["compas_score"]
+    np.testing.assert_array_equal(wide["compas_score"].to_numpy(), tidy["estimate"].to_numpy())
+    assert wide["compas_score"].isna().sum() == (~tidy["reported"]).sum() > 0
+    # the pandas behaviour docs/audit.md warns about: pivot_table's default dropna=True loses them
+    dropped = tidy.pivot_table(index="slice", columns="model", values="estimate")
+    assert len(dropped) == len(wide) - (~tidy["reported"]).sum()
+    both = compas_result.wide("precision", values=["estimate", "reported"])
+    assert list(both.columns) == [("estimate", "compas_score"), ("reported", "compas_score")]
+    controlled = compas_result.wide("auc", table="controlled", values="T_a_low")
+    assert list(controlled.columns) == ["none", "Y", "R"]
+    rows = compas_result.controlled[(compas_result.controlled["metric"] == "auc")]
+    for (slice_name, control), value in rows.set_index(["slice", "control"])["T_a_low"].items():
+        assert controlled.loc[slice_name, control] == value or (
+            np.isnan(value) and np.isnan(controlled.loc[slice_name, control])
+        )
+    assert controlled.index.size == compas_result.controlled["slice"].nunique()  # left-out slices are NaN rows
+    with pytest.raises(ValueError, match="metric must be one of"):
+        compas_result.wide("brier")
+    with pytest.raises(ValueError, match="values must be columns"):
+        compas_result.wide("auc", values="slice")
+    with pytest.raises(ValueError, match="table must be"):
+        compas_result.wide("auc", table="comparisons")
+    with pytest.raises(ValueError, match="model must be one of"):
+        compas_result.wide("auc", table="controlled", model="nope")

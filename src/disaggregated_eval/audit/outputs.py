@@ -321,7 +321,7 @@ def write_outputs(
     OutputDirError
         If ``out_dir`` cannot be used (nothing is written; see :func:`check_out_dir`).
     """
-    from . import report
+    from . import plots, report
     from .summary import summary_text
 
     target = check_out_dir(out_dir)
@@ -330,7 +330,10 @@ def write_outputs(
         project_io.remove_stale_temporaries(dest, suffix=suffix)
     summary = summary if summary is not None else summary_text(result, input_path=input_path)
     tmp = _make_tmp_dir(dest)
+    rendering = None
     try:
+        # Worker processes draw the figures while this process writes the tables (plots.start_rendering).
+        rendering = plots.start_rendering(result)
         steps = len(TABLES) + 3
         step = 0
 
@@ -345,7 +348,7 @@ def write_outputs(
             project_io.write_table(table, tmp / f"{name}.parquet")
             project_io.write_table(csv_safe(table), tmp / f"{name}.csv")
             tick()
-        figures = report.render_figures(result)
+        figures = rendering.result()
         (tmp / "figures").mkdir()
         for name, (_, images) in figures.items():
             for fmt, data in images.items():
@@ -364,6 +367,8 @@ def write_outputs(
         tick()
         _swap_in(tmp, dest, out_dir)
     except BaseException:
+        if rendering is not None:
+            rendering.close(abort=True)
         with contextlib.suppress(OSError):
             shutil.rmtree(tmp)
         raise

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -22,6 +21,8 @@ from typing import Any
 import pandas as pd
 
 from .. import vocabulary
+from .plots import figure_bytes, render_figures  # the figures' one home; re-exported for callers of this module
+from .summary import weight_note
 
 __all__ = ["render_figures", "figure_bytes", "render_html", "write_report"]
 
@@ -70,46 +71,6 @@ outcome (separation: error rates), <i>V = R</i> among people with the same score
 calibration), <i>V = X</i> among people with the same features. A <i>T<sub>a</sub></i> whose interval
 excludes 0 is evidence against {R, Y} &#8869; A | V; it is not, by itself, evidence of unfairness.</p>
 """
-
-
-# ----------------------------------------------------------------------------------------------
-# figures
-# ----------------------------------------------------------------------------------------------
-def figure_bytes(fig, *, dpi: int = 200) -> dict[str, bytes]:
-    """``{"png": ..., "svg": ...}``: the figure as PNG (``dpi``) and SVG, both byte-reproducible.
-
-    The SVG keeps text as text (smaller, sharp, searchable) with a fixed id salt and no date, so
-    the same figure gives the same bytes.
-    """
-    import matplotlib as mpl
-
-    out = {}
-    png = io.BytesIO()
-    fig.savefig(png, format="png", dpi=dpi)
-    out["png"] = png.getvalue()
-    svg = io.BytesIO()
-    with mpl.rc_context({"svg.fonttype": "none", "svg.hashsalt": "disagg-eval"}):
-        fig.savefig(svg, format="svg", metadata={"Date": None})
-    out["svg"] = svg.getvalue()
-    return out
-
-
-def render_figures(result: Any) -> dict[str, tuple[dict, dict[str, bytes]]]:
-    """Every figure of the audit (:func:`disaggregated_eval.audit.plots.figure_specs`), as
-    ``name -> (spec, {"png": bytes, "svg": bytes})``."""
-    from . import plots
-
-    out = {}
-    for spec in plots.figure_specs(result):
-        if spec["kind"] == "forest":
-            fig = plots.plot_forest(result, metric=spec["metric"])
-        else:
-            rows = result.controlled[result.controlled["model"] == spec["model"]]
-            metrics = [m for m in result.options.metrics if m in set(rows["metric"])]
-            fig = plots.plot_controlled(result, control=spec["control"], model=spec["model"], metrics=metrics or None)
-        width, height = fig.get_size_inches()
-        out[spec["name"]] = ({**spec, "width_in": float(width), "height_in": float(height)}, figure_bytes(fig))
-    return out
 
 
 # ----------------------------------------------------------------------------------------------
@@ -241,6 +202,8 @@ def _meta_table(result: Any, manifest: Mapping[str, Any] | None, input_path: Any
     rows.append(("label", html.escape(options.label)))
     rows.append(("models (score columns)", html.escape(", ".join(options.scores))))
     rows.append(("attributes", html.escape(", ".join(options.groups))))
+    weighted = weight_note(options)
+    rows.append(("row weights", f"<b>{html.escape(weighted)}</b>" if weighted else "none (every row counts once)"))
     rows.append(("seed", str(options.seed)))
     body = "".join(f'<tr><th class="text">{k}</th><td class="text">{v}</td></tr>' for k, v in rows)
     return f'<table class="meta" data-table="run" data-key="run">{body}</table>'

@@ -14,11 +14,17 @@ one place (``docs/audit.md`` documents them):
   variable (paper section 4.2, Supplementary A.1).
 
 The plotting, report, output and summary methods delegate to :mod:`.plots`, :mod:`.report`,
-:mod:`.outputs` and :mod:`.summary` (imported lazily: matplotlib is slow to import).
+:mod:`.outputs` and :mod:`.summary` (imported lazily: matplotlib is slow to import). In a notebook an
+``AuditResult`` shows itself as a compact HTML table of the headline metric per slice
+(``_repr_html_``), in a terminal as a few lines (``repr``); :meth:`AuditResult.wide` pivots a table
+to one row per slice without losing the withheld slices (pandas' ``pivot_table`` drops rows whose
+values are all NaN, which is what a withheld slice's estimate is).
 """
 
 from __future__ import annotations
 
+import html
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,7 +100,17 @@ CONTROLLED_COLUMNS: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
+#: Columns of :attr:`AuditResult.slices` that name a row rather than hold a value.
+_KEY_COLUMNS = ("model", "slice", "attribute", "metric", "control")
+_HTML_STYLE = {
+    "table": "border-collapse: collapse; font-size: 12px; margin: 0.3em 0 0.8em 0",
+    "th": "padding: 2px 8px; border-bottom: 1px solid #999; text-align: left",
+    "td": "padding: 1px 8px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap",
+    "text": "padding: 1px 8px; border-bottom: 1px solid #eee; text-align: left",
+}
+
+
+@dataclass(frozen=True, repr=False)
 class AuditResult:
     """Disaggregated and controlled evaluation of one table of predictions.
 
@@ -162,3 +178,173 @@ class AuditResult:
         from .summary import summary_text
 
         return summary_text(self, metric=metric)
+
+    # ------------------------------------------------------------------------------------------
+    # display and reshaping
+    # ------------------------------------------------------------------------------------------
+    def _overview(self) -> list[str]:
+        options = self.options
+        n_slices = self.slices["slice"].nunique()
+        models = list(options.scores) or list(pd.unique(self.slices["model"]))
+        metrics = list(pd.unique(self.slices["metric"]))
+        controls = list(pd.unique(self.controlled["control"])) if len(self.controlled) else []
+        first = (
+            f"{self.n_rows:,} rows; {len(models)} model{'s' if len(models) != 1 else ''} ({', '.join(models)}); "
+            f"{n_slices} slices of {' x '.join(options.groups)}; {len(metrics)} metric{'s' if len(metrics) != 1 else ''}"
+            + (f"; controls {', '.join(controls)}" if controls else "")
+        )
+        second = (
+            f"tables: slices {len(self.slices):,} rows, comparisons {len(self.comparisons):,} rows, "
+            f"controlled {len(self.controlled):,} rows; {len(self.notes)} note{'s' if len(self.notes) != 1 else ''}"
+        )
+        return [first, second]
+
+    def __repr__(self) -> str:
+        """A few lines: rows, models, slices, metrics, controls, table sizes, and where to look next."""
+        from .summary import weight_note
+
+        lines = self._overview()
+        weighted = weight_note(self.options)
+        if weighted:
+            lines.append(weighted)
+        lines.append(
+            "print(result.summary()) for the summary; result.slices, .comparisons, .controlled are tidy frames"
+        )
+        return "<AuditResult: " + "\n ".join(lines) + ">"
+
+    def _repr_html_(self) -> str:
+        """Jupyter's display: the headline metric per slice and model, with intervals and flags.
+
+        Self-contained HTML (inline styles, no script, no external assets). Withheld slices show
+        ``withheld`` instead of an estimate, in grey, with their interval and the reason.
+        """
+        from .. import vocabulary
+        from .summary import format_estimate, format_interval, headline_metric, slice_flags, weight_note
+
+        options = self.options
+        alpha = 1.0 - float(options.confidence)
+        esc = html.escape
+        parts = [
+            '<div class="disagg-eval-audit" style="font-family: -apple-system, Helvetica, Arial, sans-serif">',
+            f"<p style='margin: 0.2em 0'><b>AuditResult</b>: {esc(self._overview()[0])}.<br>"
+            f"{options.n_resamples:,} bootstrap resamples, {float(options.confidence):.0%} intervals, seed "
+            f"{options.seed}" + (f"; <b>{esc(weight_note(options))}</b>" if weight_note(options) else "") + ".</p>",
+        ]
+        for model in list(options.scores) or list(pd.unique(self.slices["model"])):
+            metric = headline_metric(self, model)
+            if metric is None:
+                continue
+            rows = self.slices[(self.slices["model"] == model) & (self.slices["metric"] == metric)]
+            flags = slice_flags(self.slices, self.comparisons, model=model, metric=metric, alpha=alpha)
+            label = vocabulary.METRIC_LABELS.get(metric, metric)
+            head = "".join(
+                f'<th style="{_HTML_STYLE["th"]}">{esc(h)}</th>'
+                for h in ("slice", "n", "estimate", f"{float(options.confidence):.0%} interval", "flags")
+            )
+            body = []
+            for row, flag in zip(rows.itertuples(index=False), flags, strict=True):
+                withheld = not bool(row.reported)
+                estimate = "withheld" if withheld else format_estimate(float(row.estimate))
+                colour = ' style="color: #888"' if withheld else ""
+                body.append(
+                    f"<tr{colour}>"
+                    f'<td style="{_HTML_STYLE["text"]}">{esc(str(row.slice))}</td>'
+                    f'<td style="{_HTML_STYLE["td"]}">{int(row.n):,}</td>'
+                    f'<td style="{_HTML_STYLE["td"]}">{esc(estimate)}</td>'
+                    f'<td style="{_HTML_STYLE["td"]}">{esc(format_interval(float(row.ci_low), float(row.ci_high)))}</td>'
+                    f'<td style="{_HTML_STYLE["text"]}">{esc(flag)}</td></tr>'
+                )
+            parts.append(f"<p style='margin: 0.6em 0 0 0'><b>{esc(label)}</b> of <b>{esc(str(model))}</b> by slice "
+                         f"(flags: difference from overall at adjusted p &lt; {alpha:g})</p>")  # fmt: skip
+            parts.append(f'<table style="{_HTML_STYLE["table"]}"><thead><tr>{head}</tr></thead>'
+                         f"<tbody>{''.join(body)}</tbody></table>")  # fmt: skip
+        if self.notes:
+            parts.append("<p style='margin: 0.2em 0; color: #7a4b00'>" + "<br>".join(
+                f"note: {esc(n)}" for n in self.notes) + "</p>")  # fmt: skip
+        parts.append(
+            "<p style='margin: 0.2em 0; color: #555'>Every metric: <code>result.slices</code>, "
+            "<code>result.comparisons</code>, <code>result.controlled</code> (tidy frames); "
+            "<code>result.wide(metric)</code> pivots one metric without dropping withheld slices; "
+            '<code>print(result.summary())</code>; <code>result.plot("forest", metric=...)</code>.</p></div>'
+        )
+        return "\n".join(parts)
+
+    def wide(
+        self,
+        metric: str | None = None,
+        *,
+        values: str | Sequence[str] | None = None,
+        table: str = "slices",
+        model: str | None = None,
+    ) -> pd.DataFrame:
+        """One metric as a wide frame: a row per slice, a column per model (or per control).
+
+        Unlike ``pandas.DataFrame.pivot_table``, which by default drops the rows whose values are
+        all NaN (``dropna=True``: every withheld slice, whose ``estimate`` is NaN), every slice is
+        kept, in the order of the tidy table, with NaN where it has no value.
+
+        Parameters
+        ----------
+        metric : str, optional
+            Metric name; default the summary's headline metric
+            (:func:`disaggregated_eval.audit.summary.headline_metric`).
+        values : str or sequence of str, optional
+            Column(s) of the table to spread: ``estimate`` (the default), ``ci_low``, ``reported``,
+            ``n``, ... for ``slices``; ``T_a`` (the default), ``T_a_low``, ``M_a``, ... for
+            ``controlled``. Several give columns ``(value, model)`` (or ``(value, control)``).
+        table : {"slices", "controlled"}
+            ``slices``: columns are the models. ``controlled``: columns are the controls of one model
+            (``model``, default the first); slices left out of a control's weighted evaluation are NaN.
+        model : str, optional
+            Only with ``table="controlled"``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Index ``slice`` (every slice of the table), columns named ``model`` or ``control``.
+
+        Raises
+        ------
+        ValueError
+            For an unknown table, metric, value column or model.
+        """
+        from .summary import headline_metric
+
+        if table not in ("slices", "controlled"):
+            raise ValueError(f"table must be 'slices' or 'controlled'; got {table!r}")
+        frame = getattr(self, table)
+        if values is None:
+            values = "estimate" if table == "slices" else "T_a"
+        metric = headline_metric(self) if metric is None else metric
+        metrics = list(pd.unique(frame["metric"]))
+        if metric not in metrics:
+            raise ValueError(f"metric must be one of {metrics} (the {table} table); got {metric!r}")
+        names = [values] if isinstance(values, str) else list(values)
+        bad = [v for v in names if v not in frame.columns or v in _KEY_COLUMNS]
+        if bad or not names:
+            allowed = [c for c in frame.columns if c not in _KEY_COLUMNS]
+            raise ValueError(f"values must be columns of the {table} table among {allowed}; got {bad or names}")
+        rows = frame[frame["metric"] == metric]
+        models = list(pd.unique(frame["model"]))
+        if table == "slices":
+            if model is not None:
+                raise ValueError("model is only used with table='controlled' (the slices table has a column per model)")
+            columns, order = "model", models
+        else:
+            model = models[0] if model is None else model
+            if model not in models:
+                raise ValueError(f"model must be one of {models}; got {model!r}")
+            rows = rows[rows["model"] == model]
+            columns, order = "control", list(pd.unique(frame["control"]))
+        slices = [s for s in pd.unique(self.slices["slice"]) if s in set(frame["slice"])]
+        # DataFrame.pivot keeps NaN cells (no aggregation); reindex restores the table's order.
+        out = rows.pivot(index="slice", columns=columns, values=values)
+        if isinstance(values, str):
+            out = out.reindex(index=slices, columns=order)
+        else:
+            out = out.reindex(index=slices, columns=pd.MultiIndex.from_product([names, order]))
+            out.columns.names = [None, columns]
+        out.index.name = "slice"
+        if isinstance(values, str):
+            out.columns.name = columns
+        return out

@@ -1,8 +1,10 @@
 """The terminal summary of an audit: compact tables in the style of a disaggregated evaluation.
 
-One table per model for the headline metric (the first of ``--metrics`` that was computed): slice,
-``n``, estimate, 95% interval, its width and flags (withheld slices, differences from the overall
-value that survive the multiple-comparison adjustment, resamples where the metric was undefined);
+One table per model for the headline metric (:func:`headline_metric`: with the default metrics the
+first computed of :data:`HEADLINE_ORDER`, the false positive rate first; else the first of
+``--metrics``): slice, ``n``, estimate, 95% interval, its width and flags (withheld slices,
+differences from the overall value that survive the multiple-comparison adjustment, resamples where
+the metric was undefined);
 a one-line digest of every other metric; and, when the audit has control variables, a table of the
 controlled differences ``T_a`` (paper section 4.2) of the headline metric. The full tables are in
 the output files (``docs/audit.md``).
@@ -23,11 +25,14 @@ from .text import terminal_text
 __all__ = [
     "format_estimate",
     "format_interval",
+    "slice_flags",
     "slice_table",
     "controlled_table",
     "metric_digest",
     "model_digest",
     "headline_metric",
+    "weight_note",
+    "HEADLINE_ORDER",
     "summary_text",
 ]
 
@@ -79,6 +84,39 @@ def _format_p(p: float) -> str:
     return "p_adj < 0.001" if p < 0.001 else f"p_adj {p:.3f}"
 
 
+def slice_flags(
+    slices: pd.DataFrame, comparisons: pd.DataFrame, *, model: str, metric: str, alpha: float = 0.05
+) -> list[str]:
+    """The flags of each slice of one metric and model (the summary's ``flags`` column), in table order.
+
+    ``withheld: <reason>`` for a withheld slice; ``above overall (p_adj 0.004)`` / ``below overall``
+    when its ``vs_overall`` comparison has ``p_adjusted < alpha`` (without p-values: when the
+    interval of the difference excludes 0); ``undefined in K resamples``; joined by ``"; "``.
+    """
+    rows = slices[(slices["model"] == model) & (slices["metric"] == metric)]
+    vs_overall = comparisons[
+        (comparisons["model"] == model) & (comparisons["metric"] == metric) & (comparisons["kind"] == "vs_overall")
+    ]
+    vs_overall = vs_overall.assign(_sig=_significant(vs_overall, alpha)).set_index("slice")
+    out = []
+    for row in rows.itertuples(index=False):
+        flags = []
+        if not bool(row.reported):
+            flags.append(f"withheld: {row.reason}" if row.reason else "withheld")
+        elif row.slice in vs_overall.index:
+            comp = vs_overall.loc[row.slice]
+            if isinstance(comp, pd.DataFrame):  # defensive: one row per slice expected
+                comp = comp.iloc[0]
+            if bool(comp["_sig"]):
+                direction = "above" if comp["difference"] > 0 else "below"
+                p_text = _format_p(float(comp["p_adjusted"]))
+                flags.append(f"{direction} overall ({p_text})" if p_text else f"{direction} overall")
+        if int(row.n_undefined) > 0:
+            flags.append(f"undefined in {int(row.n_undefined)} resamples")
+        out.append("; ".join(flags))
+    return out
+
+
 def slice_table(
     slices: pd.DataFrame,
     comparisons: pd.DataFrame,
@@ -109,25 +147,9 @@ def slice_table(
         interval, and the reason in the flags column.
     """
     rows = slices[(slices["model"] == model) & (slices["metric"] == metric)]
-    vs_overall = comparisons[
-        (comparisons["model"] == model) & (comparisons["metric"] == metric) & (comparisons["kind"] == "vs_overall")
-    ]
-    vs_overall = vs_overall.assign(_sig=_significant(vs_overall, alpha)).set_index("slice")
+    flags = slice_flags(slices, comparisons, model=model, metric=metric, alpha=alpha)
     body = []
-    for row in rows.itertuples(index=False):
-        flags = []
-        if not bool(row.reported):
-            flags.append(f"withheld: {row.reason}" if row.reason else "withheld")
-        elif row.slice in vs_overall.index:
-            comp = vs_overall.loc[row.slice]
-            if isinstance(comp, pd.DataFrame):  # defensive: one row per slice expected
-                comp = comp.iloc[0]
-            if bool(comp["_sig"]):
-                direction = "above" if comp["difference"] > 0 else "below"
-                p_text = _format_p(float(comp["p_adjusted"]))
-                flags.append(f"{direction} overall ({p_text})" if p_text else f"{direction} overall")
-        if int(row.n_undefined) > 0:
-            flags.append(f"undefined in {int(row.n_undefined)} resamples")
+    for row, flag in zip(rows.itertuples(index=False), flags, strict=True):
         width = row.ci_high - row.ci_low
         body.append([
             str(row.slice),
@@ -135,7 +157,7 @@ def slice_table(
             format_estimate(float(row.estimate)),
             format_interval(float(row.ci_low), float(row.ci_high)),
             format_estimate(float(width)),
-            "; ".join(flags),
+            flag,
         ])  # fmt: skip
     header = ["slice", "n", "estimate", f"{level:.0%} CI", "width", "flags"]
     return _render(header, body, [False, True, True, False, True, False])
@@ -220,13 +242,49 @@ def model_digest(comparisons: pd.DataFrame, *, model: str, reference: str, metri
     return text + f" the interval excludes 0 on {excludes} of {len(others)} reported slices"
 
 
-def headline_metric(result: Any) -> str | None:
-    """The first metric of the audit's options that has rows in ``result.slices``."""
-    present = set(result.slices["metric"])
-    for metric in result.options.metrics:
+#: The metrics a fairness audit leads with, in order: the error rates whose balance is separation
+#: (false positive and false negative rate, the equalized-odds pair), accuracy, the selection rate of
+#: demographic parity, their complements, precision (predictive parity), then the score metrics and
+#: the label rate. With the default metric list the summary's headline is the first of these the
+#: audit computed (never log loss merely because it is first in ``vocabulary.METRICS``); with
+#: ``--metrics`` given, the first metric given.
+HEADLINE_ORDER: tuple[str, ...] = (
+    "false_positive_rate",
+    "false_negative_rate",
+    "accuracy",
+    "predicted_positive_rate",
+    "sensitivity",
+    "specificity",
+    "precision",
+    "auc",
+    "net_benefit",
+    "brier_score",
+    "label_rate",
+    "log_loss",
+)
+
+
+def headline_metric(result: Any, model: str | None = None) -> str | None:
+    """The metric the summary leads with (for ``model``, default any model).
+
+    The first of :data:`HEADLINE_ORDER` that has rows in ``result.slices`` when the audit ran the
+    default metric list (``vocabulary.METRICS``), otherwise the first of ``options.metrics`` that
+    has rows; ``None`` if no metric was computed.
+    """
+    table = result.slices if model is None else result.slices[result.slices["model"] == model]
+    present = set(table["metric"])
+    chosen = list(result.options.metrics)
+    order = HEADLINE_ORDER if chosen == list(vocabulary.METRICS) else chosen
+    for metric in [*order, *chosen]:
         if metric in present:
             return metric
-    return next(iter(pd.unique(result.slices["metric"])), None)
+    return next(iter(pd.unique(table["metric"])), None)
+
+
+def weight_note(options: Any) -> str | None:
+    """``estimates weighted by column W`` when the audit has row weights (``--sample-weight``), else None."""
+    column = getattr(options, "sample_weight", None)
+    return f"estimates weighted by column {column}" if column else None
 
 
 def _adjust_text(options: Any) -> str:
@@ -278,6 +336,9 @@ def summary_text(
         f"{options.confidence:.0%} intervals; {_adjust_text(options)}; "
         f"slices with n < {options.min_group_size} are withheld"
     )
+    weighted = weight_note(options)
+    if weighted:
+        lines.append(f"{weighted} (--sample-weight); n counts rows")
     for note in result.notes:
         lines.append(f"note: {t(note)}")
     if metric is None:
@@ -288,8 +349,8 @@ def summary_text(
         present = list(pd.unique(result.slices.loc[result.slices["model"] == model, "metric"]))
         if not present:
             continue
-        # A model of hard 0/1 predictions has no score metrics: its headline is its first metric.
-        metric = headline if headline in present else next(m for m in options.metrics if m in present)
+        # A model of hard 0/1 predictions has no score metrics: its headline is its own first one.
+        metric = headline if headline in present else headline_metric(result, model)
         lines.append("")
         lines.append(f"{_metric_label(metric)} of {t(model)} by slice")
         lines.append(
