@@ -70,7 +70,7 @@ TABLES = ("slices", "comparisons", "controlled")
 FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
 _PACKAGES = (
     "disaggregated-eval", "numpy", "pandas", "scipy", "scikit-learn", "statsmodels", "numba",
-    "matplotlib", "seaborn", "pyarrow",
+    "matplotlib", "pyarrow",
 )  # fmt: skip
 _SHOW = 5  # files named in a message
 

@@ -32,7 +32,7 @@ the caller goes on. The output does not depend on where a figure was rendered: P
 are the same for the same audit (:func:`figure_bytes`).
 
 Figures are :class:`matplotlib.figure.Figure` objects built without pyplot, in the house style of
-:mod:`disaggregated_eval.plots` (seaborn "ticks", small fonts, colour-blind palette), so importing
+:mod:`disaggregated_eval.plots` ("ticks" style, small fonts, colour-blind palette), so importing
 or calling this module never changes global matplotlib settings.
 """
 
@@ -168,9 +168,11 @@ def _check_metric(table: pd.DataFrame, metric: str | None, what: str) -> str:
 
 
 def _family_colors(attributes: Sequence[str]) -> dict[str, tuple]:
-    import seaborn as sns
+    from matplotlib.colors import to_rgb
 
-    palette = sns.color_palette("colorblind", n_colors=max(len(attributes), 1))
+    from disaggregated_eval.plots import COLORBLIND
+
+    palette = [to_rgb(c) for c in COLORBLIND]
     colors, k = {}, 0
     for attribute in attributes:
         if attribute == vocabulary.OVERALL:
