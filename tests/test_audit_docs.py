@@ -42,6 +42,8 @@ def _expected_default(field) -> str:
         return f"all {len(vocabulary.METRICS)}"
     if field.name == "intersections":
         return "all attributes"
+    if field.name == "preference_threshold":
+        return "the threshold"
     if value is None or value == []:
         return "none"
     if field.name == "controls":

@@ -23,10 +23,11 @@ import pandas as pd
 import pytest
 
 from disaggregated_eval import vocabulary
+from disaggregated_eval.audit.text import file_component
 
 LONG_REGION = "South-East coastal districts and islands (outlying territories) $5K-$10K"
 SVG = "{http://www.w3.org/2000/svg}"
-FAST = dict(n_resamples=20, n_permutations=0, max_leaf_nodes=[5], cv_folds=2, crossfit_folds=2)
+FAST = dict(n_resamples=40, n_permutations=0, max_leaf_nodes=[5], cv_folds=2, crossfit_folds=2)
 
 
 def synthetic(n: int = 1200, seed: int = 7) -> pd.DataFrame:
@@ -100,7 +101,8 @@ def test_every_figure_carries_every_slice_model_metric_and_control_label(audits,
     assert LONG_REGION in " ".join(first["slice"]) or "region" not in options["groups"]
     expected = {f"forest_{m}" for m in options["metrics"]}
     several = len(options["scores"]) > 1
-    expected |= {f"controlled_{c}_{s}" if several else f"controlled_{c}" for c in options["controls"]
+    # model names become file-name parts through text.file_component ("model one" -> "model_one-<hash>")
+    expected |= {f"controlled_{c}_{file_component(s)}" if several else f"controlled_{c}" for c in options["controls"]
                  for s in options["scores"]}  # fmt: skip
     assert set(figures) == expected
     for fig_name, (spec, images) in figures.items():

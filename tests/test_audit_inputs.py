@@ -92,7 +92,7 @@ def test_a_thousand_levels_are_refused_by_the_api_before_any_work(monkeypatch):
     monkeypatch.setattr(core, "estimate_all", no_work)
     data = frame(n=3000, zip=[f"z{i % 1000}" for i in range(3000)])
     with pytest.raises(AuditInputError, match="group column 'zip' has 1,000 levels"):
-        audit(data, label="y", scores=["p"], groups=["zip"], **FAST)
+        audit(data, label="y", scores=["p"], groups=["zip"], pairwise_max_levels=None, **FAST)
 
 
 # ---- validated once per public call (issue 11 item 3) ---------------------------------------------------------

@@ -128,18 +128,25 @@ def test_out_may_be_a_symbolic_link_to_a_folder(result, tmp_path):
 # ---- interrupted writes leave no litter (issue item 2) ------------------------------------------------------------
 WRAPPER = """
 import sys, time
-from disaggregated_eval.audit import report
+from disaggregated_eval.audit import plots
 from disaggregated_eval.audit.cli import main
 
-render = report.render_figures
+start = plots.start_rendering
 
-def render_then_wait(result):
-    figures = render(result)
-    print("WRITING", file=sys.stderr, flush=True)  # the tables are in the temporary folder by now
-    time.sleep(3600)
-    return figures
+def start_then_wait(*args, **kwargs):
+    rendering = start(*args, **kwargs)
+    collect = rendering.result
 
-report.render_figures = render_then_wait
+    def result_then_wait(*a, **k):
+        figures = collect(*a, **k)
+        print("WRITING", file=sys.stderr, flush=True)  # the tables are in the temporary folder by now
+        time.sleep(3600)
+        return figures
+
+    rendering.result = result_then_wait
+    return rendering
+
+plots.start_rendering = start_then_wait
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -203,7 +203,9 @@ def test_single_class_resamples_give_nan_and_are_counted():
     assert n_undefined[0, METRICS.index("auc")] == (no_positive | no_negative).sum()
     assert n_undefined[0, METRICS.index("sensitivity")] == no_positive.sum()
     assert n_undefined[0, METRICS.index("specificity")] == no_negative.sum()
-    assert n_undefined[1, METRICS.index("precision")] == empty.sum()
+    # precision is undefined without a predicted positive: for the group, when row 2 (score 0.6, its
+    # only row above the threshold) is not drawn
+    assert n_undefined[1, METRICS.index("precision")] == (counts[:, 2] == 0).sum()
     assert n_undefined[1, METRICS.index("auc")] == n_resamples
 
 

@@ -190,9 +190,10 @@ def test_empty_input_is_an_error_naming_y():
         compute_metrics(np.array([], dtype=int), np.array([]), sample_weight=np.array([]))
 
 
-def test_precision_is_zero_when_nothing_predicted_positive():
+def test_precision_is_undefined_when_nothing_is_predicted_positive():
+    # scikit-learn returns 0 here (zero_division); the project leaves it undefined (docs/method.md)
     got = compute_metrics([0, 1], [0.2, 0.3])
-    assert got["precision"] == 0.0 and got["predicted_positive_rate"] == 0.0
+    assert np.isnan(got["precision"]) and got["predicted_positive_rate"] == 0.0
 
 
 def test_threshold_and_preference_threshold():

@@ -24,9 +24,12 @@ import numpy as np
 from scipy import special
 
 from ._validation import check_open_unit
+from .engine.sums import PROPORTIONS
 from .vocabulary import CAVEAT_DEGENERATE, CAVEAT_UNDEFINED
 
 __all__ = [
+    "INTERVAL_METHODS",
+    "interval_method",
     "normal_quantile",
     "effective_size",
     "wilson_interval",
@@ -44,6 +47,27 @@ __all__ = [
     "caveats",
 ]
 
+
+#: The interval of each metric on one slice (``docs/method.md``, "Intervals"): ``wilson`` (Wilson's
+#: score interval on the metric's own counts, Kish's effective size under sample weights) for the
+#: proportions, ``auc_score`` (Newcombe's score-type interval of the AUC) for the AUC, ``bca`` (the
+#: bias-corrected and accelerated bootstrap, jackknife acceleration) for the means and ratios of sums.
+#: Score intervals keep their level at small counts and never have zero width; the percentile
+#: bootstrap does neither (it collapses to a point on a slice without events).
+INTERVAL_METHODS: dict[str, str] = {
+    **dict.fromkeys(PROPORTIONS, "wilson"),
+    "auc": "auc_score",
+    "log_loss": "bca",
+    "brier_score": "bca",
+    "net_benefit": "bca",
+    "mean_predicted_risk": "bca",
+    "observed_expected_ratio": "bca",
+}
+
+
+def interval_method(metric: str) -> str:
+    """The interval method of ``metric`` on a slice (:data:`INTERVAL_METHODS`)."""
+    return INTERVAL_METHODS[metric]
 
 
 def _as_replicates(replicates: Any) -> np.ndarray:
@@ -223,13 +247,17 @@ def degenerate(replicates: np.ndarray, *, axis: int = 0) -> np.ndarray:
     Returns
     -------
     ndarray of bool, the shape of a replicate
-        True where at least one replicate is finite and all finite ones are equal.
+        True where at least one replicate is finite and all finite ones are equal up to rounding
+        (a spread of at most ``1e-12 max(1, |value|)``: a ratio of sums of equal values, e.g. a Brier
+        score of rows that all have the same loss, varies only in its last bits).
     """
     values = np.moveaxis(_as_replicates(replicates), axis, 0)
     finite = np.isfinite(values)
     hi = np.max(np.where(finite, values, -np.inf), axis=0)
     lo = np.min(np.where(finite, values, np.inf), axis=0)
-    return finite.any(axis=0) & (hi == lo)
+    with np.errstate(invalid="ignore"):
+        spread = hi - lo
+        return finite.any(axis=0) & (spread <= 1e-12 * np.maximum(1.0, np.abs(hi)))
 
 
 def caveats(estimate: np.ndarray, is_degenerate: np.ndarray) -> np.ndarray:
@@ -258,8 +286,13 @@ def caveats(estimate: np.ndarray, is_degenerate: np.ndarray) -> np.ndarray:
 
 
 def normal_quantile(level: float | np.ndarray) -> np.ndarray:
-    """``z`` of a two-sided interval at ``level``: the ``(1 + level) / 2`` quantile of the standard normal."""
-    return special.ndtri(0.5 * (1.0 + np.asarray(level, dtype=np.float64)))
+    """``z`` of a two-sided interval at ``level``: the ``(1 + level) / 2`` quantile of the standard normal.
+
+    A level of 1 (a band whose level could not be calibrated below it) is taken as ``1 - 1e-12``
+    (``z`` about 7.1), so that the score and BCa intervals stay finite.
+    """
+    level = np.minimum(np.asarray(level, dtype=np.float64), 1.0 - 1e-12)
+    return special.ndtri(0.5 * (1.0 + level))
 
 
 def effective_size(sum_w: np.ndarray, sum_w2: np.ndarray) -> np.ndarray:
@@ -474,13 +507,15 @@ def bca_interval(
 
 
 def _quantile(columns: SortedReplicates, q: np.ndarray) -> np.ndarray:
+    """The ``q`` quantile of each column over its finite values (numpy's linear interpolation); NaN where
+    ``q`` is NaN or no value is finite."""
     """The ``q`` quantile of each column (numpy's linear interpolation over the finite values)."""
     k = columns.count
     flat = columns.sorted.reshape(columns.sorted.shape[0], -1)
     q = np.broadcast_to(np.asarray(q, dtype=np.float64), k.shape).ravel()
     kk = k.ravel()
     out = np.full(kk.shape, np.nan)
-    ok = kk > 0
+    ok = (kk > 0) & np.isfinite(q)
     cols = np.flatnonzero(ok)
     virtual = q[ok] * (kk[ok] - 1)
     previous = np.floor(virtual).astype(np.int64)

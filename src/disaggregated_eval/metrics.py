@@ -20,7 +20,7 @@ metric                      definition                                    undefi
                             + 1/2 1[r_i == r_j]) / (Wp Wn)``              ``Wn == 0``
 ``sensitivity``             ``TP / Wp``                                   ``Wp == 0``
 ``specificity``             ``TN / Wn``                                   ``Wn == 0``
-``precision``               ``TP / PP``, and 0 when ``PP == 0``           ``W == 0``
+``precision``               ``TP / PP``                                   ``PP == 0``
 ``net_benefit``             ``TPR pi - FPR (1 - pi) t / (1 - t)``         ``W == 0``
                             ``= (TP - FP t / (1 - t)) / W``
 ``label_rate``              ``Wp / W``                                    ``W == 0``
@@ -204,7 +204,8 @@ def compute_metrics(
     -----
     Matches scikit-learn 1.9 with ``sample_weight``: ``log_loss`` (clipping at float64 machine
     epsilon), ``roc_auc_score``, ``recall_score`` (sensitivity), ``recall_score(pos_label=0)``
-    (specificity), ``precision_score(zero_division=0)``, ``accuracy_score``, ``brier_score_loss``,
+    (specificity), ``precision_score`` (where it is defined: with no predicted positive, scikit-learn
+    returns 0 with a warning, ``zero_division``; here it is undefined, NaN), ``accuracy_score``, ``brier_score_loss``,
     and ``1 -`` the recalls for the false positive and false negative rates, where those are
     defined. Definitions from the paper's Supplementary A.3 (``docs/method.md``); net benefit as in
     Pfohl et al. (2023).
@@ -240,7 +241,7 @@ def compute_metrics(
         elif name == "specificity":
             value = _ratio(tn, wn)
         elif name == "precision":
-            value = float("nan") if total == 0.0 else (tp / pp if pp > 0.0 else 0.0)
+            value = _ratio(tp, pp)
         elif name == "net_benefit":
             value = _ratio(tp - fp * odds, total)
         elif name == "label_rate":

@@ -31,6 +31,7 @@ __all__ = [
     "RELATIVE_METRICS",
     "RELATIVE_FIGURE_MODELS",
     "SCORE_METRICS",
+    "HEADLINE_ORDER",
     "CAVEAT_UNDEFINED",
     "CAVEAT_DEGENERATE",
     "CAVEATS",
@@ -132,6 +133,24 @@ RELATIVE_METRICS: tuple[str, ...] = ("log_loss", "auc", "sensitivity", "specific
 RELATIVE_FIGURE_MODELS: tuple[str, ...] = ("xa", "xa_stratified")
 #: Metrics that need a score, not only a hard prediction (left out for 0/1 predictions).
 SCORE_METRICS: tuple[str, ...] = ("log_loss", "auc", "brier_score", "mean_predicted_risk", "observed_expected_ratio")
+#: The order in which a fairness audit leads with a metric (its terminal summary's headline, with the
+#: default metric list): the error rates first, then the rates, the ranking and calibration metrics.
+HEADLINE_ORDER: tuple[str, ...] = (
+    "false_positive_rate",
+    "false_negative_rate",
+    "accuracy",
+    "predicted_positive_rate",
+    "sensitivity",
+    "specificity",
+    "precision",
+    "auc",
+    "net_benefit",
+    "observed_expected_ratio",
+    "mean_predicted_risk",
+    "brier_score",
+    "label_rate",
+    "log_loss",
+)
 #: ``caveat`` of an estimate that is undefined (NaN) on the data themselves (e.g. precision without
 #: predicted positives).
 CAVEAT_UNDEFINED = "undefined"

@@ -122,6 +122,8 @@ def _default_text(field_) -> str:
         return "required"
     if field_.name == "intersections" and value is None:
         return "all attributes"
+    if field_.name == "preference_threshold" and value is None:
+        return "the threshold"
     if value is None:
         return "none"
     if isinstance(value, (list, tuple)):

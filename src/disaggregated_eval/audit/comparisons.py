@@ -1,24 +1,39 @@
-"""Comparisons of slices: differences with paired intervals, permutation p-values, adjustment.
+"""Comparisons of slices: differences with intervals, permutation tests of the metric, families, adjustment.
 
 Kinds (column ``kind``):
 
-- ``vs_overall``: slice minus the whole population (``reference`` = ``overall``);
+- ``vs_overall``: slice minus the whole population (``reference`` = ``overall``); these carry the
+  flags ("above / below overall");
 - ``vs_rest``: slice minus the rest of the rows (``reference`` = ``rest``);
-- ``pairwise``: slice minus another slice of the same attribute, or of the same intersection
-  family (``reference`` = the other slice; every pair once, in slice order);
+- ``pairwise``: slice minus another slice of the same attribute or intersection family
+  (``reference`` = the other slice; every pair once, in slice order), for families of at most
+  ``pairwise_max_levels`` slices (all families when it is None);
 - ``vs_model``: on one slice, a model minus the first model (``reference`` = the first model's name;
-  no p-value).
+  no test).
 
-Intervals are percentile intervals of the per-resample differences (the bootstrap is paired: both
-terms come from the same resample; :func:`disaggregated_eval.derived.difference`). p-values come from
-the permutation tests of :mod:`disaggregated_eval.engine.permutation`; ``p_adjusted`` adjusts them within the family of one model and metric (all
-comparisons of kinds ``vs_overall``, ``vs_rest`` and ``pairwise`` that are reported) with Holm's
-step-down method or Benjamini-Hochberg's (``statsmodels.stats.multitest.multipletests``, methods
-``holm`` and ``fdr_bh``).
+Intervals (column ``interval``; ``docs/method.md``, "Intervals"): for the proportions, Newcombe's
+hybrid score interval of the difference of two independent proportions (``vs_rest``, ``pairwise``),
+and for ``vs_overall`` the same interval scaled by ``1 - pi`` (the slice's share ``pi`` of the
+metric's denominator: ``p_s - p_all = (1 - pi) (p_s - p_rest)``), so that a slice without events still
+gets an honest interval; for the other metrics and ``vs_model``, the percentile interval of the paired
+bootstrap differences (:func:`disaggregated_eval.derived.difference`), marked ``degenerate`` when
+every resample gives one value.
 
-A difference is reported only when both of its terms are (the minimum-size rules of
-:mod:`.withheld`); otherwise it is NaN, its p-values are NaN and it is not part of the family, and
-``reason`` names the term and the rule. The interval is given all the same.
+Tests (:mod:`disaggregated_eval.engine.permutation`): slice membership is permuted within the
+metric's conditioning class, so that each test is of the metric, not of the slice's whole
+distribution (:data:`PERMUTATION_DESIGNS`): among the negatives for the false positive rate and the
+specificity, among the positives for the sensitivity and the false negative rate, among the predicted
+positives for the precision, within each class for the AUC, among all rows for the rest. Unweighted
+proportions get exact (hypergeometric) p-values; the rest Monte-Carlo p-values with Besag and
+Clifford's sequential stopping. ``vs_overall`` and ``vs_rest`` share one test (their statistics are
+functions of the same permuted slice).
+
+Families (column ``family_size``): ``p_adjusted`` adjusts the p-values within the family of one model,
+one kind (``vs_overall``, ``vs_rest`` or ``pairwise``) and one metric (``adjust_scope="metric"``,
+the default) or all metrics (``"model"``), with Holm's step-down method or Benjamini-Hochberg's
+(``statsmodels.stats.multitest.multipletests``). A difference is reported only when both of its terms
+are (the minimum-size rules of :mod:`.withheld`); otherwise it is NaN, its p-values are NaN, it is
+not part of the family, and ``reason`` names the term and the rule.
 """
 
 from __future__ import annotations
@@ -33,14 +48,40 @@ from statsmodels.stats.multitest import multipletests
 
 from .. import seeds
 from ..derived import Replicated, difference, summarise
-from ..engine.permutation import permutation_space, permutation_test, seed_key
+from ..engine.permutation import exact_count_pvalue, permutation_space, permutation_test
+from ..engine.sums import FN, FP, PROPORTIONS, TN, TP, categories, metric_slots
+from ..intervals import newcombe_difference
 from .estimates import AuditEstimates
 from .result import COMPARISON_COLUMNS
 from .slices import SlicePlan
+from .tallies import SliceTallies
 
-__all__ = ["Term", "Comparison", "enumerate_comparisons", "comparison_table", "permutation_pvalues", "adjust"]
+__all__ = [
+    "PERMUTATION_DESIGNS",
+    "TESTED_KINDS",
+    "Term",
+    "Comparison",
+    "enumerate_comparisons",
+    "family_sizes",
+    "test_pvalues",
+    "comparison_table",
+    "adjust",
+]
 
 _METHODS = {"holm": "holm", "bh": "fdr_bh"}
+#: Kinds of comparison with a test; each is a family of its own (per model and metric, or model).
+TESTED_KINDS: tuple[str, ...] = ("vs_overall", "vs_rest", "pairwise")
+_ALL = (TN, FP, FN, TP)
+#: The null of each metric's test: (categories of the rows permuted among, stratified by label?).
+PERMUTATION_DESIGNS: dict[str, tuple[tuple[int, ...], bool]] = {
+    **{metric: (den, False) for metric, (_, den) in PROPORTIONS.items()},
+    "auc": (_ALL, True),
+    "log_loss": (_ALL, False),
+    "brier_score": (_ALL, False),
+    "net_benefit": (_ALL, False),
+    "mean_predicted_risk": (_ALL, False),
+    "observed_expected_ratio": (_ALL, False),
+}
 
 
 @dataclass(frozen=True)
@@ -58,15 +99,22 @@ class Comparison:
 Term = tuple[int, int, int]
 
 
-def enumerate_comparisons(plan: SlicePlan, n_models: int, model_names: Sequence[str]) -> list[Comparison]:
+def _pairwise_families(plan: SlicePlan, pairwise_max_levels: int | None):
+    return [f for f in plan.families[1:] if pairwise_max_levels is None or f.n_slices <= pairwise_max_levels]
+
+
+def enumerate_comparisons(
+    plan: SlicePlan, n_models: int, model_names: Sequence[str], *, pairwise_max_levels: int | None = None
+) -> list[Comparison]:
     """Every comparison, grouped by model, then kind (vs_overall, vs_rest, pairwise, vs_model)."""
     out: list[Comparison] = []
+    pair_families = _pairwise_families(plan, pairwise_max_levels)
     for m in range(n_models):
         for s in range(1, plan.n_slices):
             out.append(Comparison("vs_overall", m, s, "overall", (m, s, 0), (m, 0, 0)))
         for s in range(1, plan.n_slices):
             out.append(Comparison("vs_rest", m, s, "rest", (m, s, 0), (m, s, 1)))
-        for family in plan.families[1:]:
+        for family in pair_families:
             ids = family.slice_ids
             for i in range(ids.shape[0]):
                 for j in range(i + 1, ids.shape[0]):
@@ -78,114 +126,163 @@ def enumerate_comparisons(plan: SlicePlan, n_models: int, model_names: Sequence[
     return out
 
 
-def _term_reason(term: Term, reasons: np.ndarray, rest_reasons: np.ndarray, q: int, label: str) -> str:
-    m, s, side = term
-    text = (reasons if side == 0 else rest_reasons)[m, s, q]
-    return f"{label}: {text}" if text else ""
+def family_sizes(plan: SlicePlan, *, pairwise_max_levels: int | None) -> dict[str, int]:
+    """The largest number of tests in each kind's family of one model and metric (before withholding)."""
+    pairs = sum(f.n_slices * (f.n_slices - 1) // 2 for f in _pairwise_families(plan, pairwise_max_levels))
+    return {"vs_overall": plan.n_slices - 1, "vs_rest": plan.n_slices - 1, "pairwise": pairs}
 
 
-def permutation_pvalues(
+# ----------------------------------------------------------------------------------------------
+# Tests
+# ----------------------------------------------------------------------------------------------
+
+
+def _exact(tallies: SliceTallies, m: int, metric: str, first: int, other: int | None) -> float:
+    """Exact p-value of an unweighted proportion: the slice against overall/rest, or against ``other``."""
+    num, den = PROPORTIONS[metric]
+    count = tallies.count[m]
+    x = count[first, list(num)].sum()
+    n_first = count[first, list(den)].sum()
+    universe = count[0] if other is None else count[first] + count[other]
+    return float(exact_count_pvalue(x, n_first, universe[list(num)].sum(), universe[list(den)].sum()))
+
+
+def test_pvalues(
     comparisons: Sequence[Comparison],
     plan: SlicePlan,
     y: np.ndarray,
     scores: Sequence[np.ndarray],
     weight: np.ndarray | None,
     model_names: Sequence[str],
+    tallies: SliceTallies,
     point: np.ndarray,
     *,
     metrics: Sequence[str],
-    slots: np.ndarray,
     threshold: float,
     odds: float,
     n_permutations: int,
     seed: int,
     n_threads: int,
     progress: Callable[[int, int], None] | None = None,
-) -> np.ndarray:
-    """Permutation p-values of every comparison (NaN for vs_model), shape (n_comparisons, n_metrics).
+) -> tuple[np.ndarray, np.ndarray]:
+    """p-values of every comparison and metric (NaN for vs_model), and how each was computed.
 
-    Population tests (one per model and slice) give the p-values of both ``vs_overall`` and
-    ``vs_rest``; pairwise tests one each. ``point`` (n_models, n_slices, 2, n_metrics): the slices'
-    and rests' point estimates. Seed path of a test: ``("audit", "permutation", model, slice)`` or
-    ``("audit", "permutation", model, slice, other slice)``. A test's universe is laid out in the
-    model's score order (stable), so that a permutation's positions refer to the same rows whatever
-    the input order.
+    Parameters
+    ----------
+    point : ndarray of shape (n_models, n_slices, 2, n_metrics)
+        The slices' (side 0) and rests' (side 1) point estimates.
+
+    Returns
+    -------
+    p : ndarray of shape (n_comparisons, n_metrics)
+    test : ndarray of shape (n_comparisons, n_metrics), object
+        ``"exact"``, ``"monte carlo"`` or ``""`` (no test).
+
+    Notes
+    -----
+    Seed path of a Monte-Carlo test: ``("audit", "permutation", model, design, slice[, other slice])``
+    with ``design`` naming the conditioning class (e.g. ``"TN+FP"``, ``"all by label"``).
     """
-    n_q = slots.shape[0]
+    n_q = len(metrics)
     p = np.full((len(comparisons), n_q), np.nan)
+    how = np.full((len(comparisons), n_q), "", dtype=object)
     if n_permutations == 0:
-        return p
-    counts = plan.slice_counts()
-    n = plan.cell_codes.shape[0]
-    orders = [np.argsort(r, kind="stable") for r in scores]
+        return p, how
+    n = y.shape[0]
     w = np.ones(n) if weight is None else weight
+    index = {(c.kind, c.model, c.slice, c.reference): k for k, c in enumerate(comparisons)}
+    tests = [(c.model, c.slice, None) for c in comparisons if c.kind == "vs_overall"]
+    tests += [(c.model, c.slice, c.minus[1]) for c in comparisons if c.kind == "pairwise"]
+    designs: dict[tuple, list[int]] = {}
+    for q, metric in enumerate(metrics):
+        if metric in PROPORTIONS and weight is None:
+            continue
+        designs.setdefault(PERMUTATION_DESIGNS[metric], []).append(q)
+    slots = {design: metric_slots([metrics[q] for q in qs]) for design, qs in designs.items()}
+    orders = [np.argsort(r, kind="stable") for r in scores]
+    cats = [categories(y, r, threshold) for r in scores]
+    spaces: dict[tuple, object] = {}
 
-    def space(m: int, rows: np.ndarray):
-        rows = orders[m][rows]  # positions in score order -> rows
-        return permutation_space(y[rows], scores[m][rows], w[rows], metrics=metrics, threshold=threshold)
+    def space(m: int, design: tuple, rows: np.ndarray):
+        """Permutation space of rows (original indices, in model m's score order) of a design."""
+        cats_in, by_label = design
+        rows = rows[np.isin(cats[m][rows], cats_in)]
+        return rows, permutation_space(
+            y[rows],
+            scores[m][rows],
+            w[rows],
+            metrics=[metrics[q] for q in designs[design]],
+            threshold=threshold,
+            strata=y[rows].astype(np.int64) if by_label else None,
+        )
 
-    def positions(m: int, s: int) -> np.ndarray:
-        """Positions (increasing) of slice s's rows in model m's score order."""
-        return np.flatnonzero(plan.slice_mask(s)[orders[m]])
-
-    index: dict[tuple[str, int, int, str], int] = {
-        (c.kind, c.model, c.slice, c.reference): k for k, c in enumerate(comparisons)
-    }
-    tests: list[tuple[int, int, int | None]] = []  # (model, slice, other slice or None)
-    for c in comparisons:
-        if c.kind == "vs_overall" and 0 < counts[c.slice] < n:
-            tests.append((c.model, c.slice, None))
-        elif c.kind == "pairwise":
-            other = c.minus[1]
-            if counts[c.slice] > 0 and counts[other] > 0:
-                tests.append((c.model, c.slice, other))
-    total = len(tests) * n_permutations
+    total = len(tests)
+    counts = plan.slice_counts()
     if progress is not None:
         progress(0, total)
-    full: dict[int, object] = {}
     for done, (m, s, other) in enumerate(tests, start=1):
         name = model_names[m]
-        if other is None:
-            if m not in full:
-                full[m] = space(m, np.arange(n))
-            universe = full[m]
-            observed = np.stack([point[m, s, 0] - point[m, 0, 0], point[m, s, 0] - point[m, s, 1]])
-            key = seed_key(seeds.seed_sequence(seed, "audit", "permutation", name, plan.names[s]))
-            # the first side's rows are those of the slice; the permutation only needs their number
+        pairwise = other is not None
+        keys = (
+            [("pairwise", m, s, plan.names[other])]
+            if pairwise
+            else [("vs_overall", m, s, "overall"), ("vs_rest", m, s, "rest")]
+        )
+        rows_out = [index[key] for key in keys]
+        if counts[s] == 0 or (not pairwise and counts[s] == n) or (pairwise and counts[other] == 0):
+            continue
+        for q, metric in enumerate(metrics):
+            if metric in PROPORTIONS and weight is None:
+                value = _exact(tallies, m, metric, s, other)
+                for k in rows_out:
+                    p[k, q], how[k, q] = value, "exact"
+        in_slice = plan.slice_mask(s)
+        for design, qs in designs.items():
+            if pairwise:
+                members = in_slice | plan.slice_mask(other)
+                rows, universe = space(m, design, orders[m][members[orders[m]]])
+            else:
+                if (m, design) not in spaces:
+                    spaces[(m, design)] = space(m, design, orders[m])
+                rows, universe = spaces[(m, design)]
+            n_first = universe.first_counts(in_slice[rows])
+            if (n_first == 0).all() or (n_first == universe.stratum_sizes()).all():
+                continue
+            if pairwise:
+                observed = (point[m, s, 0, qs] - point[m, other, 0, qs])[None, :]
+            else:
+                observed = np.stack([point[m, s, 0, qs] - point[m, 0, 0, qs], point[m, s, 0, qs] - point[m, s, 1, qs]])
+            path = ("audit", "permutation", name, _design_name(design), plan.names[s])
+            path += (plan.names[other],) if pairwise else ()
             values, _ = permutation_test(
                 universe,
-                int(counts[s]),
+                n_first,
                 observed,
-                pairwise=False,
-                fixed=point[m, 0, 0],
-                slots=slots,
+                pairwise=pairwise,
+                fixed=None if pairwise else point[m, 0, 0, qs],
+                slots=slots[design],
                 odds=odds,
                 n_permutations=n_permutations,
-                key=key,
+                seed=seeds.seed_sequence(seed, *path),
                 n_threads=n_threads,
             )
-            p[index[("vs_overall", m, s, "overall")]] = values[0]
-            p[index[("vs_rest", m, s, "rest")]] = values[1]
-        else:
-            rows = np.sort(np.concatenate([positions(m, s), positions(m, other)]))
-            observed = (point[m, s, 0] - point[m, other, 0])[None, :]
-            key = seed_key(seeds.seed_sequence(seed, "audit", "permutation", name, plan.names[s], plan.names[other]))
-            values, _ = permutation_test(
-                space(m, rows),
-                int(counts[s]),
-                observed,
-                pairwise=True,
-                fixed=None,
-                slots=slots,
-                odds=odds,
-                n_permutations=n_permutations,
-                key=key,
-                n_threads=n_threads,
-            )
-            p[index[("pairwise", m, s, plan.names[other])]] = values[0]
+            for i, k in enumerate(rows_out):
+                p[k, qs] = values[i]
+                how[k, qs] = "monte carlo"
         if progress is not None:
-            progress(done * n_permutations, total)
-    return p
+            progress(done, total)
+    return p, how
+
+
+def _design_name(design: tuple) -> str:
+    cats_in, by_label = design
+    names = "+".join(("TN", "FP", "FN", "TP")[c] for c in cats_in) if len(cats_in) < 4 else "all"
+    return names + (" by label" if by_label else "")
+
+
+# ----------------------------------------------------------------------------------------------
+# Adjustment
+# ----------------------------------------------------------------------------------------------
 
 
 def adjust(p_values: np.ndarray, method: str) -> np.ndarray:
@@ -209,10 +306,42 @@ def adjust(p_values: np.ndarray, method: str) -> np.ndarray:
     return out
 
 
+# ----------------------------------------------------------------------------------------------
+# The table
+# ----------------------------------------------------------------------------------------------
+
+
+def _proportion_intervals(
+    comparisons: Sequence[Comparison], tallies: SliceTallies, metric: str, confidence: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Newcombe intervals of every comparison of a proportion metric (vs_model: NaN)."""
+    p, n_eff, _, _ = tallies.proportion(metric)
+    rest = tallies.rest()
+    p_rest, n_rest, _, _ = rest.proportion(metric)
+    _, den = PROPORTIONS[metric]
+    den_w = tallies.sum_w[..., list(den)].sum(-1)
+    kind = np.array([c.kind for c in comparisons])
+    m = np.array([c.model for c in comparisons])
+    s = np.array([c.slice for c in comparisons])
+    o = np.array([c.minus[1] for c in comparisons])
+    pairwise = kind == "pairwise"
+    p2 = np.where(pairwise, p[m, o], p_rest[m, s])
+    n2 = np.where(pairwise, n_eff[m, o], n_rest[m, s])
+    low, high = newcombe_difference(p[m, s], n_eff[m, s], p2, n2, confidence)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = den_w[m, s] / den_w[m, 0]
+    scale = np.where(kind == "vs_overall", 1.0 - share, 1.0)
+    low, high = low * scale, high * scale
+    ok = kind != "vs_model"
+    return np.where(ok, low, np.nan), np.where(ok, high, np.nan), ok
+
+
 def comparison_table(
     comparisons: Sequence[Comparison],
     estimates: AuditEstimates,
+    tallies: SliceTallies,
     p_values: np.ndarray,
+    tests: np.ndarray,
     reasons: np.ndarray,
     rest_reasons: np.ndarray,
     metric_ok: np.ndarray,
@@ -222,6 +351,7 @@ def comparison_table(
     metrics: Sequence[str],
     confidence: float,
     adjust_method: str,
+    adjust_scope: str = "metric",
 ) -> pd.DataFrame:
     """The ``comparisons`` table (:data:`.result.COMPARISON_COLUMNS`).
 
@@ -230,76 +360,103 @@ def comparison_table(
     comparisons : sequence of Comparison
     estimates : AuditEstimates
         The audit's base quantities (slices and rests of every model) on the paired resamples.
-    p_values : ndarray of shape (n_comparisons, n_metrics)
+    tallies : SliceTallies
+        Counts of every slice (the proportions' Newcombe intervals).
+    p_values, tests : ndarray of shape (n_comparisons, n_metrics)
+        :func:`test_pvalues`.
     reasons, rest_reasons : ndarray of shape (n_models, n_slices, n_metrics), object
         Why a slice's (a rest's) estimate is withheld, ``""`` when reported.
     metric_ok : ndarray of shape (n_models, n_metrics), bool
         Whether the model reports the metric (score metrics are left out for hard predictions).
+    adjust_scope : {"metric", "model"}
+        Family of the adjustment: one model, kind and metric, or one model and kind (every metric).
     """
     n_res, _, n_q = estimates.replicates.shape
     base = Replicated(point=estimates.point, replicates=estimates.replicates)
-
-    def idx(term: Term) -> int:
-        m, s, side = term
-        return int(estimates.slice_rows[m, s, side])
-
-    plus = np.array([idx(c.plus) for c in comparisons], dtype=np.int64)
-    minus = np.array([idx(c.minus) for c in comparisons], dtype=np.int64)
-    difference_ = np.empty((len(comparisons), n_q))
-    low = np.empty_like(difference_)
-    high = np.empty_like(difference_)
-    undefined = np.empty(difference_.shape, dtype=np.int64)
+    plus = np.array([estimates.slice_rows[c.plus] for c in comparisons], dtype=np.int64)
+    minus = np.array([estimates.slice_rows[c.minus] for c in comparisons], dtype=np.int64)
+    n_c = len(comparisons)
+    estimate = np.empty((n_c, n_q))
+    low = np.empty_like(estimate)
+    high = np.empty_like(estimate)
+    undefined = np.empty(estimate.shape, dtype=np.int64)
+    caveat = np.empty(estimate.shape, dtype=object)
     chunk = max(1, int(2**24 // max(1, n_res * n_q)))
-    for start in range(0, len(comparisons), chunk):
+    for start in range(0, n_c, chunk):
         sl = slice(start, start + chunk)
         summary = summarise(difference(base, plus[sl], minus[sl]), confidence=confidence)
-        difference_[sl], low[sl], high[sl], undefined[sl] = (
-            summary.estimate,
-            summary.low,
-            summary.high,
-            summary.n_undefined,
-        )
+        estimate[sl], low[sl], high[sl] = summary.estimate, summary.low, summary.high
+        undefined[sl], caveat[sl] = summary.n_undefined, summary.caveat
+    interval = np.full(estimate.shape, "percentile", dtype=object)
+    for q, metric in enumerate(metrics):
+        if metric in PROPORTIONS:
+            lo, hi, ok = _proportion_intervals(comparisons, tallies, metric, confidence)
+            low[ok, q], high[ok, q] = lo[ok], hi[ok]
+            interval[ok, q] = "newcombe"
+            # a score interval has width whatever the resamples: only an undefined estimate is marked
+            caveat[ok, q] = np.where(np.isfinite(estimate[ok, q]), "", caveat[ok, q])
+    low = np.where(caveat == "", low, np.nan)
+    high = np.where(caveat == "", high, np.nan)
 
-    rows = []
-    for k, c in enumerate(comparisons):
-        for q, metric in enumerate(metrics):
-            if not (metric_ok[c.plus[0], q] and metric_ok[c.minus[0], q]):
-                continue
-            if c.kind == "vs_model":
-                labels = (model_names[c.plus[0]], model_names[c.minus[0]])
-            elif c.kind == "vs_rest":
-                labels = ("slice", "rest")
-            elif c.kind == "vs_overall":
-                labels = ("slice", "overall")
-            else:
-                labels = (plan.names[c.plus[1]], plan.names[c.minus[1]])
-            why = [
-                _term_reason(c.plus, reasons, rest_reasons, q, labels[0]),
-                _term_reason(c.minus, reasons, rest_reasons, q, labels[1]),
-            ]
-            reason = "; ".join(w for w in why if w)
-            reported = reason == ""
-            rows.append(
-                (
-                    model_names[c.model],
-                    metric,
-                    plan.names[c.slice],
-                    c.reference,
-                    c.kind,
-                    difference_[k, q] if reported else np.nan,
-                    low[k, q],
-                    high[k, q],
-                    p_values[k, q] if reported else np.nan,
-                    np.nan,
-                    int(undefined[k, q]),
-                    reported,
-                    reason,
-                )
-            )
-    table = pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
-    table["p_adjusted"] = np.nan
-    testable = table["kind"] != "vs_model"
-    for (_, _), group in table[testable].groupby(["model", "metric"], sort=False):
-        table.loc[group.index, "p_adjusted"] = adjust(group["p_value"].to_numpy(dtype=np.float64), adjust_method)
+    kind = np.array([c.kind for c in comparisons], dtype=object)
+    model = np.array([c.model for c in comparisons])
+    pm, ps, pside = (np.array([c.plus[i] for c in comparisons]) for i in range(3))
+    mm, ms, mside = (np.array([c.minus[i] for c in comparisons]) for i in range(3))
+    plus_names = np.array(plan.names, dtype=object)[ps]
+    minus_names = np.array(plan.names, dtype=object)[ms]
+    models = np.array(model_names, dtype=object)
+    label_plus = np.where(kind == "vs_model", models[pm], np.where(kind == "pairwise", plus_names, "slice"))
+    label_minus = np.where(
+        kind == "vs_model",
+        models[mm],
+        np.where(kind == "pairwise", minus_names, np.where(kind == "vs_rest", "rest", "overall")),
+    )
+    frames = []
+    for q, metric in enumerate(metrics):
+        keep = metric_ok[pm, q] & metric_ok[mm, q]
+        why_plus = np.where(pside == 0, reasons[pm, ps, q], rest_reasons[pm, ps, q]).astype(str)
+        why_minus = np.where(mside == 0, reasons[mm, ms, q], rest_reasons[mm, ms, q]).astype(str)
+        reason = np.array(
+            [
+                "; ".join(t for t in (f"{a}: {x}" if x else "", f"{b}: {y}" if y else "") if t)
+                for a, x, b, y in zip(label_plus, why_plus, label_minus, why_minus)
+            ],
+            dtype=object,
+        )
+        reported = reason == ""
+        frame = pd.DataFrame(
+            {
+                "model": models[model],
+                "metric": metric,
+                "slice": np.array(plan.names, dtype=object)[np.array([c.slice for c in comparisons])],
+                "reference": [c.reference for c in comparisons],
+                "kind": kind,
+                "difference": np.where(reported, estimate[:, q], np.nan),
+                "ci_low": low[:, q],
+                "ci_high": high[:, q],
+                "interval": interval[:, q],
+                "test": np.where(reported, tests[:, q], ""),
+                "p_value": np.where(reported, p_values[:, q], np.nan),
+                "p_adjusted": np.nan,
+                "family_size": 0,
+                "n_undefined": undefined[:, q],
+                "reported": reported,
+                "reason": reason.astype(str),
+                "caveat": caveat[:, q].astype(str),
+                "_order": np.arange(n_c),
+            }
+        )
+        frames.append(frame[keep])
+    table = pd.concat(frames, ignore_index=True)
+    # the order of the old tables: by comparison, then metric
+    table = table.sort_values(["_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
+    by = ["model", "kind"] + (["metric"] if adjust_scope == "metric" else [])
+    tested = table["kind"].isin(TESTED_KINDS)
+    for _, group in table[tested].groupby(by, sort=False):
+        values = group["p_value"].to_numpy(dtype=np.float64)
+        table.loc[group.index, "p_adjusted"] = adjust(values, adjust_method)
+        table.loc[group.index, "family_size"] = int(np.isfinite(values).sum())
     table["reported"] = table["reported"].astype(bool)
-    return table
+    table["family_size"] = table["family_size"].astype(np.int64)
+    table["n_undefined"] = table["n_undefined"].astype(np.int64)
+    return table[list(COMPARISON_COLUMNS)]

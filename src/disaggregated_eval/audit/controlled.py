@@ -132,10 +132,12 @@ def _base(estimates: AuditEstimates) -> Replicated:
     return Replicated(point=estimates.point, replicates=estimates.replicates)
 
 
-def _none_rows(plan, opts, estimates: AuditEstimates, reasons, metric_ok) -> list[pd.DataFrame]:
-    """Rows of V = none: M_a = overall, T_a = slice - overall (derived on the audit's replicates)."""
+def _none_rows(plan, opts, estimates: AuditEstimates, reasons, metric_ok, intervals) -> list[pd.DataFrame]:
+    """Rows of V = none: M_a = overall, T_a = slice - overall, with the intervals of the slices table and
+    of the ``vs_overall`` comparisons (the same quantities: one interval each)."""
     frames = []
     base = _base(estimates)
+    own_low, own_high, gap_low, gap_high = intervals
     for m, model in enumerate(opts.scores):
         rows = estimates.slice_rows[m, :, 0]
         own = summarise(take(base, rows), confidence=opts.confidence)
@@ -160,14 +162,14 @@ def _none_rows(plan, opts, estimates: AuditEstimates, reasons, metric_ok) -> lis
                             "control": "none",
                             "metric": metric,
                             "subgroup": np.where(sub_ok, own.estimate[ids, q], np.nan),
-                            "subgroup_low": own.low[ids, q],
-                            "subgroup_high": own.high[ids, q],
+                            "subgroup_low": own_low[m, ids, q],
+                            "subgroup_high": own_high[m, ids, q],
                             "M_a": own.estimate[0, q] if overall_why == "" else np.nan,
-                            "M_a_low": own.low[0, q],
-                            "M_a_high": own.high[0, q],
+                            "M_a_low": own_low[m, 0, q],
+                            "M_a_high": own_high[m, 0, q],
                             "T_a": np.where(ok, gap.estimate[ids, q], np.nan),
-                            "T_a_low": gap.low[ids, q],
-                            "T_a_high": gap.high[ids, q],
+                            "T_a_low": gap_low[m, ids, q],
+                            "T_a_high": gap_high[m, ids, q],
                             "shared_space": np.nan,
                             "shared_space_low": np.nan,
                             "shared_space_high": np.nan,
@@ -250,7 +252,8 @@ def fit_controlled_weights(
     return out
 
 
-def _weighted_rows(fc, plan, opts, weighted, estimates: AuditEstimates, reasons, metric_ok) -> list[pd.DataFrame]:
+def _weighted_rows(fc, plan, opts, weighted, estimates: AuditEstimates, reasons, metric_ok, intervals):
+    own_low, own_high = intervals[:2]
     family = plan.families[fc.family]
     base = _base(estimates)
     slices = family.slice_ids[fc.kept]
@@ -277,8 +280,8 @@ def _weighted_rows(fc, plan, opts, weighted, estimates: AuditEstimates, reasons,
                             "control": control,
                             "metric": metric,
                             "subgroup": np.where(ok, own.estimate[:, q], np.nan),
-                            "subgroup_low": own.low[:, q],
-                            "subgroup_high": own.high[:, q],
+                            "subgroup_low": own_low[m, slices, q],
+                            "subgroup_high": own_high[m, slices, q],
                             "M_a": ma.estimate[:, q],
                             "M_a_low": ma.low[:, q],
                             "M_a_high": ma.high[:, q],
@@ -305,14 +308,22 @@ def controlled_table(
     estimates: AuditEstimates,
     reasons: np.ndarray,
     metric_ok: np.ndarray,
+    slices: pd.DataFrame,
+    comparisons: pd.DataFrame,
 ) -> pd.DataFrame:
     """The ``controlled`` table (:data:`.result.CONTROLLED_COLUMNS`), ordered by model, attribute,
-    slice, control, metric."""
+    slice, control, metric.
+
+    The subgroup's interval is the slices table's, and with ``V = none`` the interval of ``T_a`` (the
+    slice minus overall) is the ``vs_overall`` comparison's: one quantity, one interval. ``M_a`` and
+    ``T_a`` with a weighted control get the percentile intervals of the paired bootstrap.
+    """
+    intervals = _table_intervals(plan, opts, slices, comparisons)
     frames: list[pd.DataFrame] = []
     if "none" in opts.controls:
-        frames += _none_rows(plan, opts, estimates, reasons, metric_ok)
+        frames += _none_rows(plan, opts, estimates, reasons, metric_ok, intervals)
     for fc in cplan.families:
-        frames += _weighted_rows(fc, plan, opts, cplan.weighted, estimates, reasons, metric_ok)
+        frames += _weighted_rows(fc, plan, opts, cplan.weighted, estimates, reasons, metric_ok, intervals)
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in CONTROLLED_COLUMNS})
     table = pd.concat(frames, ignore_index=True)[list(CONTROLLED_COLUMNS)]
@@ -328,6 +339,23 @@ def controlled_table(
     table["reported"] = table["reported"].astype(bool)
     table["n_undefined"] = table["n_undefined"].astype(np.int64)
     return table
+
+
+def _table_intervals(plan, opts, slices: pd.DataFrame, comparisons: pd.DataFrame):
+    """The slices' intervals and the vs_overall comparisons' intervals as arrays (n_models, n_slices, n_metrics)."""
+    shape = (len(opts.scores), plan.n_slices, len(opts.metrics))
+    out = [np.full(shape, np.nan) for _ in range(4)]
+    model = {name: m for m, name in enumerate(opts.scores)}
+    slice_ = {name: s for s, name in enumerate(plan.names)}
+    metric = {name: q for q, name in enumerate(opts.metrics)}
+    vs = comparisons[comparisons["kind"] == "vs_overall"]
+    for k, table in ((0, slices), (2, vs)):
+        m = table["model"].map(model).to_numpy()
+        s = table["slice"].map(slice_).to_numpy()
+        q = table["metric"].map(metric).to_numpy()
+        out[k][m, s, q] = table["ci_low"].to_numpy(dtype=np.float64)
+        out[k + 1][m, s, q] = table["ci_high"].to_numpy(dtype=np.float64)
+    return tuple(out)
 
 
 def _dtype(column: str):

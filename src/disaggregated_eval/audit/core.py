@@ -20,23 +20,26 @@ See ``docs/audit.md`` for the definitions and the columns.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .. import seeds, vocabulary
+from ..engine.permutation import min_permutations
 from ..engine.resampling import strata_for
-from ..engine.sums import metric_slots
-from ..intervals import band_level, percentile_bounds, percentile_interval
+from ..engine.sums import FN, FP, PROPORTIONS, TP, metric_slots
 from ..memory import check_bytes
 from . import controlled as _controlled
-from .comparisons import comparison_table, enumerate_comparisons, permutation_pvalues
+from .comparisons import comparison_table, enumerate_comparisons, family_sizes, test_pvalues
 from .estimates import AuditEstimates, estimate_all, n_outputs
 from .inputs import AuditInput, AuditInputError, prepare_input, resolve_options
 from .options import AuditOptions
-from .result import SLICE_COLUMNS, AuditResult
+from .result import AuditResult
+from .slice_table import jackknife_accelerations, slice_table
 from .slices import SlicePlan, plan_slices
+from .tallies import SliceTallies, tally_slices
 from .withheld import withheld_reasons
 
 __all__ = ["audit", "AuditInputError"]
@@ -100,7 +103,8 @@ def audit(
     plan = _plan(prepared, opts)
     controlled_plan = _controlled.plan_controlled(prepared, plan, opts)  # checks sizes before any work
     _check_memory(plan, controlled_plan, opts)
-    notes = list(prepared.notes) + list(controlled_plan.notes)
+    opts, raised = _enough_permutations(plan, prepared, opts)
+    notes = list(prepared.notes) + list(controlled_plan.notes) + raised
 
     metrics = list(opts.metrics)
     slots = metric_slots(metrics)
@@ -129,21 +133,28 @@ def audit(
         progress=_stage(progress, "bootstrap"),
     )
     point = _slice_point(estimates)
-    counts = _counts(plan, prepared, model_names, opts.threshold)
-    reasons, rest_reasons = _reasons(point, counts, metrics, opts)
-    slices = _slice_table(plan, estimates, counts, reasons, metric_ok, model_names, metrics, opts)
+    tallies = tally_slices(plan, prepared.y, scores, prepared.weight, opts.threshold)
+    reasons, rest_reasons = _reasons(point, tallies, metrics, opts)
+    accelerations = jackknife_accelerations(
+        plan, prepared.y, scores, prepared.weight, metrics, threshold=opts.threshold, odds=odds
+    )
+    slices = slice_table(
+        plan, estimates, tallies, accelerations, reasons, metric_ok, model_names, metrics, confidence=opts.confidence
+    )
 
-    comparisons = enumerate_comparisons(plan, len(model_names), model_names)
-    p_values = permutation_pvalues(
+    comparisons = enumerate_comparisons(
+        plan, len(model_names), model_names, pairwise_max_levels=opts.pairwise_max_levels
+    )
+    p_values, tests = test_pvalues(
         comparisons,
         plan,
         prepared.y,
         scores,
         prepared.weight,
         model_names,
+        tallies,
         point,
         metrics=metrics,
-        slots=slots,
         threshold=opts.threshold,
         odds=odds,
         n_permutations=opts.n_permutations,
@@ -154,7 +165,9 @@ def audit(
     comparison_frame = comparison_table(
         comparisons,
         estimates,
+        tallies,
         p_values,
+        tests,
         reasons,
         rest_reasons,
         metric_ok,
@@ -163,9 +176,17 @@ def audit(
         metrics=metrics,
         confidence=opts.confidence,
         adjust_method=opts.adjust,
+        adjust_scope=opts.adjust_scope,
     )
     controlled = _controlled.controlled_table(
-        controlled_plan, plan, opts, estimates=estimates, reasons=reasons, metric_ok=metric_ok
+        controlled_plan,
+        plan,
+        opts,
+        estimates=estimates,
+        reasons=reasons,
+        metric_ok=metric_ok,
+        slices=slices,
+        comparisons=comparison_frame,
     )
     return AuditResult(
         slices=slices,
@@ -209,112 +230,48 @@ def _check_memory(plan: SlicePlan, cplan: _controlled.ControlledPlan, opts: Audi
     )
 
 
-def _counts(plan: SlicePlan, prepared: AuditInput, model_names: list[str], threshold: float) -> dict[str, np.ndarray]:
-    """Unweighted row counts per slice (and per model for predicted positives), and of the rests."""
-    cells = plan.cell_codes
-    k = plan.n_cells
-    n_cell = np.bincount(cells, minlength=k)
-    pos_cell = np.bincount(cells, weights=prepared.y, minlength=k).round().astype(np.int64)
-    n = plan.aggregate_cells(n_cell)
-    n_pos = plan.aggregate_cells(pos_cell)
-    pp = np.stack(
-        [
-            plan.aggregate_cells(
-                np.bincount(cells, weights=(prepared.scores[m] >= threshold).astype(float), minlength=k)
-                .round()
-                .astype(np.int64)
-            )
-            for m in model_names
-        ]
+def _enough_permutations(plan: SlicePlan, prepared: AuditInput, opts: AuditOptions) -> tuple[AuditOptions, list[str]]:
+    """Raise ``n_permutations``, before any work and with a note, to what a family needs to flag anything.
+
+    Monte-Carlo tests (metrics that are not proportions, or any metric under sample weights) have
+    p-values of at least ``1 / (n_permutations + 1)``; after adjusting a family of ``m`` tests the
+    smallest adjusted p-value is ``m`` times that, which must be able to fall below ``1 - confidence``
+    (:func:`disaggregated_eval.engine.permutation.min_permutations`). The sequential rule makes the
+    larger cap cost only where a p-value is small.
+    """
+    if opts.n_permutations == 0:
+        return opts, []
+    monte_carlo = [q for q in opts.metrics if prepared.weight is not None or q not in PROPORTIONS]
+    if not monte_carlo:
+        return opts, []
+    sizes = family_sizes(plan, pairwise_max_levels=opts.pairwise_max_levels)
+    per_family = max(sizes.values()) * (len(monte_carlo) if opts.adjust_scope == "model" else 1)
+    alpha = 1.0 - opts.confidence
+    needed = min_permutations(per_family if opts.adjust != "none" else 1, alpha)
+    if opts.n_permutations >= needed:
+        return opts, []
+    note = (
+        f"n_permutations raised from {opts.n_permutations:,} to {needed:,}: the Monte-Carlo tests "
+        f"({', '.join(monte_carlo)}) have p-values of at least 1/(n_permutations + 1), and after the {opts.adjust} "
+        f"adjustment of families of up to {per_family:,} tests fewer permutations could never fall below {alpha:g}"
     )
-    total, total_pos = int(n[0]), int(n_pos[0])
-    return {
-        "n": n,
-        "n_pos": n_pos,
-        "n_neg": n - n_pos,
-        "n_predicted_pos": pp,
-        "rest_n": total - n,
-        "rest_pos": total_pos - n_pos,
-        "rest_neg": (total - total_pos) - (n - n_pos),
-        "rest_pp": pp[:, :1] - pp,
-    }
+    return replace(opts, n_permutations=needed), [note]
 
 
-def _reasons(point: np.ndarray, counts: dict[str, np.ndarray], metrics: list[str], opts: AuditOptions):
+def _reasons(point: np.ndarray, tallies: SliceTallies, metrics: list[str], opts: AuditOptions):
     """Why each (model, slice, metric) estimate, and each rest's, is withheld ('' when reported)."""
     n_models, n_slices = point.shape[:2]
     reasons = np.empty((n_models, n_slices, len(metrics)), dtype=object)
     rest = np.empty_like(reasons)
     rules = {"min_group_size": opts.min_group_size, "min_denominator": opts.min_denominator}
-    for m in range(n_models):
-        for q, metric in enumerate(metrics):
-            reasons[m, :, q] = withheld_reasons(
-                metric,
-                counts["n"],
-                counts["n_pos"],
-                counts["n_neg"],
-                counts["n_predicted_pos"][m],
-                point[m, :, 0, q],
-                **rules,
-            )
-            rest[m, :, q] = withheld_reasons(
-                metric,
-                counts["rest_n"],
-                counts["rest_pos"],
-                counts["rest_neg"],
-                counts["rest_pp"][m],
-                point[m, :, 1, q],
-                **rules,
-            )
-    return reasons, rest
-
-
-def _slice_table(plan, estimates, counts, reasons, metric_ok, model_names, metrics, opts) -> pd.DataFrame:
-    rows = estimates.slice_rows[:, :, 0]  # (n_models, n_slices)
-    point = estimates.point[rows]  # (n_models, n_slices, n_metrics)
-    reps = estimates.replicates[:, rows, :]  # (B, n_models, n_slices, n_metrics)
-    low, high, n_undefined = percentile_interval(reps, confidence=opts.confidence, axis=0)
-    band_low = np.full(point.shape, np.nan)
-    band_high = np.full(point.shape, np.nan)
-    for m in range(point.shape[0]):
-        for q in range(point.shape[2]):
-            family = reasons[m, :, q] == ""
-            level = band_level(reps[:, m, :, q], family, opts.confidence)
-            band_low[m, :, q], band_high[m, :, q] = percentile_bounds(reps[:, m, :, q], level)
-    attribute = [plan.attribute_of(s) for s in range(plan.n_slices)]
-    frames = []
-    for m, model in enumerate(model_names):
-        for q, metric in enumerate(metrics):
-            if not metric_ok[m, q]:
-                continue
-            reported = reasons[m, :, q] == ""
-            frames.append(
-                pd.DataFrame(
-                    {
-                        "model": model,
-                        "slice": list(plan.names),
-                        "attribute": attribute,
-                        "metric": metric,
-                        "estimate": np.where(reported, point[m, :, q], np.nan),
-                        "ci_low": low[m, :, q],
-                        "ci_high": high[m, :, q],
-                        "band_low": band_low[m, :, q],
-                        "band_high": band_high[m, :, q],
-                        "n": counts["n"],
-                        "n_pos": counts["n_pos"],
-                        "n_neg": counts["n_neg"],
-                        "n_predicted_pos": counts["n_predicted_pos"][m],
-                        "reported": reported,
-                        "reason": reasons[m, :, q].astype(str),
-                        "n_undefined": n_undefined[m, :, q].astype(np.int64),
-                    }
+    for side, (t, out) in enumerate(((tallies, reasons), (tallies.rest(), rest))):
+        count = t.count
+        n = count.sum(-1)
+        n_pos = count[..., [FN, TP]].sum(-1)
+        n_pp = count[..., [FP, TP]].sum(-1)
+        for m in range(n_models):
+            for q, metric in enumerate(metrics):
+                out[m, :, q] = withheld_reasons(
+                    metric, n[m], n_pos[m], n[m] - n_pos[m], n_pp[m], point[m, :, side, q], **rules
                 )
-            )
-    table = pd.concat(frames, ignore_index=True)[list(SLICE_COLUMNS)]
-    # model, slice (in slice order), metric (in the order given)
-    slice_rank = {name: i for i, name in enumerate(plan.names)}
-    table["_m"] = table["model"].map({name: i for i, name in enumerate(model_names)})
-    table["_s"] = table["slice"].map(slice_rank)
-    table["_q"] = table["metric"].map({name: i for i, name in enumerate(metrics)})
-    table = table.sort_values(["_m", "_s", "_q"], kind="stable").drop(columns=["_m", "_s", "_q"])
-    return table.reset_index(drop=True)
+    return reasons, rest

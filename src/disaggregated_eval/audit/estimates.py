@@ -23,8 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .. import vocabulary
 from ..engine.bootstrap import bootstrap_layout
 from ..engine.sums import terms_for
+from ..engine.units import find_units, matrix_key, score_key
 from ..engine.walk import ModelStreams, Stream, build_layout
 from ..evaluation import controlled_weight_columns
 from .slices import SlicePlan
@@ -159,6 +161,28 @@ def estimate_all(
             entries.append((cw, first_stream, k))
         dense_index.append(entries)
         models.append(ModelStreams(scores=r, weights=np.stack(columns, axis=1), codes=codes, streams=tuple(streams)))
+    # Rows the walk cannot tell apart become one unit (engine.units): the cell (and so every family
+    # and stratum), the label, each model's score (only its prediction without score metrics) and
+    # every weight column.
+    needs_scores = any(q in vocabulary.SCORE_METRICS for q in metrics)
+    keys = [plan.cell_codes, y] + [score_key(r, (threshold,), needs_scores=needs_scores) for r in scores]
+    keys += [matrix_key(model.weights) for model in models]
+    units = find_units(keys)
+    multiplicity = None
+    if units is not None:
+        first = units.first
+        models = [
+            ModelStreams(
+                scores=score_key(model.scores[first], (threshold,), needs_scores=needs_scores),
+                weights=model.weights[first],
+                codes=model.codes[first],
+                streams=model.streams,
+            )
+            for model in models
+        ]
+        y = y[first]
+        strata = None if strata is None else strata[first]
+        multiplicity = units.multiplicity
     layout = build_layout(y, models, thresholds=(threshold,), terms=terms_for(metrics))
     boot = bootstrap_layout(
         layout,
@@ -169,6 +193,7 @@ def estimate_all(
         strata=strata,
         n_threads=n_threads,
         progress=progress,
+        multiplicity=multiplicity,
     )
     index = layout.output_index
     slice_rows = np.full((len(scores), plan.n_slices, 2), -1, dtype=np.int64)

@@ -213,13 +213,21 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
     min_group_size = _wrap(check_int, o.min_group_size, "min_group_size", minimum=0)
     min_denominator = _wrap(check_int, o.min_denominator, "min_denominator", minimum=0)
     threshold = _wrap(check_open_unit, o.threshold, "threshold")
-    preference_threshold = _wrap(check_open_unit, o.preference_threshold, "preference_threshold")
+    preference_threshold = (
+        threshold
+        if o.preference_threshold is None
+        else _wrap(check_open_unit, o.preference_threshold, "preference_threshold")
+    )
     confidence = _wrap(check_open_unit, o.confidence, "confidence")
     metrics = list(_wrap(check_metric_names, _as_list(o.metrics, "metrics"), "metrics"))
     n_resamples = _wrap(check_int, o.n_resamples, "n_resamples", minimum=1)
     resampling = _wrap(check_choice, o.resampling, "resampling", vocabulary.RESAMPLING_SCHEMES)
     seed = _wrap(check_seed, o.seed, "seed")
     adjust = _wrap(check_choice, o.adjust, "adjust", ("holm", "bh", "none"))
+    adjust_scope = _wrap(check_choice, o.adjust_scope, "adjust_scope", ("metric", "model"))
+    pairwise_max_levels = o.pairwise_max_levels
+    if pairwise_max_levels is not None:
+        pairwise_max_levels = _wrap(check_int, pairwise_max_levels, "pairwise_max_levels", minimum=0)
     check_resample_count(n_resamples, confidence)
     n_permutations = _wrap(check_int, o.n_permutations, "n_permutations", minimum=0)
     if n_permutations > MAX_PERMUTATIONS:
@@ -265,6 +273,8 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
         resampling=resampling,
         seed=seed,
         adjust=adjust,
+        adjust_scope=adjust_scope,
+        pairwise_max_levels=pairwise_max_levels,
         n_permutations=n_permutations,
         controls=controls,
         missing_group=missing_group,
@@ -322,12 +332,15 @@ def check_resample_count(n_resamples: int, confidence: float) -> None:
     )
 
 
-def check_comparison_count(attributes: Sequence[tuple[str, int]], intersections: int) -> None:
+def check_comparison_count(
+    attributes: Sequence[tuple[str, int]], intersections: int, pairwise_max_levels: int | None = None
+) -> None:
     """Refuse, before any work, more than :data:`MAX_PAIRWISE_COMPARISONS` pairwise comparisons.
 
     Every family of slices (each attribute, each intersection of up to ``intersections``
-    attributes, all combinations of levels) compares each pair of its slices (:mod:`.comparisons`),
-    so an attribute with ``L`` levels alone gives ``L (L - 1) / 2`` comparisons per model and metric.
+    attributes, all combinations of levels) of at most ``pairwise_max_levels`` slices compares each
+    pair of its slices (:mod:`.comparisons`), so such an attribute with ``L`` levels gives
+    ``L (L - 1) / 2`` comparisons per model and metric.
 
     Parameters
     ----------
@@ -335,6 +348,8 @@ def check_comparison_count(attributes: Sequence[tuple[str, int]], intersections:
         The group columns in the order given.
     intersections : int
         Largest number of attributes crossed.
+    pairwise_max_levels : int or None
+        Families with more slices get no pairwise comparisons (None: every family gets them).
 
     Raises
     ------
@@ -346,7 +361,7 @@ def check_comparison_count(attributes: Sequence[tuple[str, int]], intersections:
     for k in range(1, intersections + 1):
         for combo in combinations(range(len(attributes)), k):
             n = math.prod(attributes[a][1] for a in combo)
-            pairs[combo] = n * (n - 1) // 2
+            pairs[combo] = n * (n - 1) // 2 if pairwise_max_levels is None or n <= pairwise_max_levels else 0
     total = sum(pairs.values())
     if total <= MAX_PAIRWISE_COMPARISONS:
         return
@@ -355,7 +370,10 @@ def check_comparison_count(attributes: Sequence[tuple[str, int]], intersections:
         worst = max(alone, key=alone.get)
         name, levels = attributes[worst[0]]
         what = f"group column {name!r} has {levels:,} levels ({pairs[worst]:,} pairs)"
-        advice = "recode it into fewer levels, or leave it out of groups (--group)"
+        advice = (
+            "recode it into fewer levels, leave it out of groups (--group), or compare pairs only within "
+            "smaller families (--pairwise-max-levels)"
+        )
     else:  # the intersections: the largest intersections that stays within the limit
         fits = max(k for k in range(1, intersections) if sum(n for c, n in pairs.items() if len(c) <= k)
                    <= MAX_PAIRWISE_COMPARISONS)  # fmt: skip
@@ -713,7 +731,7 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
             raise AuditInputError(f"sample_weight column {o.sample_weight!r} is 0 in every row audited")
     sub = frame.iloc[row].reset_index(drop=True)
     attributes = tuple(_attribute(sub[c], c, missing[c][row], o.missing_group == "level") for c in o.groups)
-    check_comparison_count([(a.name, len(a.levels)) for a in attributes], o.intersections)
+    check_comparison_count([(a.name, len(a.levels)) for a in attributes], o.intersections, o.pairwise_max_levels)
     features, categorical = None, ()
     if "X" in o.controls:
         features, categorical, feature_notes = _features(sub, o.features)

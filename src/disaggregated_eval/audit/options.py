@@ -84,8 +84,10 @@ class AuditOptions:
         "a metric whose own denominator (positives, negatives, predicted positives, or the smaller class for AUC) is smaller gets no point estimate",
     )
     threshold: float = _opt(0.5, "decision threshold: predicted positive when score >= threshold")
-    preference_threshold: float = _opt(
-        0.5, "preference threshold of the net benefit (odds t / (1 - t) weigh false positives against true positives)"
+    preference_threshold: float | None = _opt(
+        None,
+        "preference threshold t of the net benefit (odds t / (1 - t) weigh false positives against true positives; "
+        "default: the decision threshold, as in decision-curve analysis)",
     )
     metrics: list[str] = _opt(list(vocabulary.METRICS), "metrics to compute")
     n_resamples: int = _opt(
@@ -100,10 +102,23 @@ class AuditOptions:
     seed: int = _opt(DEFAULT_SEED, "root seed of every random draw (bootstrap, permutations, cross-fitting)")
     adjust: str = _opt(
         "holm",
-        "multiple-comparison adjustment of the p-values within the family of one metric",
+        "multiple-comparison adjustment of the p-values within each family (one model, kind of comparison and metric; "
+        "see adjust_scope): holm controls the family-wise error, bh the false discovery rate",
         choices=("holm", "bh", "none"),
     )
-    n_permutations: int = _opt(10_000, "permutations per permutation test (0: no p-values)")
+    adjust_scope: str = _opt(
+        "metric",
+        "family of the adjustment: metric (one model, kind and metric) or model (one model and kind, all metrics together)",
+        choices=("metric", "model"),
+    )
+    n_permutations: int = _opt(
+        10_000,
+        "most permutations per Monte-Carlo test, stopped early once a p-value is clearly large (0: no p-values; "
+        "unweighted proportions get exact p-values without permutations)",
+    )
+    pairwise_max_levels: int | None = _opt(
+        12, "pairwise comparisons within families of at most this many slices (all: every family)"
+    )
     controls: list[str] = _opt(
         ["none"], "control variables V of the controlled evaluation, among none, X, Y, R (X needs --features)"
     )

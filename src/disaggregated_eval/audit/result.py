@@ -46,6 +46,7 @@ SLICE_COLUMNS: tuple[str, ...] = (
     "ci_high",
     "band_low",
     "band_high",
+    "interval",
     "n",
     "n_pos",
     "n_neg",
@@ -53,6 +54,7 @@ SLICE_COLUMNS: tuple[str, ...] = (
     "reported",
     "reason",
     "n_undefined",
+    "caveat",
 )
 
 #: Columns of :attr:`AuditResult.comparisons`, in order.
@@ -65,11 +67,15 @@ COMPARISON_COLUMNS: tuple[str, ...] = (
     "difference",
     "ci_low",
     "ci_high",
+    "interval",
+    "test",
     "p_value",
     "p_adjusted",
+    "family_size",
     "n_undefined",
     "reported",
     "reason",
+    "caveat",
 )
 
 #: Values of the ``kind`` column of :attr:`AuditResult.comparisons`.

@@ -233,10 +233,11 @@ def model_digest(comparisons: pd.DataFrame, *, model: str, reference: str, metri
     text = f"{terminal_text(model)} - {terminal_text(reference)}, {_metric_label(metric)}:"
     if len(overall):
         r = overall.iloc[0]
-        text += (
-            f" overall {format_estimate(float(r['difference']), signed=True)} "
-            f"{format_interval(float(r['ci_low']), float(r['ci_high']), signed=True)};"
-        )
+        if r.get("caveat", "") == vocabulary.CAVEAT_DEGENERATE:
+            interval = "(the same on every resample: no interval)"
+        else:
+            interval = format_interval(float(r["ci_low"]), float(r["ci_high"]), signed=True)
+        text += f" overall {format_estimate(float(r['difference']), signed=True)} {interval};"
     others = rows[rows["slice"] != vocabulary.OVERALL]
     excludes = int(((others["ci_low"] > 0) | (others["ci_high"] < 0)).sum())
     return text + f" the interval excludes 0 on {excludes} of {len(others)} reported slices"
@@ -247,21 +248,8 @@ def model_digest(comparisons: pd.DataFrame, *, model: str, reference: str, metri
 #: demographic parity, their complements, precision (predictive parity), then the score metrics and
 #: the label rate. With the default metric list the summary's headline is the first of these the
 #: audit computed (never log loss merely because it is first in ``vocabulary.METRICS``); with
-#: ``--metrics`` given, the first metric given.
-HEADLINE_ORDER: tuple[str, ...] = (
-    "false_positive_rate",
-    "false_negative_rate",
-    "accuracy",
-    "predicted_positive_rate",
-    "sensitivity",
-    "specificity",
-    "precision",
-    "auc",
-    "net_benefit",
-    "brier_score",
-    "label_rate",
-    "log_loss",
-)
+#: ``--metrics`` given, the first metric given. One home: :data:`disaggregated_eval.vocabulary.HEADLINE_ORDER`.
+HEADLINE_ORDER: tuple[str, ...] = vocabulary.HEADLINE_ORDER
 
 
 def headline_metric(result: Any, model: str | None = None) -> str | None:
@@ -287,11 +275,35 @@ def weight_note(options: Any) -> str | None:
     return f"estimates weighted by column {column}" if column else None
 
 
+_ADJUST_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no"}
+
+
 def _adjust_text(options: Any) -> str:
     if not options.n_permutations:
         return "no permutation tests"
-    adjust = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no"}.get(options.adjust, options.adjust)
-    return f"{options.n_permutations:,} permutations, {adjust} adjustment"
+    adjust = _ADJUST_NAMES.get(options.adjust, options.adjust)
+    scope = "kind and metric" if options.adjust_scope == "metric" else "kind, all metrics together"
+    tests = (
+        f"Monte-Carlo permutation tests of each metric (at most {options.n_permutations:,} permutations)"
+        if options.sample_weight
+        else f"permutation tests of each metric (exact for rates, else Monte Carlo with at most "
+        f"{options.n_permutations:,} permutations)"
+    )
+    return f"{tests}, {adjust} adjustment within each family (one model, {scope})"
+
+
+def family_note(comparisons: pd.DataFrame, *, model: str, metric: str, alpha: float, adjust: str) -> str:
+    """Which family the flags of a table belong to and how many tests it holds (one line)."""
+    rows = comparisons[
+        (comparisons["model"] == model) & (comparisons["metric"] == metric) & (comparisons["kind"] == "vs_overall")
+    ]
+    size = int(rows["family_size"].max()) if len(rows) and "family_size" in rows else 0
+    if size == 0:
+        return "flags: none (no test of this metric)"
+    return (
+        f"flags: slice vs overall at adjusted p < {alpha:g}, {_ADJUST_NAMES.get(adjust, adjust)} adjustment within "
+        f"the family of {size} slice-vs-overall tests of {_metric_label(metric)} for {terminal_text(model)}"
+    )
 
 
 def summary_text(
@@ -358,6 +370,7 @@ def summary_text(
                 result.slices, result.comparisons, model=model, metric=metric, alpha=alpha, level=options.confidence
             )
         )
+        lines.append(family_note(result.comparisons, model=model, metric=metric, alpha=alpha, adjust=options.adjust))
         if model != options.scores[0]:
             lines.append(model_digest(result.comparisons, model=model, reference=options.scores[0], metric=metric))
         others = [m for m in options.metrics if m != metric and m in present]

@@ -60,10 +60,13 @@ class LayoutBootstrap:
 def point_estimates(
     layout: WalkLayout, *, slots: np.ndarray, odds: float, multiplicity: np.ndarray | None = None
 ) -> np.ndarray:
-    """Metrics of every output on the evaluation set itself, shape (n_outputs, n_thresholds, n_metrics)."""
+    """Metrics of every output on the evaluation set itself, shape (n_outputs, n_thresholds, n_metrics).
+
+    ``multiplicity`` (n,): rows of each unit of the layout (:mod:`.units`); None: the layout's rows.
+    """
     out = np.empty((1, layout.n_outputs, layout.n_thresholds, slots.shape[0]))
-    ones = np.ones((1, layout.n), dtype=np.int32)
-    run_kernel(layout, ones, from_counts=True, multiplicity=multiplicity, slots=slots, odds=odds, n_threads=1, out=out)
+    counts = np.ones((1, layout.n), dtype=np.int32) if multiplicity is None else multiplicity[None, :]
+    run_kernel(layout, counts.astype(np.int32), from_counts=True, slots=slots, odds=odds, n_threads=1, out=out)
     return out[0]
 
 
@@ -78,6 +81,7 @@ def bootstrap_layout(
     batch_size: int | None = None,
     n_threads: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    multiplicity: np.ndarray | None = None,
 ) -> LayoutBootstrap:
     """Point estimates and paired bootstrap replicates of every output of ``layout``.
 
@@ -101,6 +105,9 @@ def bootstrap_layout(
         Threads of the draws and of the kernel; results do not depend on it.
     progress : callable, optional
         ``progress(done, total)`` after each batch.
+    multiplicity : ndarray of shape (n,), int, optional
+        When the layout's rows are units (:mod:`.units`), the rows each stands for: the resamples are
+        then multinomial unit counts (the row bootstrap in distribution) and ``strata`` are the units'.
 
     Returns
     -------
@@ -110,15 +117,15 @@ def bootstrap_layout(
     prepared_strata = make_strata(strata, n)
     n_out, n_thr, n_q = layout.n_outputs, layout.n_thresholds, slots.shape[0]
     with numba_threads(n_threads):
-        point = point_estimates(layout, slots=slots, odds=odds)
+        point = point_estimates(layout, slots=slots, odds=odds, multiplicity=multiplicity)
     replicates = np.empty((n_resamples, n_out, n_thr, n_q))
+    counts = multiplicity is not None
 
-    def kernel(indices: np.ndarray, start: int, stop: int) -> None:
+    def kernel(draws: np.ndarray, start: int, stop: int) -> None:
         run_kernel(
             layout,
-            indices,
-            from_counts=False,
-            multiplicity=None,
+            draws,
+            from_counts=counts,
             slots=slots,
             odds=odds,
             n_threads=n_threads,
@@ -136,6 +143,7 @@ def bootstrap_layout(
         batch_size=batch_size,
         n_threads=n_threads,
         progress=progress,
+        multiplicity=multiplicity,
     )
     return LayoutBootstrap(point=point, replicates=replicates)
 

@@ -1,162 +1,131 @@
-"""Seeded permutation tests of differences between two sets of rows, every metric at once, on the walk.
+"""Permutation tests of differences between two sets of rows, every metric at once, on the engine's walk.
 
-A test has a *universe* (the rows permuted among: all rows, or the rows of two slices) and a first
-side of ``n_first`` rows (a slice). Under the null, membership of the first side is exchangeable
-within the universe: a permutation draws ``n_first`` of the universe's rows uniformly without
-replacement as the permuted first side (the rest of the universe is the second side) and computes the
-statistics from the metrics of both sides, walked by the engine's one walk
-(:func:`disaggregated_eval.engine.walk._walk`: each side is a lane of 0/1 counts, so two permutations
-share a walk of four lanes). Statistics (``docs/audit.md``):
+A test has a *universe* (the rows permuted among) and a first side (a slice). Under the null, slice
+membership is exchangeable within each *stratum* of the universe: a permutation draws, in every
+stratum, as many rows as the slice has there, uniformly without replacement, as the permuted first
+side; the rest of the universe is the second side. The universe and strata express the null of each
+metric (``docs/audit.md``, "Tests"): for the false positive rate the universe is the negatives (the
+metric is a rate among them, so the test is of that rate, not of the slice's whole distribution),
+for the AUC the strata are the two classes, and so on (the audit chooses them).
 
-* ``first - fixed`` (e.g. slice minus overall, the overall metric fixed),
-* ``first - second`` (slice minus rest, or slice ``a`` minus slice ``b`` among their rows).
+Two ways to compute a p-value:
 
-The p-value of an observed statistic ``T`` over ``P`` permutations is
+* :func:`exact_count_pvalue`, for a proportion whose rows all weigh the same: the number ``X`` of
+  numerator rows (e.g. false positives) in the permuted slice is hypergeometric, and every statistic
+  (slice minus overall, slice minus rest, slice minus another slice) is an increasing affine function
+  of ``X`` with its zero at ``x0 = n K / N``, so the exact permutation p-value is
+  ``P(|X - x0| >= |x - x0|)`` (summed from the hypergeometric distribution; no Monte Carlo);
+* :func:`permutation_test`, Monte Carlo, for everything else (the AUC, means, ratios, sample
+  weights): the metrics of both sides of each permutation come from the engine's one walk
+  (:func:`disaggregated_eval.engine.walk._walk`; each side is a lane of 0/1 counts, two permutations
+  per walk). Statistics: ``first - fixed`` (slice minus overall) and ``first - second`` (slice minus
+  rest, or slice ``a`` minus slice ``b``).
 
-    p = (1 + #{p : |T*_p| >= |T| - tol}) / (1 + P_defined)
+Monte-Carlo p-values follow Besag and Clifford's sequential rule (Besag and Clifford, 1991,
+"Sequential Monte Carlo p-values", Biometrika 78): permutations are drawn until ``h`` of them are at
+least as extreme as the data (``|T*| >= |T| - tol``, ``tol = 1e-9 max(1, |T|)`` absorbing rounding),
+giving ``p = h / L`` after ``L`` defined permutations, or until ``n_max`` are drawn, giving
+``p = (g + 1) / (n_max + 1)`` with ``g < h`` exceedances (the +1 rule of Phipson and Smyth, 2010).
+Both are valid p-values; a test whose p-value is clearly large stops after a few dozen permutations.
+Permutations on which a statistic is undefined are skipped for that statistic.
 
-(the +1 correction: the observed labelling counts as one permutation, so p is never 0 and the test
-is valid; Phipson and Smyth, 2010), where ``P_defined`` counts the permutations on which ``T*`` is
-defined and ``tol = 1e-9 max(1, |T|)`` absorbs rounding (a permutation as extreme as the data up to
-floating point counts as such). Sample weights travel with their rows.
-
-Random numbers: permutation ``p`` of a test uses xoshiro256** (Blackman and Vigna) seeded by
-splitmix64 from the test's two 64-bit key words (:func:`seed_key` of its SeedSequence) and ``p``; it
-draws the smaller side (``m = min(n_first, M - n_first)`` positions) with Floyd's algorithm into a
-bitset (:func:`permuted_subset`). Results do not depend on the thread count.
+Draws (:func:`permutation_draws`): the universe's rows are merged into units (:mod:`.units`: rows
+that the walk cannot tell apart), and a permutation's first side is, in every stratum, a multivariate
+hypergeometric draw of unit counts (``n_first`` rows without replacement), exactly the row permutation
+in distribution at ``O(units)``; the second side is the rest. Permutations come in chunks of fixed
+sizes (64, 128, 256, ... up to 4,096); chunk ``c`` draws from the generator of
+:func:`disaggregated_eval.engine.resampling.resample_seed` ``(test seed, c)``, so the permutations of a
+test, and its p-value, do not depend on the thread count or on when the sequential rule stops.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
+from scipy import special
 
-from .sums import N_METRIC_SLOTS, N_TERMS, terms_for
-from .walk import LANES, ModelStreams, Stream, WalkLayout, _finalize, _walk, build_layout
+from .resampling import as_seed_sequence, numba_threads, resample_seed
+from .sums import terms_for
+from .units import find_units
+from .walk import ModelStreams, Stream, WalkLayout, build_layout, run_kernel
 
 __all__ = [
     "TOLERANCE",
+    "SEQUENTIAL_EXCEEDANCES",
+    "exact_count_pvalue",
     "PermutationSpace",
     "permutation_space",
+    "permutation_draws",
     "permutation_test",
-    "permuted_subset",
-    "seed_key",
+    "min_permutations",
 ]
 
 #: Relative tolerance of ``|T*| >= |T|`` (module docstring).
 TOLERANCE = 1e-9
-
-_U64 = np.uint64
-
-
-# ----------------------------------------------------------------------------------------------
-# Random numbers (numba): splitmix64 seeding, xoshiro256**, Lemire's bounded integers, Floyd
-# ----------------------------------------------------------------------------------------------
+#: ``h`` of the sequential rule: a Monte-Carlo test stops after this many permutations as extreme as the data.
+SEQUENTIAL_EXCEEDANCES = 10
 
 
-@numba.njit(cache=True)
-def _splitmix(x):
-    x = x + _U64(0x9E3779B97F4A7C15)
-    z = x
-    z = (z ^ (z >> _U64(30))) * _U64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> _U64(27))) * _U64(0x94D049BB133111EB)
-    return x, z ^ (z >> _U64(31))
+def min_permutations(n_tests: int, alpha: float) -> int:
+    """Fewest permutations with which a Monte-Carlo p-value can fall below ``alpha / n_tests``.
 
-
-@numba.njit(cache=True)
-def _seed_state(key0, key1, p, state):
-    x = key0 ^ (key1 * _U64(0xD1B54A32D192ED03)) ^ (_U64(p) * _U64(0x9E3779B97F4A7C15))
-    x, state[0] = _splitmix(x)
-    x, state[1] = _splitmix(x ^ key1)
-    x, state[2] = _splitmix(x)
-    x, state[3] = _splitmix(x)
-
-
-@numba.njit(cache=True)
-def _rotl(x, k):
-    return (x << _U64(k)) | (x >> _U64(64 - k))
-
-
-@numba.njit(cache=True)
-def _next(state):
-    result = _rotl(state[1] * _U64(5), 7) * _U64(9)
-    t = state[1] << _U64(17)
-    state[2] ^= state[0]
-    state[3] ^= state[1]
-    state[1] ^= state[2]
-    state[0] ^= state[3]
-    state[2] ^= t
-    state[3] = _rotl(state[3], 45)
-    return result
-
-
-@numba.njit(cache=True)
-def _below(state, bound):
-    """Uniform integer in 0..bound-1 (bound < 2**32), Lemire's multiply-and-reject."""
-    b = _U64(bound)
-    mask = _U64(0xFFFFFFFF)
-    m = (_next(state) >> _U64(32)) * b
-    low = m & mask
-    if low < b:
-        threshold = ((mask - b) + _U64(1)) % b
-        while low < threshold:
-            m = (_next(state) >> _U64(32)) * b
-            low = m & mask
-    return np.int64(m >> _U64(32))
-
-
-@numba.njit(cache=True)
-def _floyd(state, universe_size, m, member):
-    """Mark ``m`` distinct positions among 0..universe_size-1 in ``member`` (Floyd's algorithm)."""
-    for j in range(universe_size - m, universe_size):
-        t = _below(state, j + 1)
-        if member[t]:
-            member[j] = True
-        else:
-            member[t] = True
-
-
-@numba.njit(cache=True)
-def _subset(key0, key1, p, universe_size, m, member, state, out):
-    """Positions (increasing) of permutation p's subset, into out[:m] (for tests and inspection)."""
-    _seed_state(key0, key1, p, state)
-    _floyd(state, universe_size, m, member)
-    k = 0
-    for i in range(universe_size):
-        if member[i]:
-            out[k] = i
-            k += 1
-            member[i] = False
-
-
-def permuted_subset(key: tuple[int, int], p: int, universe_size: int, m: int) -> np.ndarray:
-    """The universe positions (sorted) that permutation ``p`` of a test draws (its smaller side).
-
-    Parameters
-    ----------
-    key : (int, int)
-        The test's two 64-bit key words (:func:`seed_key`).
-    p : int
-        Permutation index.
-    universe_size, m : int
-        Size of the universe and of the drawn subset.
+    The smallest p-value of :func:`permutation_test` is ``1 / (n_max + 1)``; after Holm's or
+    Benjamini-Hochberg's adjustment of ``n_tests`` tests the smallest adjusted p-value is ``n_tests``
+    times that, so a family can flag anything only if ``n_max + 1 >= n_tests / alpha``.
 
     Returns
     -------
-    ndarray of shape (m,), int64
+    int
+        ``ceil(n_tests / alpha) - 1`` (at least 1).
     """
-    member = np.zeros(universe_size, dtype=np.bool_)
-    out = np.empty(m, dtype=np.int64)
-    _subset(_U64(key[0]), _U64(key[1]), p, universe_size, m, member, np.zeros(4, dtype=np.uint64), out)
-    return out
+    return max(1, int(np.ceil(n_tests / alpha - 1e-9)) - 1)
 
 
-def seed_key(seed_sequence: np.random.SeedSequence) -> tuple[int, int]:
-    """Two 64-bit words from a test's seed sequence."""
-    state = seed_sequence.generate_state(2, dtype=np.uint64)
-    return int(state[0]), int(state[1])
+def exact_count_pvalue(x: np.ndarray, n_first: np.ndarray, successes: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Exact permutation p-values of proportions whose rows weigh the same (module docstring).
+
+    Parameters
+    ----------
+    x : ndarray of int
+        Numerator rows in the slice (e.g. its false positives).
+    n_first : ndarray of int
+        The slice's rows in the universe (e.g. its negatives).
+    successes : ndarray of int
+        Numerator rows in the universe.
+    size : ndarray of int
+        Rows of the universe.
+
+    Returns
+    -------
+    ndarray of float
+        ``P(|X - x0| >= |x - x0| - tol)`` for ``X ~ Hypergeometric(size, successes, n_first)`` and
+        ``x0 = n_first successes / size``; NaN where the slice or its complement is empty in the
+        universe (no test).
+    """
+    x, n_first, successes, size = (np.asarray(v, dtype=np.int64) for v in (x, n_first, successes, size))
+    out = np.full(np.broadcast(x, n_first, successes, size).shape, np.nan)
+    flat = [np.broadcast_to(v, out.shape).ravel() for v in (x, n_first, successes, size)]
+    result = out.ravel()
+    for i, (xi, ni, ki, mi) in enumerate(zip(*flat)):
+        if ni <= 0 or ni >= mi:
+            continue
+        lo, hi = max(0, ni - (mi - ki)), min(ni, ki)
+        support = np.arange(lo, hi + 1, dtype=np.float64)
+        x0 = ni * ki / mi
+        observed = abs(xi - x0)
+        extreme = np.abs(support - x0) >= observed - TOLERANCE * max(1.0, observed)
+        result[i] = min(1.0, float(np.exp(_hypergeom_logpmf(support[extreme], mi, ki, ni)).sum()))
+    return result.reshape(out.shape)
+
+
+def _log_choose(n: float, k: np.ndarray) -> np.ndarray:
+    return special.gammaln(n + 1.0) - special.gammaln(k + 1.0) - special.gammaln(n - k + 1.0)
+
+
+def _hypergeom_logpmf(x: np.ndarray, size: int, successes: int, draws: int) -> np.ndarray:
+    """log P(X = x) for ``X ~ Hypergeometric(size, successes, draws)`` (log-gamma; scipy's is far slower)."""
+    return _log_choose(successes, x) + _log_choose(size - successes, draws - x) - _log_choose(size, np.float64(draws))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -166,126 +135,162 @@ def seed_key(seed_sequence: np.random.SeedSequence) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class PermutationSpace:
-    """The rows a test permutes among, laid out for the walk (one model, one weight column).
+    """The rows a test permutes among, merged into units, laid out for the walk (one weight column).
 
-    ``layout`` has one dense stream (the sample weight); position ``i`` of the universe is the
-    ``i``-th of the rows given to :func:`permutation_space` (a permutation's subset indexes them).
+    Attributes
+    ----------
+    layout : WalkLayout
+        Over the units (one dense stream: the sample weight).
+    multiplicity : ndarray of shape (U,), int64
+        Rows of each unit.
+    unit_of_row : ndarray of shape (M,), int64
+        The unit of each of the universe's rows (in the order given to :func:`permutation_space`).
+    stratum : ndarray of shape (U,), int64
+        The stratum of each unit.
     """
 
     layout: WalkLayout
+    multiplicity: np.ndarray
+    unit_of_row: np.ndarray
+    stratum: np.ndarray
 
     @property
     def size(self) -> int:
-        return self.layout.n
+        return int(self.multiplicity.sum())
+
+    @property
+    def n_strata(self) -> int:
+        return int(self.stratum.max(initial=0)) + 1
+
+    def stratum_sizes(self) -> np.ndarray:
+        """Rows of each stratum, shape (n_strata,)."""
+        return np.bincount(self.stratum, weights=self.multiplicity, minlength=self.n_strata).astype(np.int64)
+
+    def first_counts(self, first: np.ndarray) -> np.ndarray:
+        """Rows of the first side in each stratum, from a boolean mask over the universe's rows."""
+        return np.bincount(self.stratum[self.unit_of_row[first]], minlength=self.n_strata).astype(np.int64)
 
 
 def permutation_space(
-    y: np.ndarray, scores: np.ndarray, weight: np.ndarray | None, *, metrics, threshold: float
+    y: np.ndarray,
+    scores: np.ndarray,
+    weight: np.ndarray | None,
+    *,
+    metrics,
+    threshold: float,
+    strata: np.ndarray | None = None,
 ) -> PermutationSpace:
-    """The universe of a test: its rows' labels, one model's scores and the sample weights.
+    """The universe of a test: its rows' labels, one model's scores, the sample weights and the strata.
 
     Parameters
     ----------
     y, scores : ndarray of shape (M,), float64
-        The universe's rows (checked by the caller), in the order in which a permutation's positions
-        refer to them.
+        The universe's rows (checked by the caller).
     weight : ndarray of shape (M,) or None
         Sample weights (None: 1).
     metrics : sequence of str
     threshold : float
+    strata : ndarray of shape (M,), int, optional
+        Stratum codes ``0..K-1`` (membership is permuted within each); None: one stratum.
 
     Returns
     -------
     PermutationSpace
+        Rows equal in label, score, weight and stratum merged into units (:mod:`.units`; every row is
+        a unit when that does not pay).
     """
     n = y.shape[0]
     w = np.ones(n) if weight is None else weight
+    codes = np.zeros(n, dtype=np.int64) if strata is None else np.asarray(strata, dtype=np.int64)
+    units = find_units([y, scores, w, codes])
+    if units is None:
+        first, of_row, multiplicity = np.arange(n), np.arange(n), np.ones(n, dtype=np.int64)
+    else:
+        first, of_row, multiplicity = units.first, units.of_row, units.multiplicity
     model = ModelStreams(
-        scores=scores, weights=w[:, None], codes=np.zeros((n, 0), dtype=np.int32), streams=(Stream(weight=0),)
+        scores=scores[first],
+        weights=w[first][:, None],
+        codes=np.zeros((first.shape[0], 0), dtype=np.int32),
+        streams=(Stream(weight=0),),
     )
-    return PermutationSpace(build_layout(y, [model], thresholds=(threshold,), terms=terms_for(metrics)))
+    layout = build_layout(y[first], [model], thresholds=(threshold,), terms=terms_for(metrics))
+    return PermutationSpace(layout=layout, multiplicity=multiplicity, unit_of_row=of_row, stratum=codes[first])
 
 
 # ----------------------------------------------------------------------------------------------
-# The kernel
+# Draws
 # ----------------------------------------------------------------------------------------------
 
+#: Chunk sizes of a test's permutations: 64, 128, ... doubling up to this (fixed, so the draws of a
+#: test do not depend on when it stops).
+_FIRST_CHUNK = 64
+_MAX_CHUNK = 4096
 
-@numba.njit(parallel=True, cache=True)
-def _permutation_kernel(order, y, tv, term_slots, seg_starts, seg_tie, splits, dense_weights, m, draw_is_first,
-                        pairwise, fixed, observed, slots, odds, n_perm, key0, key1, n_threads, exceed,
-                        defined):  # fmt: skip
-    """Tally, per statistic and metric, permutations with |T*| >= |T| - tol and those with T* defined.
 
-    Two permutations per walk: lanes (0, 1) are permutation ``2 b``'s first and second sides, lanes
-    (2, 3) permutation ``2 b + 1``'s. Block ``b`` runs on thread ``b % n_threads``; ``exceed`` and
-    ``defined`` (n_threads, n_stats, n_metrics) hold per-thread integer tallies.
+def _chunks(n_permutations: int):
+    """(index, start, stop) of the chunks covering permutations 0..n_permutations-1."""
+    start, size, c = 0, _FIRST_CHUNK, 0
+    while start < n_permutations:
+        stop = min(n_permutations, start + size)
+        yield c, start, stop
+        start, size, c = stop, min(2 * size, _MAX_CHUNK), c + 1
+
+
+def _draw_chunk(space: PermutationSpace, n_first: np.ndarray, seed: np.random.SeedSequence, c: int, k: int):
+    """First-side unit counts of the ``k`` permutations of chunk ``c``, shape (k, U), int64."""
+    generator = np.random.Generator(np.random.PCG64(resample_seed(seed, c)))
+    out = np.zeros((k, space.multiplicity.shape[0]), dtype=np.int64)
+    for s in range(space.n_strata):
+        units = np.flatnonzero(space.stratum == s)
+        if units.size == 0 or n_first[s] == 0:
+            continue
+        colors = space.multiplicity[units]
+        if (colors == 1).all():  # one row per unit: a uniform subset by random keys
+            keys = generator.random((k, units.size))
+            chosen = np.argpartition(keys, n_first[s] - 1, axis=1)[:, : n_first[s]] if n_first[s] < units.size else None
+            if chosen is None:
+                out[:, units] = 1
+            else:
+                rows = np.repeat(np.arange(k), n_first[s])
+                out[rows, units[chosen.ravel()]] = 1
+        else:
+            out[:, units] = generator.multivariate_hypergeometric(colors, int(n_first[s]), size=k, method="marginals")
+    return out
+
+
+def permutation_draws(
+    space: PermutationSpace, n_first: np.ndarray, seed: int | np.random.SeedSequence, n_permutations: int
+) -> np.ndarray:
+    """The first side's unit counts of permutations ``0..n_permutations-1`` of a test (module docstring).
+
+    Parameters
+    ----------
+    space : PermutationSpace
+    n_first : ndarray of shape (n_strata,), int
+        Rows of the first side in each stratum.
+    seed : int or numpy.random.SeedSequence
+        The test's seed.
+    n_permutations : int
+
+    Returns
+    -------
+    ndarray of shape (n_permutations, n_units), int64
+        Each row sums to ``n_first`` within every stratum and never exceeds the units' multiplicities.
     """
-    size = y.shape[0]
-    n_q = slots.shape[0]
-    n_stats = observed.shape[0]
-    n_thr = splits.shape[0]
-    n_slots = 5 + 2 * n_thr + tv.shape[0]
-    n_blocks = (n_perm + 1) // 2
-    empty_i = np.zeros(0, dtype=np.int64)
-    empty_b = np.zeros(0, dtype=np.bool_)
-    empty_f = np.zeros(0)
-    empty_c = np.zeros(0, dtype=np.int32)
-    out_acc = np.zeros(1, dtype=np.int64)
-    out_side = np.full(1, 2, dtype=np.int64)
-    for th in numba.prange(n_threads):
-        member = np.zeros(size, dtype=np.bool_)
-        state = np.zeros(4, dtype=np.uint64)
-        cs = np.zeros((size, LANES))
-        acc = np.zeros((1, n_slots, LANES))
-        pend = np.zeros((1, 2, LANES))
-        flag = np.zeros(1, dtype=np.bool_)
-        touched = np.zeros(1, dtype=np.int64)
-        accd = np.zeros((1, n_slots, LANES))
-        pendd = np.zeros((1, 2, LANES))
-        accw = np.zeros((n_slots, LANES, 1))
-        pendw = np.zeros((2, LANES, 1))
-        terms = np.zeros(N_TERMS)
-        values = np.empty(N_METRIC_SLOTS)
-        out = np.empty((LANES, 1, n_thr, n_q))
-        for block in range(th, n_blocks, n_threads):
-            n_here = min(2, n_perm - 2 * block)
-            for half in range(2):
-                if half >= n_here:
-                    for j in range(size):
-                        cs[j, 2 * half] = 0.0
-                        cs[j, 2 * half + 1] = 0.0
-                    continue
-                _seed_state(key0, key1, 2 * block + half, state)
-                _floyd(state, size, m, member)
-                for j in range(size):  # sorted position j holds universe position order[j]
-                    i = order[j]
-                    first = member[i] if draw_is_first else not member[i]
-                    cs[j, 2 * half] = 1.0 if first else 0.0
-                    cs[j, 2 * half + 1] = 0.0 if first else 1.0
-                for i in range(size):
-                    member[i] = False
-            _walk(cs, y, tv, seg_starts, seg_tie, splits, empty_f, 0, empty_c, 0,
-                  empty_i, empty_i, empty_i, empty_i, empty_i, empty_b, acc[:0], pend[:0], flag[:0], touched[:0],
-                  dense_weights, 1, accd, pendd, accw, pendw)  # fmt: skip
-            _finalize(acc[:0], accd, 2 * n_here, out_acc, out_side, empty_i, n_thr, term_slots, slots, odds, out, 0, 0,
-                      terms, values)  # fmt: skip
-            for half in range(n_here):
-                for q in range(n_q):
-                    a = out[2 * half, 0, 0, q]
-                    b = out[2 * half + 1, 0, 0, q]
-                    for k in range(n_stats):
-                        obs = observed[k, q]
-                        stat = a - b if (pairwise or k == 1) else a - fixed[q]
-                        if np.isfinite(stat) and np.isfinite(obs):
-                            defined[th, k, q] += 1
-                            if abs(stat) >= abs(obs) - TOLERANCE * max(1.0, abs(obs)):
-                                exceed[th, k, q] += 1
+    seed = as_seed_sequence(seed)
+    first = np.asarray(n_first, dtype=np.int64)
+    parts = [_draw_chunk(space, first, seed, c, stop - start) for c, start, stop in _chunks(n_permutations)]
+    return np.concatenate(parts) if parts else np.zeros((0, space.multiplicity.shape[0]), dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------------------------
+# The test
+# ----------------------------------------------------------------------------------------------
 
 
 def permutation_test(
     space: PermutationSpace,
-    n_first: int,
+    n_first: np.ndarray,
     observed: np.ndarray,
     *,
     pairwise: bool,
@@ -293,18 +298,18 @@ def permutation_test(
     slots: np.ndarray,
     odds: float,
     n_permutations: int,
-    key: tuple[int, int],
+    seed: int | np.random.SeedSequence,
     n_threads: int = 1,
+    sequential: int | None = SEQUENTIAL_EXCEEDANCES,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Permutation p-values of one test, for every metric at once.
+    """Monte-Carlo permutation p-values of one test, for every metric at once (module docstring).
 
     Parameters
     ----------
     space : PermutationSpace
-        The rows permuted among (all rows for tests against overall and rest; the two slices' rows
-        for pairwise tests).
-    n_first : int
-        Rows of the first side (the slice; slice ``a`` of a pair), 1..size-1.
+        The rows permuted among and their strata.
+    n_first : ndarray of shape (n_strata,), int
+        Rows of the first side (the slice; slice ``a`` of a pair) in each stratum.
     observed : ndarray of shape (n_stats, n_metrics)
         Observed statistics: tests against overall (slice - overall, slice - rest), or pairwise
         (a - b,).
@@ -315,51 +320,64 @@ def permutation_test(
         Metric slots (:func:`disaggregated_eval.engine.sums.metric_slots`).
     odds : float
     n_permutations : int (>= 1)
-    key : (int, int)
-        Seed words of the test (:func:`seed_key`).
+        The most permutations drawn (``n_max``).
+    seed : int or numpy.random.SeedSequence
+        The test's seed (its permutations: :func:`permutation_draws`).
     n_threads : int
-        numba threads (results do not depend on it).
+        numba threads of the walk (results do not depend on it).
+    sequential : int or None, default :data:`SEQUENTIAL_EXCEEDANCES`
+        ``h`` of Besag and Clifford's rule; None draws all ``n_permutations`` (p = (g + 1) / (P + 1)).
 
     Returns
     -------
     p_values : ndarray of shape (n_stats, n_metrics)
-        ``(1 + exceed) / (1 + defined)``; NaN where the observed statistic is undefined or no
-        permutation is defined.
-    n_defined : ndarray of shape (n_stats, n_metrics), int64
+        NaN where the observed statistic is undefined or no permutation is defined.
+    n_used : ndarray of shape (n_stats, n_metrics), int64
+        Defined permutations behind each p-value.
     """
+    seed = as_seed_sequence(seed)
+    first = np.asarray(n_first, dtype=np.int64)
     L = space.layout
-    size = L.n
-    m = min(n_first, size - n_first)
     n_stats, n_q = observed.shape
-    n_threads = max(1, min(n_threads, (n_permutations + 1) // 2))
-    exceed = np.zeros((n_threads, n_stats, n_q), dtype=np.int64)
-    defined = np.zeros((n_threads, n_stats, n_q), dtype=np.int64)
-    _permutation_kernel(
-        L.order[0],
-        L.y[0],
-        L.term_values[0],
-        L.term_slots,
-        L.seg_starts,
-        L.seg_tie,
-        L.splits[0],
-        L.dense_weights,
-        m,
-        n_first <= size - n_first,
-        pairwise,
-        np.zeros(n_q) if fixed is None else np.ascontiguousarray(fixed, dtype=np.float64),
-        np.ascontiguousarray(observed, dtype=np.float64),
-        np.ascontiguousarray(slots, dtype=np.int64),
-        float(odds),
-        int(n_permutations),
-        _U64(key[0]),
-        _U64(key[1]),
-        n_threads,
-        exceed,
-        defined,
-    )
-    exceed = exceed.sum(axis=0)
-    defined = defined.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = (1.0 + exceed) / (1.0 + defined)
-    p = np.where((defined > 0) & np.isfinite(observed), p, np.nan)
-    return p, defined
+    h = sequential if sequential is not None else n_permutations + 1
+    observed = np.asarray(observed, dtype=np.float64)
+    fixed_values = np.zeros(n_q) if fixed is None else np.asarray(fixed, dtype=np.float64)
+    tolerance = TOLERANCE * np.maximum(1.0, np.abs(observed))
+    undefined = ~np.isfinite(observed)
+    exceeded = np.zeros((n_stats, n_q), dtype=np.int64)
+    defined = np.zeros((n_stats, n_q), dtype=np.int64)
+    stopped = undefined.copy()
+    p = np.full((n_stats, n_q), np.nan)
+    used = np.zeros((n_stats, n_q), dtype=np.int64)
+    with numba_threads(n_threads):
+        for c, start, stop in _chunks(n_permutations):
+            if stopped.all():
+                break
+            k = stop - start
+            d = _draw_chunk(space, first, seed, c, k)
+            counts = np.empty((2 * k, d.shape[1]), dtype=np.int32)
+            counts[0::2] = d
+            counts[1::2] = space.multiplicity[None, :] - d
+            out = np.empty((2 * k, 1, 1, n_q))
+            run_kernel(L, counts, from_counts=True, slots=slots, odds=odds, n_threads=n_threads, out=out)
+            a, b = out[0::2, 0, 0, :], out[1::2, 0, 0, :]
+            stat = np.stack([a - b] if pairwise else [a - fixed_values, a - b][:n_stats], axis=1)  # (k, stats, q)
+            ok = np.isfinite(stat) & ~undefined[None]
+            extreme = ok & (np.abs(stat) >= np.abs(observed)[None] - tolerance[None])
+            cum_ex = exceeded[None] + np.cumsum(extreme, axis=0)
+            cum_de = defined[None] + np.cumsum(ok, axis=0)
+            reach = (cum_ex >= h) & ~stopped[None]
+            newly = reach.any(axis=0)
+            if newly.any():
+                row = np.argmax(reach, axis=0)
+                idx = np.nonzero(newly)
+                at = cum_de[row[idx], idx[0], idx[1]]
+                p[idx] = h / at
+                used[idx] = at
+                stopped |= newly
+            exceeded, defined = cum_ex[-1], cum_de[-1]
+    rest = ~stopped
+    p[rest] = (exceeded[rest] + 1.0) / (defined[rest] + 1.0)
+    used[rest] = defined[rest]
+    p = np.where(undefined | (used == 0), np.nan, p)
+    return p, used

@@ -174,6 +174,32 @@ def _draw_into(base: np.random.SeedSequence, n: int, start: int, stop: int, out:
             out[row, lo:hi] = strata.rows[lo:hi][generator.integers(0, size, size=size, dtype=np.int32)]
 
 
+def _draw_counts_into(
+    base: np.random.SeedSequence,
+    multiplicity: np.ndarray,
+    start: int,
+    stop: int,
+    out: np.ndarray,
+    strata: Strata | None,
+) -> None:
+    """Write the unit counts of resamples ``start..stop-1`` into ``out`` (``engine.units``: multinomial draws)."""
+    n = int(multiplicity.sum())
+    if strata is None:
+        shares = multiplicity / n
+    else:
+        groups = [
+            (strata.rows[lo:hi], multiplicity[strata.rows[lo:hi]]) for lo, hi in itertools.pairwise(strata.bounds)
+        ]
+        groups = [(rows, int(m.sum()), m / m.sum()) for rows, m in groups]
+    for row, i in enumerate(range(start, stop)):
+        generator = np.random.Generator(np.random.PCG64(resample_seed(base, i)))
+        if strata is None:
+            out[row] = generator.multinomial(n, shares)
+            continue
+        for rows, total, group_shares in groups:
+            out[row, rows] = generator.multinomial(total, group_shares)
+
+
 def _draw(
     base: np.random.SeedSequence,
     n: int,
@@ -182,19 +208,24 @@ def _draw(
     out: np.ndarray,
     executor: ThreadPoolExecutor | None,
     strata: Strata | None,
+    multiplicity: np.ndarray | None = None,
 ) -> None:
-    """Draw resamples ``start..stop-1`` into ``out``, split over the executor's threads."""
+    """Draw resamples ``start..stop-1`` into ``out`` (row indices, or unit counts when ``multiplicity`` is
+    given), split over the executor's threads."""
     count = stop - start
+
+    def draw(lo: int, hi: int) -> None:
+        if multiplicity is None:
+            _draw_into(base, n, start + lo, start + hi, out[lo:hi], strata)
+        else:
+            _draw_counts_into(base, multiplicity, start + lo, start + hi, out[lo:hi], strata)
+
     if executor is None or count < 2:
-        _draw_into(base, n, start, stop, out, strata)
+        draw(0, count)
         return
     workers = executor._max_workers
     bounds = np.linspace(0, count, min(workers, count) + 1).astype(int)
-    futures = [
-        executor.submit(_draw_into, base, n, start + lo, start + hi, out[lo:hi], strata)
-        for lo, hi in itertools.pairwise(bounds)
-        if hi > lo
-    ]
+    futures = [executor.submit(draw, int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds) if hi > lo]
     for future in futures:
         future.result()
 
@@ -349,16 +380,18 @@ def run_batches(
     batch_size: int | None = None,
     n_threads: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    multiplicity: np.ndarray | None = None,
 ) -> None:
     """The engine's batch driver: draw resamples batch by batch and hand them to ``kernel``.
 
     Parameters
     ----------
     kernel : callable
-        ``kernel(indices, start, stop)`` with ``indices`` of shape (stop - start, n), int32 (row ``k``:
-        the rows drawn by resample ``start + k``); it writes its results for those resamples.
+        ``kernel(draws, start, stop)`` with ``draws`` of shape (stop - start, n), int32: row ``k`` holds
+        the rows drawn by resample ``start + k`` or, with ``multiplicity``, each unit's count in it; it
+        writes its results for those resamples.
     n : int
-        Rows drawn per resample.
+        Rows (or units) per resample.
     n_resamples : int
         Resamples in all.
     seed : int or numpy.random.SeedSequence
@@ -371,6 +404,10 @@ def run_batches(
         Threads for the draws and numba's thread count for the kernel.
     progress : callable, optional
         ``progress(done, total)`` after each batch.
+    multiplicity : ndarray of shape (n,), int, optional
+        Rows of each unit (:mod:`.units`): the resamples are then unit counts, ``Multinomial(n_rows,
+        m_u / n_rows)`` (within each stratum of units under ``within_group``), the row bootstrap in
+        distribution; resample ``i`` still draws from the generator of :func:`resample_seed` ``(seed, i)``.
     """
     base = as_seed_sequence(seed)
     batch = min(batch_size or default_batch_size(n), n_resamples)
@@ -381,7 +418,7 @@ def run_batches(
             for start in range(0, n_resamples, batch):
                 stop = min(start + batch, n_resamples)
                 indices = buffer[: stop - start]
-                _draw(base, n, start, stop, indices, executor, strata)
+                _draw(base, n, start, stop, indices, executor, strata, multiplicity)
                 kernel(indices, start, stop)
                 if progress is not None:
                     progress(stop, n_resamples)

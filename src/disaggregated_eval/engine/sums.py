@@ -27,6 +27,13 @@ import numpy as np
 from ..metrics import check_metric_names, pointwise_log_loss
 
 __all__ = [
+    "CATEGORIES",
+    "PROPORTIONS",
+    "MEAN_OF_CATEGORIES",
+    "categories",
+    "net_benefit_values",
+    "RATIOS_OF_SUMS",
+    "ratio_of_sums_values",
     "METRIC_SLOTS",
     "N_METRIC_SLOTS",
     "ROW_TERMS",
@@ -106,6 +113,87 @@ def row_terms(y: np.ndarray, scores: np.ndarray, terms: Sequence[str]) -> np.nda
     for t, name in enumerate(terms):
         out[t] = ROW_TERMS[name](y, scores)
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Proportion metrics: numerator and denominator as sets of the four outcome categories
+# ----------------------------------------------------------------------------------------------
+
+#: The four outcome categories of a row (label ``y``, prediction ``yhat = 1[r >= threshold]``), codes 0-3.
+CATEGORIES: tuple[str, ...] = ("TN", "FP", "FN", "TP")
+#: Category code of a row: ``2 y + yhat``.
+TN, FP, FN, TP = 0, 1, 2, 3
+
+#: Each proportion metric as (numerator categories, denominator categories): the metric is the weighted
+#: share of the numerator among the rows of the denominator. The one home of "which rows a metric is a
+#: rate among": its score interval (Wilson), the difference of two slices (Newcombe), its exact
+#: permutation test (membership permuted among the denominator's rows, a hypergeometric count of the
+#: numerator's) and its minimum-denominator rule.
+PROPORTIONS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
+    "sensitivity": ((TP,), (TP, FN)),
+    "false_negative_rate": ((FN,), (TP, FN)),
+    "specificity": ((TN,), (TN, FP)),
+    "false_positive_rate": ((FP,), (TN, FP)),
+    "precision": ((TP,), (TP, FP)),
+    "accuracy": ((TP, TN), (TN, FP, FN, TP)),
+    "label_rate": ((TP, FN), (TN, FP, FN, TP)),
+    "predicted_positive_rate": ((TP, FP), (TN, FP, FN, TP)),
+}
+#: Net benefit is the weighted mean over all rows of a value per category (Pfohl et al. 2023): 1 for a
+#: true positive, ``-t / (1 - t)`` for a false positive, 0 otherwise; :func:`net_benefit_values`.
+MEAN_OF_CATEGORIES: tuple[str, ...] = ("net_benefit",)
+
+
+def categories(y: np.ndarray, scores: np.ndarray, threshold: float) -> np.ndarray:
+    """Outcome category of every row: ``2 y + 1[r >= threshold]`` (:data:`CATEGORIES`), int8."""
+    return (2 * y.astype(np.int8) + (scores >= threshold).astype(np.int8)).astype(np.int8)
+
+
+def net_benefit_values(odds: float) -> np.ndarray:
+    """The net benefit's value of each category (:data:`CATEGORIES` order), shape (4,)."""
+    return np.array([0.0, -odds, 0.0, 1.0])
+
+
+#: Metrics that are a ratio of two weighted sums of per-row values, ``sum w a / sum w b``, other than
+#: the proportions (the inputs of their jackknife, :func:`ratio_of_sums_values`).
+RATIOS_OF_SUMS: tuple[str, ...] = (
+    "log_loss",
+    "brier_score",
+    "net_benefit",
+    "mean_predicted_risk",
+    "observed_expected_ratio",
+)
+
+
+def ratio_of_sums_values(
+    metric: str, y: np.ndarray, scores: np.ndarray, *, threshold: float, odds: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row numerator and denominator values ``a``, ``b`` of a metric ``sum w a / sum w b``.
+
+    Parameters
+    ----------
+    metric : str
+        One of :data:`RATIOS_OF_SUMS`.
+    y, scores : ndarray of shape (n,), float64
+    threshold, odds : float
+
+    Returns
+    -------
+    a, b : ndarray of shape (n,), float64
+        E.g. the log loss is ``(pointwise log loss, 1)``, the observed/expected ratio ``(y, r)``.
+    """
+    ones = np.ones(y.shape[0])
+    if metric == "log_loss":
+        return ROW_TERMS["log_loss"](y, scores), ones
+    if metric == "brier_score":
+        return ROW_TERMS["brier"](y, scores), ones
+    if metric == "mean_predicted_risk":
+        return ROW_TERMS["score"](y, scores), ones
+    if metric == "observed_expected_ratio":
+        return y.astype(np.float64), ROW_TERMS["score"](y, scores)
+    if metric == "net_benefit":
+        return net_benefit_values(odds)[categories(y, scores, threshold)], ones
+    raise ValueError(f"{metric!r} is not a ratio of sums; expected one of {RATIOS_OF_SUMS}")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -206,7 +294,7 @@ def metrics_from_sums(wp, wn, fn, tn, auc_numerator, terms, odds, out):
     pp = tp + fp
     if total > 0.0:
         out[_SLOT_LOG_LOSS] = terms[_T_LOG_LOSS] / total
-        out[_SLOT_PRECISION] = tp / pp if pp > 0.0 else 0.0
+        out[_SLOT_PRECISION] = tp / pp if pp > 0.0 else nan
         out[_SLOT_NET_BENEFIT] = (tp - fp * odds) / total
         out[_SLOT_LABEL_RATE] = wp / total
         out[_SLOT_PREDICTED_POSITIVE_RATE] = pp / total

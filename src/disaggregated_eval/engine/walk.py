@@ -712,20 +712,18 @@ def _finalize(acc, accd, n_lanes, out_acc, out_side, a_univ, n_thr, term_slots, 
 
 
 @numba.njit(parallel=True, cache=True)
-def _kernel(draws, from_counts, multiplicity, order, y, tv, term_slots, seg_starts, seg_tie, seg_off, splits,
+def _kernel(draws, from_counts, order, y, tv, term_slots, seg_starts, seg_tie, seg_off, splits,
             weights, w_off, w_cols, codes, c_off, c_cols, st_weight, st_code, st_acc, st_univ, st_off, n_acc,
             acc_univ, acc_is_univ, a_off, dense_weights, dw_off, n_dense, out_acc, out_side, o_off, slots, odds,
             n_threads, out):  # fmt: skip
     """Metrics of every output for a batch of resamples; blocks of LANES resamples, block ``b`` by
     thread ``b % n_threads`` (a fixed schedule: results do not depend on the thread count).
 
-    ``draws`` (B, n): drawn unit indices (``from_counts`` False: counts are their tallies) or the
-    counts themselves (``from_counts`` True); every count is multiplied by ``multiplicity`` (n,)
-    (a unit's row count for merged units; empty: every unit is one row).
+    ``draws`` (B, n): drawn row indices (``from_counts`` False: counts are their tallies) or the
+    counts of every row or unit themselves (``from_counts`` True).
     """
     n_batch, n = draws.shape
     n_models = order.shape[0]
-    unit_rows = multiplicity.shape[0] == 0
     n_blocks = (n_batch + LANES - 1) // LANES
     n_thr = splits.shape[1]
     n_slots = _FIXED + 2 * n_thr + tv.shape[1]
@@ -754,13 +752,10 @@ def _kernel(draws, from_counts, multiplicity, order, y, tv, term_slots, seg_star
             for lane in range(n_lanes):
                 if from_counts:
                     for i in range(n):
-                        counts[i, lane] = draws[b0 + lane, i] * (1.0 if unit_rows else multiplicity[i])
+                        counts[i, lane] = draws[b0 + lane, i]
                 else:
                     for i in range(n):
                         counts[draws[b0 + lane, i], lane] += 1.0
-                    if not unit_rows:
-                        for i in range(n):
-                            counts[i, lane] *= multiplicity[i]
             for m in range(n_models):
                 order_m = order[m]
                 for j in range(n):
@@ -823,7 +818,6 @@ def run_kernel(
     draws: np.ndarray,
     *,
     from_counts: bool,
-    multiplicity: np.ndarray | None,
     slots: np.ndarray,
     odds: float,
     n_threads: int,
@@ -834,11 +828,10 @@ def run_kernel(
     Parameters
     ----------
     layout : WalkLayout
-    draws : ndarray of shape (B, n), int32
-        Drawn row (unit) indices of each resample, or (``from_counts``) each unit's count.
+    draws : ndarray of shape (B, n), int
+        Drawn row indices of each resample, or (``from_counts``) each row's or unit's count (a
+        permutation's 0/1 membership, a unit's multiplicity for the point estimates).
     from_counts : bool
-    multiplicity : ndarray of shape (n,), float64, or None
-        Rows each unit stands for (None: 1).
     slots : ndarray of shape (n_metrics,), int64
         :func:`.sums.metric_slots` of the requested metrics.
     odds : float
@@ -849,11 +842,9 @@ def run_kernel(
         Receives the metrics (NaN where undefined).
     """
     L = layout
-    mult = np.empty(0) if multiplicity is None else np.ascontiguousarray(multiplicity, dtype=np.float64)
     _kernel(
         np.ascontiguousarray(draws),
         bool(from_counts),
-        mult,
         L.order,
         L.y,
         L.term_values,

@@ -1,0 +1,97 @@
+"""Counts of every slice by outcome category: rows, summed weights and summed squared weights.
+
+For each model, slice and the four outcome categories (:data:`disaggregated_eval.engine.sums.CATEGORIES`:
+TN, FP, FN, TP at the decision threshold), the number of rows, ``sum w`` and ``sum w^2``; the rest of
+a slice is overall minus the slice. Every proportion metric is a ratio of two of these sums
+(:data:`disaggregated_eval.engine.sums.PROPORTIONS`), so they give its point estimate, its score
+interval (with Kish's effective sample size under sample weights), the Newcombe interval of a
+difference, the exact permutation test and the minimum-size rules, without a bootstrap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..engine.sums import PROPORTIONS, categories
+from ..intervals import effective_size
+from .slices import SlicePlan
+
+__all__ = ["SliceTallies", "tally_slices"]
+
+
+@dataclass(frozen=True)
+class SliceTallies:
+    """Per model, slice and outcome category: rows, ``sum w``, ``sum w^2`` (shape (n_models, n_slices, 4)).
+
+    ``count``, ``sum_w``, ``sum_w2`` are of the slices; :meth:`rest` gives the same for the rest of
+    each slice (overall minus the slice; slice 0 is ``overall``).
+    """
+
+    count: np.ndarray
+    sum_w: np.ndarray
+    sum_w2: np.ndarray
+
+    def rest(self) -> SliceTallies:
+        """The tallies of the complement of every slice (empty for ``overall``)."""
+        return SliceTallies(
+            count=self.count[:, :1] - self.count,
+            sum_w=np.maximum(self.sum_w[:, :1] - self.sum_w, 0.0),
+            sum_w2=np.maximum(self.sum_w2[:, :1] - self.sum_w2, 0.0),
+        )
+
+    def proportion(self, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Point estimate, effective denominator, numerator rows and denominator rows of a proportion metric.
+
+        Returns
+        -------
+        p : ndarray of shape (n_models, n_slices)
+            The weighted share of the numerator's categories among the denominator's (NaN when the
+            denominator has no weight).
+        n_eff : ndarray of shape (n_models, n_slices)
+            Kish's effective size of the denominator (its row count when every weight is 1).
+        k, n : ndarray of shape (n_models, n_slices), int64
+            Rows of the numerator and of the denominator.
+        """
+        num, den = PROPORTIONS[metric]
+        num_w = self.sum_w[..., list(num)].sum(axis=-1)
+        den_w = self.sum_w[..., list(den)].sum(axis=-1)
+        den_w2 = self.sum_w2[..., list(den)].sum(axis=-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = np.where(den_w > 0, num_w / np.where(den_w > 0, den_w, 1.0), np.nan)
+        k = self.count[..., list(num)].sum(axis=-1)
+        n = self.count[..., list(den)].sum(axis=-1)
+        return p, effective_size(den_w, den_w2), k, n
+
+
+def tally_slices(
+    plan: SlicePlan, y: np.ndarray, scores: list[np.ndarray], weight: np.ndarray | None, threshold: float
+) -> SliceTallies:
+    """Tallies of every slice for every model (cells counted once, then added into slices).
+
+    Parameters
+    ----------
+    plan : SlicePlan
+    y : ndarray of shape (n_rows,), float64
+        Labels 0/1.
+    scores : list of ndarray of shape (n_rows,)
+        Each model's scores.
+    weight : ndarray of shape (n_rows,) or None
+        Sample weights (None: 1).
+    threshold : float
+
+    Returns
+    -------
+    SliceTallies
+    """
+    w = np.ones(y.shape[0]) if weight is None else weight
+    cells = plan.cell_codes.astype(np.int64)
+    k = plan.n_cells
+    count, sum_w, sum_w2 = [], [], []
+    for r in scores:
+        key = cells * 4 + categories(y, r, threshold)
+        count.append(plan.aggregate_cells(np.bincount(key, minlength=4 * k).reshape(k, 4)))
+        sum_w.append(plan.aggregate_cells(np.bincount(key, weights=w, minlength=4 * k).reshape(k, 4)))
+        sum_w2.append(plan.aggregate_cells(np.bincount(key, weights=w * w, minlength=4 * k).reshape(k, 4)))
+    return SliceTallies(count=np.stack(count).astype(np.int64), sum_w=np.stack(sum_w), sum_w2=np.stack(sum_w2))

@@ -1,0 +1,131 @@
+"""Units: rows that the engine cannot tell apart, merged, so that the cost follows the information.
+
+Every quantity the engine computes depends on a row only through what the walk reads: its label, each
+model's score (or, for a metric set without score metrics, only each score's side of every threshold),
+its weight columns, its code columns and its stratum. Rows equal in all of these are interchangeable:
+a *unit* stands for all of them, with their number as its *multiplicity* ``m_u``.
+
+Why the bootstrap and the permutation tests stay exact in distribution (``docs/method.md``,
+"Compression"):
+
+* a row bootstrap draws ``n`` rows uniformly with replacement, so the row counts are
+  ``Multinomial(n, 1/n, ..., 1/n)``; summing the counts of the rows of each unit gives
+  ``Multinomial(n, m_u / n)`` (the multinomial's aggregation property), and under ``within_group``
+  the same holds within each stratum (units never straddle strata). Drawing the unit counts directly
+  is the row bootstrap in distribution, at ``O(units)`` per resample;
+* a permutation draws ``n_first`` rows of a stratum without replacement; the number drawn from each
+  unit is multivariate hypergeometric with the units' multiplicities, drawn directly at ``O(units)``.
+
+Continuous scores make every row a unit of its own; the engine then keeps drawing rows (the
+resamples of the pipeline, bit-identical to drawing without units). :func:`find_units` decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Units", "find_units", "score_key", "matrix_key", "COMPRESSION_MAX_SHARE"]
+
+#: Units are used when there are at most this share of the rows (otherwise the rows themselves).
+COMPRESSION_MAX_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Units:
+    """Rows merged into units.
+
+    Attributes
+    ----------
+    of_row : ndarray of shape (n_rows,), int64
+        The unit of every row.
+    first : ndarray of shape (n_units,), int64
+        One row of each unit (its first row): the unit's values.
+    multiplicity : ndarray of shape (n_units,), int64
+        Rows of each unit.
+    """
+
+    of_row: np.ndarray
+    first: np.ndarray
+    multiplicity: np.ndarray
+
+    @property
+    def n_units(self) -> int:
+        return int(self.first.shape[0])
+
+
+def find_units(columns: Sequence[np.ndarray], *, max_share: float = COMPRESSION_MAX_SHARE) -> Units | None:
+    """Merge the rows equal in every column, or None when that would not pay.
+
+    Parameters
+    ----------
+    columns : sequence of ndarray of shape (n_rows,)
+        Everything the engine reads of a row (labels, scores or their threshold bins, weights, codes,
+        strata); floats are compared exactly.
+    max_share : float, default :data:`COMPRESSION_MAX_SHARE`
+        Units are returned only when there are at most ``max_share * n_rows`` of them.
+
+    Returns
+    -------
+    Units or None
+        Units numbered in the lexicographic order of their values (deterministic), or None (use the
+        rows).
+    """
+    stacked = np.stack([np.asarray(c, dtype=np.float64) for c in columns])
+    n = stacked.shape[1]
+    order = np.lexsort(stacked[::-1])  # the first column varies slowest
+    ordered = stacked[:, order]
+    new = np.concatenate(([True], np.any(ordered[:, 1:] != ordered[:, :-1], axis=0))) if n else np.zeros(0, bool)
+    n_units = int(new.sum())
+    if n_units > max_share * n:
+        return None
+    of_row = np.empty(n, dtype=np.int64)
+    of_row[order] = np.cumsum(new) - 1
+    first = np.unique(of_row, return_index=True)[1].astype(np.int64)  # the first row of each unit
+    return Units(of_row=of_row, first=first, multiplicity=np.bincount(of_row, minlength=n_units).astype(np.int64))
+
+
+def score_key(scores: np.ndarray, thresholds, *, needs_scores: bool) -> np.ndarray:
+    """What of a score the engine reads: the score itself, or only its side of every threshold.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n,)
+    thresholds : sequence of float
+        Increasing decision thresholds.
+    needs_scores : bool
+        Whether a requested metric reads the score beyond the thresholds (AUC, log loss, Brier score,
+        mean predicted risk, observed/expected ratio: :data:`disaggregated_eval.vocabulary.SCORE_METRICS`).
+
+    Returns
+    -------
+    ndarray of shape (n,), float64
+        ``scores``, or the largest threshold at most the score (0 below every threshold): a value that
+        is on the same side of every threshold as the score, so that the count metrics are unchanged
+        and rows with the same predictions become one unit.
+    """
+    if needs_scores:
+        return scores
+    t = np.concatenate(([0.0], np.asarray(thresholds, dtype=np.float64)))
+    return t[np.searchsorted(t, scores, side="right") - 1]
+
+
+def matrix_key(matrix: np.ndarray) -> np.ndarray:
+    """A column that is equal for two rows of ``matrix`` (n, k) exactly when the rows are equal.
+
+    A random projection (fixed seed: deterministic) separates distinct rows; rows that project to the
+    same value are checked to be equal, and where they are not (a collision, probability ~0), the row
+    index itself is returned, which keeps them apart.
+    """
+    matrix = np.ascontiguousarray(matrix, dtype=np.float64)
+    if matrix.shape[1] == 0:
+        return np.zeros(matrix.shape[0])
+    direction = np.random.Generator(np.random.PCG64(20250101)).standard_normal(matrix.shape[1])
+    key = matrix @ direction
+    _, inverse = np.unique(key, return_inverse=True)
+    first = np.unique(inverse, return_index=True)[1]
+    if np.array_equal(matrix, matrix[first[inverse]]):
+        return key
+    return np.arange(matrix.shape[0], dtype=np.float64)

@@ -1,0 +1,339 @@
+"""Tests of the audit's statistics: the intervals per metric family, the permutation tests of the
+metric (exact and Monte Carlo, sequential), the draws of the compressed engine, and the families.
+
+Tolerances and sizes are stated where they are used; Monte-Carlo checks use enough draws that a
+correct implementation fails with probability below about 1e-6 and a plausible bug fails surely.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from statsmodels.stats.proportion import proportion_confint
+
+from disaggregated_eval import seeds
+from disaggregated_eval.audit import audit
+from disaggregated_eval.audit.comparisons import PERMUTATION_DESIGNS
+from disaggregated_eval.engine.permutation import (
+    SEQUENTIAL_EXCEEDANCES,
+    exact_count_pvalue,
+    min_permutations,
+    permutation_draws,
+    permutation_space,
+    permutation_test,
+)
+from disaggregated_eval.engine.sums import PROPORTIONS, categories, metric_slots
+from disaggregated_eval.intervals import auc_score_interval, newcombe_difference, wilson_interval
+from disaggregated_eval.metrics import compute_metrics
+
+
+def _frame(n=600, seed=0, weights=False, rounded=False):
+    rng = np.random.default_rng(seed)
+    race = rng.choice(["Asian", "Black", "White"], n, p=[0.15, 0.3, 0.55])
+    sex = rng.choice(["F", "M"], n)
+    y = rng.binomial(1, np.where(race == "Black", 0.45, 0.3))
+    p = np.clip(0.35 * y + 0.65 * rng.random(n), 0, 1)
+    if rounded:
+        p = np.round(p, 1)
+    df = pd.DataFrame({"race": race, "sex": sex, "y": y, "p": p})
+    if weights:
+        df["w"] = rng.gamma(2.0, 1.0, n)
+    return df
+
+
+# ----------------------------------------------------------------------------------------------
+# Intervals
+# ----------------------------------------------------------------------------------------------
+
+
+def test_wilson_equals_statsmodels_and_never_has_zero_width():
+    for k, n in [(0, 20), (3, 20), (20, 20), (1, 5), (0, 1)]:
+        low, high = wilson_interval(np.array([k / n]), np.array([n]), 0.95)
+        ref = proportion_confint(k, n, alpha=0.05, method="wilson")
+        assert low[0] == pytest.approx(ref[0], abs=1e-12) and high[0] == pytest.approx(ref[1], abs=1e-12)
+        assert high[0] - low[0] > 0.0
+
+
+def test_newcombe_interval_of_a_slice_without_events():
+    # 0/10 minus 0/20: the bounds are the other side's Wilson bounds, (-0.1611, +0.2775) (Wilson upper
+    # bounds of 0/20 and 0/10); 10/10 minus 0/20: (1 - sqrt(0.2775^2 + 0.1611^2), 1) = (0.6791, 1)
+    # (Newcombe 1998, Table II, examples (e) and (h), read with the samples in this order)
+    low, high = newcombe_difference(np.array([0.0]), np.array([10]), np.array([0.0]), np.array([20]), 0.95)
+    assert low[0] == pytest.approx(-0.1611, abs=5e-4) and high[0] == pytest.approx(0.2775, abs=5e-4)
+    low, high = newcombe_difference(np.array([1.0]), np.array([10]), np.array([0.0]), np.array([20]), 0.95)
+    assert low[0] == pytest.approx(0.6791, abs=5e-4) and high[0] == pytest.approx(1.0, abs=5e-4)
+
+
+def test_auc_score_interval_brackets_the_estimate_and_stays_in_the_unit_interval():
+    auc = np.array([0.5, 0.8, 1.0, 0.0])
+    low, high = auc_score_interval(auc, np.array([10, 30, 8, 8]), np.array([10, 30, 12, 12]), 0.95)
+    assert np.all(low <= auc + 1e-12) and np.all(high >= auc - 1e-12)
+    assert np.all(low >= 0.0) and np.all(high <= 1.0) and np.all(high - low > 0.05)
+    # wider for fewer cases
+    low2, high2 = auc_score_interval(np.array([0.8]), np.array([300]), np.array([300]), 0.95)
+    assert high2[0] - low2[0] < high[1] - low[1]
+
+
+def test_slices_get_the_interval_of_their_metric_family():
+    df = _frame()
+    res = audit(df, label="y", scores=["p"], groups=["race"], n_resamples=200, n_permutations=0)
+    s = res.slices.set_index(["slice", "metric"])
+    for metric in PROPORTIONS:
+        assert s.loc[("overall", metric), "interval"] == "wilson"
+    assert s.loc[("overall", "auc"), "interval"] == "auc_score"
+    assert s.loc[("overall", "log_loss"), "interval"] == "bca"
+    # the Wilson interval of the false positive rate of a slice, from its own counts
+    mask = df["race"] == "Black"
+    neg = mask & (df["y"] == 0)
+    fp = int(((df["p"] >= 0.5) & neg).sum())
+    ref = proportion_confint(fp, int(neg.sum()), alpha=0.05, method="wilson")
+    row = s.loc[("race=Black", "false_positive_rate")]
+    assert row.ci_low == pytest.approx(ref[0], abs=1e-12) and row.ci_high == pytest.approx(ref[1], abs=1e-12)
+
+
+def test_a_slice_without_false_positives_gets_an_interval_of_positive_width():
+    """The finding of the validity issue: 20 negatives, no false positive gave [0.000, 0.000]."""
+    rng = np.random.default_rng(3)
+    n_big = 500
+    y = np.r_[rng.binomial(1, 0.4, n_big), np.zeros(20, dtype=int), np.ones(20, dtype=int)]
+    p = np.r_[rng.random(n_big), np.full(20, 0.1), np.full(20, 0.9)]
+    g = np.r_[np.full(n_big, "big"), np.full(40, "small")]
+    res = audit(pd.DataFrame({"y": y, "p": p, "g": g}), label="y", scores=["p"], groups=["g"],
+                n_resamples=200, n_permutations=200)  # fmt: skip
+    row = res.slices.query("slice == 'g=small' and metric == 'false_positive_rate'").iloc[0]
+    assert row.estimate == 0.0 and row.ci_low == 0.0 and row.ci_high > 0.1  # Wilson: z^2 / (20 + z^2) = 0.161
+    acc = res.slices.query("slice == 'g=small' and metric == 'accuracy'").iloc[0]
+    assert acc.estimate == 1.0 and acc.ci_high == 1.0 and acc.ci_low < 0.95
+    for frame in (res.slices, res.comparisons):
+        finite = frame.dropna(subset=["ci_low", "ci_high"])
+        assert (finite["ci_high"] > finite["ci_low"]).all()
+
+
+def test_precision_without_predicted_positives_is_undefined_not_zero():
+    df = _frame()
+    df.loc[df["race"] == "Asian", "p"] = 0.1  # no predicted positive among the Asian rows
+    res = audit(df, label="y", scores=["p"], groups=["race"], n_resamples=100, n_permutations=0,
+                min_group_size=0, min_denominator=0)  # fmt: skip
+    row = res.slices.query("slice == 'race=Asian' and metric == 'precision'").iloc[0]
+    assert np.isnan(row.estimate) and row.caveat == "undefined" and row.n_undefined == 100
+    assert (
+        compute_metrics(df["y"][df["race"] == "Asian"], df["p"][df["race"] == "Asian"], metrics=["precision"])[
+            "precision"
+        ]
+        != 0.0
+    )  # NaN, as the engine
+
+
+# ----------------------------------------------------------------------------------------------
+# Permutation tests
+# ----------------------------------------------------------------------------------------------
+
+
+def test_exact_p_value_equals_the_enumerated_permutation_distribution():
+    """A universe of 10 rows (4 numerator rows), a slice of 4: all 210 subsets enumerated."""
+    from itertools import combinations
+
+    rows = np.r_[np.ones(4), np.zeros(6)]
+    x0 = 4 * 4 / 10
+    for x_obs in range(5):
+        extreme = sum(
+            1 for chosen in combinations(range(10), 4) if abs(rows[list(chosen)].sum() - x0) >= abs(x_obs - x0) - 1e-9
+        )
+        assert exact_count_pvalue(x_obs, 4, 4, 10) == pytest.approx(extreme / math.comb(10, 4), abs=1e-12)
+
+
+def _brute_pvalue(stats_by_perm, observed, h):
+    """Besag-Clifford on an explicit sequence of permutation statistics (module docstring of the engine)."""
+    exceed = defined = 0
+    for t in stats_by_perm:
+        if not np.isfinite(t):
+            continue
+        defined += 1
+        if abs(t) >= abs(observed) - 1e-9 * max(1.0, abs(observed)):
+            exceed += 1
+            if exceed == h:
+                return h / defined
+    return (exceed + 1) / (defined + 1)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_monte_carlo_p_values_equal_a_brute_force_loop(weighted):
+    """The audit's Monte-Carlo p-values = Besag-Clifford over compute_metrics on the same draws.
+
+    The draws are the engine's (permutation_draws, the test's seed path); each side's metrics are
+    recomputed with compute_metrics on the rows its unit counts stand for. With sample weights every
+    metric is Monte Carlo, the false positive rate permuted among the negatives only."""
+    df = _frame(n=300, weights=weighted, rounded=True)
+    P = 300
+    res = audit(df, label="y", scores=["p"], groups=["race"], sample_weight="w" if weighted else None,
+                n_resamples=40, n_permutations=P, seed=5, min_group_size=0, min_denominator=0)  # fmt: skip
+    order = np.argsort(df["p"].to_numpy(), kind="stable")
+    sdf = df.iloc[order].reset_index(drop=True)
+    y, r = sdf["y"].to_numpy(float), sdf["p"].to_numpy()
+    w = sdf["w"].to_numpy() if weighted else np.ones(len(sdf))
+    cats = categories(y, r, 0.5)
+    comps = res.comparisons.set_index(["kind", "slice", "reference", "metric"])
+    point = res.slices.set_index(["slice", "metric"])["estimate"]
+    metrics = ["auc", "log_loss"] + (["false_positive_rate"] if weighted else [])
+    for metric in metrics:
+        design_cats, by_label = PERMUTATION_DESIGNS[metric]
+        rows = np.flatnonzero(np.isin(cats, design_cats))
+        space = permutation_space(y[rows], r[rows], w[rows], metrics=[metric], threshold=0.5,
+                                  strata=y[rows].astype(np.int64) if by_label else None)  # fmt: skip
+        first = (sdf["race"].to_numpy() == "Asian")[rows]
+        n_first = space.first_counts(first)
+        name = "+".join(("TN", "FP", "FN", "TP")[c] for c in design_cats) if len(design_cats) < 4 else "all"
+        path = ("audit", "permutation", "p", name + (" by label" if by_label else ""), "race=Asian")
+        draws = permutation_draws(space, n_first, seeds.seed_sequence(5, *path), P)
+        unit = space.unit_of_row
+        stats_overall, stats_rest = [], []
+        everything = compute_metrics(y[rows], r[rows], sample_weight=w[rows], metrics=[metric])[metric]
+        for d in draws:
+            # spread each unit's count over its rows (rows of a unit are interchangeable)
+            take = np.zeros(rows.size)
+            for u in np.flatnonzero(d):
+                take[np.flatnonzero(unit == u)[: d[u]]] = 1.0
+            a = compute_metrics(y[rows], r[rows], sample_weight=w[rows] * take, metrics=[metric])[metric]
+            b = compute_metrics(y[rows], r[rows], sample_weight=w[rows] * (1 - take), metrics=[metric])[metric]
+            stats_overall.append(a - everything)
+            stats_rest.append(a - b)
+        rest = compute_metrics(y[rows][~first], r[rows][~first], sample_weight=w[rows][~first], metrics=[metric])
+        obs_overall = point["race=Asian", metric] - point["overall", metric]
+        obs_rest = point["race=Asian", metric] - rest[metric]
+        h = SEQUENTIAL_EXCEEDANCES
+        assert comps.loc[("vs_overall", "race=Asian", "overall", metric), "p_value"] == pytest.approx(
+            _brute_pvalue(stats_overall, obs_overall, h), rel=1e-12
+        )
+        assert comps.loc[("vs_rest", "race=Asian", "rest", metric), "p_value"] == pytest.approx(
+            _brute_pvalue(stats_rest, obs_rest, h), rel=1e-12
+        )
+        assert comps.loc[("vs_overall", "race=Asian", "overall", metric), "test"] == "monte carlo"
+
+
+def test_unweighted_rates_get_exact_tests_of_the_metric():
+    df = _frame()
+    res = audit(df, label="y", scores=["p"], groups=["race"], n_resamples=40, n_permutations=200,
+                min_group_size=0, min_denominator=0)  # fmt: skip
+    c = res.comparisons.set_index(["kind", "slice", "reference", "metric"])
+    black = df["race"] == "Black"
+    neg = df["y"] == 0
+    fp = df["p"] >= 0.5
+    expected = exact_count_pvalue(int((black & neg & fp).sum()), int((black & neg).sum()), int((neg & fp).sum()),
+                                  int(neg.sum()))  # fmt: skip
+    for kind, ref in (("vs_overall", "overall"), ("vs_rest", "rest")):
+        row = c.loc[(kind, "race=Black", ref, "false_positive_rate")]
+        assert row.test == "exact" and row.p_value == pytest.approx(float(expected), abs=1e-12)
+
+
+def test_permutation_draws_are_uniform_subsets():
+    """Six rows, each its own unit, three drawn: 20 subsets, 20,000 draws, 1,000 expected each.
+
+    With 19 degrees of freedom the 1e-6 upper quantile of chi-square is ~61; a sampler favouring one
+    subset by 20% adds ~40, a biased position hundreds."""
+    y = np.zeros(6)
+    space = permutation_space(y, np.arange(6) / 10.0, None, metrics=["accuracy"], threshold=0.5)
+    draws = permutation_draws(space, np.array([3]), 7, 20_000)
+    assert (draws.sum(axis=1) == 3).all() and draws.max() == 1
+    keys, counts = np.unique(draws, axis=0, return_counts=True)
+    assert len(keys) == math.comb(6, 3)
+    assert float(np.sum((counts - 1000.0) ** 2 / 1000.0)) < 61.0
+
+
+def test_permutation_draws_of_units_are_multivariate_hypergeometric():
+    """Units of 3, 2 and 5 rows, 4 drawn: the unit counts' frequencies match the multivariate
+    hypergeometric pmf (chi-square over the 11 outcomes, 20,000 draws; 1e-6 quantile with 10 df ~47)."""
+    y = np.zeros(10)
+    r = np.r_[np.full(3, 0.1), np.full(2, 0.2), np.full(5, 0.3)]
+    space = permutation_space(y, r, None, metrics=["auc"], threshold=0.5)
+    assert space.multiplicity.tolist() == [3, 2, 5]
+    draws = permutation_draws(space, np.array([4]), 3, 20_000)
+    outcomes, counts = np.unique(draws, axis=0, return_counts=True)
+    expected = np.array(
+        [math.comb(3, a) * math.comb(2, b) * math.comb(5, c) / math.comb(10, 4) for a, b, c in outcomes]
+    )
+    assert abs(expected.sum() - 1.0) < 1e-12
+    assert float(np.sum((counts - 20_000 * expected) ** 2 / (20_000 * expected))) < 47.0
+
+
+def test_sequential_tests_stop_early_when_the_p_value_is_large():
+    df = _frame(n=400, rounded=True)
+    y, r = df["y"].to_numpy(float), df["p"].to_numpy()
+    space = permutation_space(y, r, None, metrics=["auc"], threshold=0.5, strata=y.astype(np.int64))
+    first = space.first_counts(df["sex"].to_numpy() == "F")
+    slots = metric_slots(["auc"])
+    p, used = permutation_test(space, first, np.array([[1e-6], [1e-6]]), pairwise=False, fixed=np.zeros(1),
+                               slots=slots, odds=1.0, n_permutations=5000, seed=1)  # fmt: skip
+    # an observed difference of ~0 is matched at once: h exceedances in about h permutations
+    assert (used <= 2 * SEQUENTIAL_EXCEEDANCES).all() and np.allclose(p, SEQUENTIAL_EXCEEDANCES / used)
+    # a difference no permutation reaches (|AUC - 0| <= 1 < 5): every permutation is drawn, p = 1 / (P + 1)
+    p, used = permutation_test(space, first, np.array([[5.0], [5.0]]), pairwise=False, fixed=np.zeros(1),
+                               slots=slots, odds=1.0, n_permutations=500, seed=1)  # fmt: skip
+    assert (used == 500).all() and np.allclose(p, 1 / 501)
+
+
+def test_thread_count_does_not_change_p_values():
+    df = _frame(n=500, weights=True, rounded=True)
+    kwargs = dict(label="y", scores=["p"], groups=["race", "sex"], sample_weight="w", n_resamples=40,
+                  n_permutations=400, min_group_size=0, min_denominator=0)  # fmt: skip
+    one = audit(df, n_threads=1, **kwargs).comparisons
+    two = audit(df, n_threads=2, **kwargs).comparisons
+    np.testing.assert_array_equal(one["p_value"].to_numpy(), two["p_value"].to_numpy())
+
+
+def test_too_few_permutations_for_the_family_are_raised_with_a_note():
+    assert min_permutations(20, 0.05) == 399
+    df = _frame()
+    res = audit(df, label="y", scores=["p"], groups=["race", "sex"], metrics=["auc"], n_resamples=40,
+                n_permutations=100, pairwise_max_levels=0)  # fmt: skip
+    # the largest family: 11 slices vs overall (3 + 2 + 6); 11 / 0.05 - 1 = 219 permutations
+    assert res.options.n_permutations == 219
+    assert any("n_permutations raised from 100 to 219" in note for note in res.notes)
+    # unweighted rates alone have exact tests: any number of permutations is enough
+    res = audit(df, label="y", scores=["p"], groups=["race"], metrics=["false_positive_rate"], n_resamples=40,
+                n_permutations=1)  # fmt: skip
+    assert res.options.n_permutations == 1 and not any("raised" in note for note in res.notes)
+
+
+def test_families_are_per_kind_and_metric_and_say_their_size():
+    df = _frame()
+    res = audit(df, label="y", scores=["p"], groups=["race", "sex"], metrics=["false_positive_rate", "accuracy"],
+                n_resamples=40, n_permutations=0)  # fmt: skip
+    assert res.comparisons["family_size"].eq(0).all()  # no tests, no families
+    res = audit(df, label="y", scores=["p"], groups=["race", "sex"], metrics=["false_positive_rate", "accuracy"],
+                n_resamples=40, n_permutations=1000, min_group_size=0, min_denominator=0)  # fmt: skip
+    c = res.comparisons
+    vs = c[(c["kind"] == "vs_overall") & (c["metric"] == "accuracy")]
+    assert (vs["family_size"] == vs["p_value"].notna().sum()).all() and vs["family_size"].iloc[0] == 11
+    scoped = audit(df, label="y", scores=["p"], groups=["race", "sex"], metrics=["false_positive_rate", "accuracy"],
+                   n_resamples=40, n_permutations=1000, min_group_size=0, min_denominator=0,
+                   adjust_scope="model").comparisons  # fmt: skip
+    vs = scoped[scoped["kind"] == "vs_overall"]
+    assert (vs["family_size"] == 22).all()
+
+
+def test_pairwise_comparisons_only_within_small_families_unless_asked():
+    df = _frame()
+    df["zip"] = np.random.default_rng(1).choice([f"z{i}" for i in range(20)], len(df))
+    res = audit(df, label="y", scores=["p"], groups=["race", "zip"], intersections=1, metrics=["accuracy"],
+                n_resamples=40, n_permutations=0)  # fmt: skip
+    pairs = res.comparisons[res.comparisons["kind"] == "pairwise"]
+    assert set(pairs["slice"].str.split("=").str[0]) == {"race"}  # zip has 20 levels > 12
+    res = audit(df, label="y", scores=["p"], groups=["race", "zip"], intersections=1, metrics=["accuracy"],
+                n_resamples=40, n_permutations=0, pairwise_max_levels=None)  # fmt: skip
+    pairs = res.comparisons[res.comparisons["kind"] == "pairwise"]
+    assert len(pairs) == 3 + 20 * 19 // 2
+
+
+def test_net_benefit_uses_the_decision_threshold_unless_a_preference_threshold_is_given():
+    df = _frame()
+    base = dict(label="y", scores=["p"], groups=["race"], metrics=["net_benefit"], n_resamples=40, n_permutations=0)
+    one = audit(df, threshold=0.3, **base).slices.set_index("slice")["estimate"]
+    y, r = df["y"].to_numpy(float), df["p"].to_numpy()
+    tp = np.sum((r >= 0.3) & (y == 1))
+    fp = np.sum((r >= 0.3) & (y == 0))
+    assert one["overall"] == pytest.approx((tp - fp * 0.3 / 0.7) / len(y), abs=1e-12)
+    two = audit(df, threshold=0.3, preference_threshold=0.5, **base).slices.set_index("slice")["estimate"]
+    assert two["overall"] == pytest.approx((tp - fp) / len(y), abs=1e-12)
