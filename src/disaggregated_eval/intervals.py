@@ -187,11 +187,15 @@ def percentile_bounds(replicates: np.ndarray, level: float) -> tuple[np.ndarray,
 
 
 def _joint_coverage(columns: SortedReplicates, level: float) -> float:
-    """Fraction of replicates (rows) inside every column's percentile band at ``level`` (NaN = inside)."""
+    """Fraction of replicates (rows) inside every column's percentile band at ``level``.
+
+    An undefined (NaN) replicate counts as outside: a band cannot claim a resample on which its
+    quantity does not exist.
+    """
     low, high = columns.bounds(level)
     values = columns.values
     inside = (values >= low) & (values <= high)
-    return float(np.mean(np.all(inside | np.isnan(values), axis=1)))
+    return float(np.mean(np.all(inside, axis=1)))
 
 
 def band_level(replicates: np.ndarray, family: np.ndarray, confidence: float, *, iterations: int = 40) -> float:
@@ -218,8 +222,8 @@ def band_level(replicates: np.ndarray, family: np.ndarray, confidence: float, *,
     float
         The smallest ``c`` in ``[confidence, 1]`` (to the bisection's precision) at which a fraction
         ``confidence`` of the replicates lies inside the bands of every member at once;
-        ``confidence`` when the family is empty or already covered at that level. Undefined
-        replicates count as inside.
+        ``confidence`` when the family is empty or already covered at that level; 1 when even the
+        replicates' range does not cover that fraction (undefined replicates count as outside).
     """
     if not np.any(family):
         return float(confidence)
