@@ -126,6 +126,7 @@ class WalkLayout:
     n_thresholds: int
     terms: tuple[str, ...]
     order: np.ndarray  # (n_models, n) int64
+    identity: np.ndarray  # (n_models,) bool: the model's score order is the rows' own order
     y: np.ndarray  # (n_models, n) float64, sorted
     term_values: np.ndarray  # (n_models, n_terms, n) float64, sorted
     term_slots: np.ndarray  # (n_terms,) int64: slot of each accumulated term in metrics_from_sums (a zero
@@ -281,6 +282,7 @@ def build_layout(
         n_thresholds=len(thresholds),
         terms=tuple(terms),
         order=np.ascontiguousarray(np.stack(orders)),
+        identity=np.asarray([bool(np.array_equal(o, np.arange(n))) for o in orders], dtype=np.bool_),
         y=np.ascontiguousarray(np.stack(ys), dtype=np.float64),
         term_values=np.ascontiguousarray(np.stack(tvs).reshape(len(models), n_terms, n), dtype=np.float64),
         term_slots=np.asarray([TERM_SLOTS[t] for t in terms] if terms else [0], dtype=i64),
@@ -582,28 +584,57 @@ def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st
         if not tie:
             for j in range(start, stop):
                 yj = y[j]
+                c0 = cs[j, 0]
+                c1 = cs[j, 1]
+                c2 = cs[j, 2]
+                c3 = cs[j, 3]
                 for s in range(n_streams):
                     wv = W[j * n_w + st_w[s]]
                     k = st_a[s]
                     if st_c[s] >= 0:
                         k += C[j * n_c + st_c[s]]
+                    w0 = c0 * wv
+                    w1 = c1 * wv
+                    w2 = c2 * wv
+                    w3 = c3 * wv
+                    p0 = w0 * yj
+                    p1 = w1 * yj
+                    p2 = w2 * yj
+                    p3 = w3 * yj
+                    a = acc[k]
                     u = st_u[s]
                     if u >= 0:
-                        for lane in range(LANES):
-                            w = cs[j, lane] * wv
-                            p = w * yj
-                            acc[k, _X1, lane] += p * acc[u, _CN, lane]
-                            acc[k, _X2, lane] += (w - p) * acc[u, _CP, lane]
-                    for lane in range(LANES):
-                        w = cs[j, lane] * wv
-                        p = w * yj
-                        acc[k, _AUC, lane] += p * acc[k, _CN, lane]
-                        acc[k, _CP, lane] += p
-                        acc[k, _CN, lane] += w - p
+                        b = acc[u]
+                        a[_X1, 0] += p0 * b[_CN, 0]
+                        a[_X1, 1] += p1 * b[_CN, 1]
+                        a[_X1, 2] += p2 * b[_CN, 2]
+                        a[_X1, 3] += p3 * b[_CN, 3]
+                        a[_X2, 0] += (w0 - p0) * b[_CP, 0]
+                        a[_X2, 1] += (w1 - p1) * b[_CP, 1]
+                        a[_X2, 2] += (w2 - p2) * b[_CP, 2]
+                        a[_X2, 3] += (w3 - p3) * b[_CP, 3]
+                    n0 = a[_CN, 0]
+                    n1 = a[_CN, 1]
+                    n2 = a[_CN, 2]
+                    n3 = a[_CN, 3]
+                    a[_AUC, 0] += p0 * n0
+                    a[_AUC, 1] += p1 * n1
+                    a[_AUC, 2] += p2 * n2
+                    a[_AUC, 3] += p3 * n3
+                    a[_CP, 0] += p0
+                    a[_CP, 1] += p1
+                    a[_CP, 2] += p2
+                    a[_CP, 3] += p3
+                    a[_CN, 0] = n0 + (w0 - p0)
+                    a[_CN, 1] = n1 + (w1 - p1)
+                    a[_CN, 2] = n2 + (w2 - p2)
+                    a[_CN, 3] = n3 + (w3 - p3)
                     for t in range(n_terms):
                         v = tv[t, j]
-                        for lane in range(LANES):
-                            acc[k, t0 + t, lane] += cs[j, lane] * wv * v
+                        a[t0 + t, 0] += w0 * v
+                        a[t0 + t, 1] += w1 * v
+                        a[t0 + t, 2] += w2 * v
+                        a[t0 + t, 3] += w3 * v
         else:
             # pass 1: the group's positives and negatives per touched accumulator
             n_touched = 0
@@ -712,7 +743,7 @@ def _finalize(acc, accd, n_lanes, out_acc, out_side, a_univ, n_thr, term_slots, 
 
 
 @numba.njit(parallel=True, cache=True)
-def _kernel(draws, from_counts, order, y, tv, term_slots, seg_starts, seg_tie, seg_off, splits,
+def _kernel(draws, from_counts, order, identity, y, tv, term_slots, seg_starts, seg_tie, seg_off, splits,
             weights, w_off, w_cols, codes, c_off, c_cols, st_weight, st_code, st_acc, st_univ, st_off, n_acc,
             acc_univ, acc_is_univ, a_off, dense_weights, dw_off, n_dense, out_acc, out_side, o_off, slots, odds,
             n_threads, out):  # fmt: skip
@@ -732,9 +763,14 @@ def _kernel(draws, from_counts, order, y, tv, term_slots, seg_starts, seg_tie, s
     for m in range(n_models):
         max_acc = max(max_acc, n_acc[m])
         max_dense = max(max_dense, n_dense[m])
+    gather = False  # a model whose score order is not the rows' own order reads its counts gathered
+    for m in range(n_models):
+        if not identity[m]:
+            gather = True
     for th in numba.prange(n_threads):
-        counts = np.zeros((n, LANES))
-        cs = np.zeros((n, LANES))
+        # counts of each row in the block's resamples; float32 is exact for counts below 2**24
+        counts = np.zeros((n, LANES), dtype=np.float32)
+        cs = np.zeros((n if gather else 1, LANES), dtype=np.float32)
         acc = np.zeros((max_acc, n_slots, LANES))
         pend = np.zeros((max_acc, 2, LANES))
         flag = np.zeros(max_acc, dtype=np.bool_)
@@ -757,17 +793,21 @@ def _kernel(draws, from_counts, order, y, tv, term_slots, seg_starts, seg_tie, s
                     for i in range(n):
                         counts[draws[b0 + lane, i], lane] += 1.0
             for m in range(n_models):
-                order_m = order[m]
-                for j in range(n):
-                    i = order_m[j]
-                    for lane in range(LANES):
-                        cs[j, lane] = counts[i, lane]
+                if identity[m]:
+                    walked = counts
+                else:
+                    order_m = order[m]
+                    for j in range(n):
+                        i = order_m[j]
+                        for lane in range(LANES):
+                            cs[j, lane] = counts[i, lane]
+                    walked = cs
                 na = n_acc[m]
                 nd = n_dense[m]
                 s0, s1 = st_off[m], st_off[m + 1]
                 a0, a1 = a_off[m], a_off[m + 1]
                 _walk(
-                    cs,
+                    walked,
                     y[m],
                     tv[m],
                     seg_starts[seg_off[m] : seg_off[m + 1]],
@@ -846,6 +886,7 @@ def run_kernel(
         np.ascontiguousarray(draws),
         bool(from_counts),
         L.order,
+        L.identity,
         L.y,
         L.term_values,
         L.term_slots,
