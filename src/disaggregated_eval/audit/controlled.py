@@ -136,12 +136,16 @@ def _none_rows(plan, opts, estimates: AuditEstimates, reasons, metric_ok, interv
     """Rows of V = none: M_a = overall, T_a = slice - overall, with the intervals of the slices table and
     of the ``vs_overall`` comparisons (the same quantities: one interval each)."""
     frames = []
-    base = _base(estimates)
     own_low, own_high, gap_low, gap_high = intervals
     for m, model in enumerate(opts.scores):
         rows = estimates.slice_rows[m, :, 0]
-        own = summarise(take(base, rows), confidence=opts.confidence)
-        gap = summarise(difference(base, rows, np.full(rows.shape, rows[0])), confidence=opts.confidence)
+        own = estimates.point[rows]  # (n_slices, n_metrics)
+        gap = own - own[:1]
+        # resamples on which slice - overall is undefined (either side NaN), without a (B, slices) copy
+        overall_nan = np.isnan(estimates.replicates[:, rows[0], :])
+        undefined = np.empty(own.shape, dtype=np.int64)
+        for s, row in enumerate(rows):
+            undefined[s] = np.sum(np.isnan(estimates.replicates[:, row, :]) | overall_nan, axis=0)
         for f in range(1, len(plan.families)):
             family = plan.families[f]
             ids = family.slice_ids
@@ -161,19 +165,19 @@ def _none_rows(plan, opts, estimates: AuditEstimates, reasons, metric_ok, interv
                             "slice": [plan.names[s] for s in ids],
                             "control": "none",
                             "metric": metric,
-                            "subgroup": np.where(sub_ok, own.estimate[ids, q], np.nan),
+                            "subgroup": np.where(sub_ok, own[ids, q], np.nan),
                             "subgroup_low": own_low[m, ids, q],
                             "subgroup_high": own_high[m, ids, q],
-                            "M_a": own.estimate[0, q] if overall_why == "" else np.nan,
+                            "M_a": own[0, q] if overall_why == "" else np.nan,
                             "M_a_low": own_low[m, 0, q],
                             "M_a_high": own_high[m, 0, q],
-                            "T_a": np.where(ok, gap.estimate[ids, q], np.nan),
+                            "T_a": np.where(ok, gap[ids, q], np.nan),
                             "T_a_low": gap_low[m, ids, q],
                             "T_a_high": gap_high[m, ids, q],
                             "shared_space": np.nan,
                             "shared_space_low": np.nan,
                             "shared_space_high": np.nan,
-                            "n_undefined": gap.n_undefined[ids, q].astype(np.int64),
+                            "n_undefined": undefined[ids, q],
                             "reported": ok,
                             "reason": reason,
                         }
@@ -262,7 +266,7 @@ def _weighted_rows(fc, plan, opts, weighted, estimates: AuditEstimates, reasons,
         for m, model in enumerate(opts.scores):
             population, space = estimates.controlled_rows[(fc.family, control, m)]
             own_rows = estimates.slice_rows[m, slices, 0]
-            own = summarise(take(base, own_rows), confidence=opts.confidence)
+            own = estimates.point[own_rows]  # the slices' own estimates; their intervals are the slices table's
             ma = summarise(take(base, population), confidence=opts.confidence)
             ta = summarise(difference(base, own_rows, population), confidence=opts.confidence)
             ss = summarise(take(base, space), confidence=opts.confidence)
@@ -279,7 +283,7 @@ def _weighted_rows(fc, plan, opts, weighted, estimates: AuditEstimates, reasons,
                             "slice": [plan.names[s] for s in slices],
                             "control": control,
                             "metric": metric,
-                            "subgroup": np.where(ok, own.estimate[:, q], np.nan),
+                            "subgroup": np.where(ok, own[:, q], np.nan),
                             "subgroup_low": own_low[m, slices, q],
                             "subgroup_high": own_high[m, slices, q],
                             "M_a": ma.estimate[:, q],
