@@ -103,9 +103,33 @@ def test_unit_permutations_equal_the_exact_p_value_within_monte_carlo_error():
     # an observed slice FPR a little above the overall: pick the statistic of the data itself
     k, n1, kk, nn = int((fp & first).sum()), int(first.sum()), int(fp.sum()), int(neg.sum())
     observed = np.array([[k / n1 - kk / nn], [k / n1 - (kk - k) / (nn - n1)]])
-    p, used = permutation_test(space, space.first_counts(first), observed, pairwise=False,
+    p, _used = permutation_test(space, space.first_counts(first), observed, pairwise=False,
                                fixed=np.array([kk / nn]), slots=metric_slots(["false_positive_rate"]), odds=1.0,
                                n_permutations=20_000, seed=3, sequential=None)  # fmt: skip
     exact = float(exact_count_pvalue(k, n1, kk, nn))
     se = np.sqrt(exact * (1 - exact) / 20_000) + 1 / 20_000
     assert abs(p[0, 0] - exact) < 5 * se and abs(p[1, 0] - exact) < 5 * se
+
+
+def test_unit_resamples_do_not_depend_on_batches_or_threads():
+    g, y, r = _data(n=600)
+    units = find_units([g, y, r])
+    first = units.first
+    layout = _layout(g[first], y[first], r[first])
+    slots = metric_slots(METRICS)
+    runs = [
+        bootstrap_layout(
+            layout,
+            slots=slots,
+            odds=1.0,
+            n_resamples=150,
+            seed=4,
+            multiplicity=units.multiplicity,
+            batch_size=batch,
+            n_threads=threads,
+            strata=g[first],
+        )
+        for batch, threads in ((None, 1), (10, 1), (64, 2), (128, 2))
+    ]
+    for other in runs[1:]:
+        np.testing.assert_array_equal(other.replicates, runs[0].replicates)

@@ -336,6 +336,37 @@ def _proportion_intervals(
     return np.where(ok, low, np.nan), np.where(ok, high, np.nan), ok
 
 
+#: Values per chunk of the comparisons' bootstrap differences (resamples x comparisons x metrics).
+_CHUNK_VALUES = 2**24
+
+
+def _percentile_part(base, plus, minus, rows, columns, confidence, estimate, low, high, undefined, caveat) -> None:
+    """Percentile intervals of the paired differences of ``rows`` (comparisons) and ``columns`` (metrics)."""
+    if rows.size == 0 or columns.size == 0:
+        return
+    n_res = base.replicates.shape[0]
+    chunk = max(1, _CHUNK_VALUES // max(1, n_res * columns.size))
+    sub = Replicated(point=base.point[:, columns], replicates=base.replicates[:, :, columns])
+    for start in range(0, rows.size, chunk):
+        part = rows[start : start + chunk]
+        summary = summarise(difference(sub, plus[part], minus[part]), confidence=confidence)
+        grid = np.ix_(part, columns)
+        estimate[grid], low[grid], high[grid] = summary.estimate, summary.low, summary.high
+        undefined[grid], caveat[grid] = summary.n_undefined, summary.caveat
+
+
+def _point_part(base, plus, minus, rows, columns, estimate, undefined, caveat) -> None:
+    """Point differences and undefined counts (no percentiles: these get score intervals)."""
+    grid = np.ix_(rows, columns)
+    estimate[grid] = base.point[np.ix_(plus[rows], columns)] - base.point[np.ix_(minus[rows], columns)]
+    caveat[grid] = np.where(np.isfinite(estimate[grid]), "", "undefined")
+    nan = np.isnan(base.replicates[:, :, columns])
+    chunk = max(1, _CHUNK_VALUES // max(1, nan.shape[0] * columns.size))
+    for start in range(0, rows.size, chunk):
+        part = rows[start : start + chunk]
+        undefined[np.ix_(part, columns)] = (nan[:, plus[part]] | nan[:, minus[part]]).sum(axis=0)
+
+
 def comparison_table(
     comparisons: Sequence[Comparison],
     estimates: AuditEstimates,
@@ -371,30 +402,34 @@ def comparison_table(
     adjust_scope : {"metric", "model"}
         Family of the adjustment: one model, kind and metric, or one model and kind (every metric).
     """
-    n_res, _, n_q = estimates.replicates.shape
+    n_q = estimates.replicates.shape[2]
     base = Replicated(point=estimates.point, replicates=estimates.replicates)
     plus = np.array([estimates.slice_rows[c.plus] for c in comparisons], dtype=np.int64)
     minus = np.array([estimates.slice_rows[c.minus] for c in comparisons], dtype=np.int64)
     n_c = len(comparisons)
     estimate = np.empty((n_c, n_q))
-    low = np.empty_like(estimate)
-    high = np.empty_like(estimate)
+    low = np.full_like(estimate, np.nan)
+    high = np.full_like(estimate, np.nan)
     undefined = np.empty(estimate.shape, dtype=np.int64)
     caveat = np.empty(estimate.shape, dtype=object)
-    chunk = max(1, int(2**24 // max(1, n_res * n_q)))
-    for start in range(0, n_c, chunk):
-        sl = slice(start, start + chunk)
-        summary = summarise(difference(base, plus[sl], minus[sl]), confidence=confidence)
-        estimate[sl], low[sl], high[sl] = summary.estimate, summary.low, summary.high
-        undefined[sl], caveat[sl] = summary.n_undefined, summary.caveat
     interval = np.full(estimate.shape, "percentile", dtype=object)
+    is_model = np.array([c.kind == "vs_model" for c in comparisons], dtype=bool)
+    proportion = np.array([metric in PROPORTIONS for metric in metrics], dtype=bool)
+    # The rates get Newcombe intervals (no bootstrap percentiles) except between models, which are paired
+    for rows, columns in (
+        (np.flatnonzero(~is_model), np.flatnonzero(~proportion)),
+        (np.flatnonzero(is_model), np.arange(n_q)),
+    ):
+        _percentile_part(base, plus, minus, rows, columns, confidence, estimate, low, high, undefined, caveat)
+    for rows in (np.flatnonzero(~is_model),):
+        columns = np.flatnonzero(proportion)
+        if rows.size and columns.size:
+            _point_part(base, plus, minus, rows, columns, estimate, undefined, caveat)
     for q, metric in enumerate(metrics):
         if metric in PROPORTIONS:
             lo, hi, ok = _proportion_intervals(comparisons, tallies, metric, confidence)
             low[ok, q], high[ok, q] = lo[ok], hi[ok]
             interval[ok, q] = "newcombe"
-            # a score interval has width whatever the resamples: only an undefined estimate is marked
-            caveat[ok, q] = np.where(np.isfinite(estimate[ok, q]), "", caveat[ok, q])
     low = np.where(caveat == "", low, np.nan)
     high = np.where(caveat == "", high, np.nan)
 

@@ -174,6 +174,11 @@ def _draw_into(base: np.random.SeedSequence, n: int, start: int, stop: int, out:
             out[row, lo:hi] = strata.rows[lo:hi][generator.integers(0, size, size=size, dtype=np.int32)]
 
 
+#: Unit-count resamples come in blocks of this many, block ``b`` drawn from the generator of
+#: :func:`resample_seed` ``(seed, b)`` (one vectorised multinomial call per block and stratum).
+UNIT_BLOCK = 64
+
+
 def _draw_counts_into(
     base: np.random.SeedSequence,
     multiplicity: np.ndarray,
@@ -182,22 +187,28 @@ def _draw_counts_into(
     out: np.ndarray,
     strata: Strata | None,
 ) -> None:
-    """Write the unit counts of resamples ``start..stop-1`` into ``out`` (``engine.units``: multinomial draws)."""
+    """Write the unit counts of resamples ``start..stop-1`` into ``out`` (``engine.units``: multinomial draws).
+
+    Resample ``i`` is row ``i mod UNIT_BLOCK`` of block ``i // UNIT_BLOCK``; a block is drawn whole from its
+    own generator, so the counts of resample ``i`` depend only on ``(seed, i)`` and the strata.
+    """
     n = int(multiplicity.sum())
     if strata is None:
-        shares = multiplicity / n
+        groups = [(np.arange(multiplicity.shape[0]), n, multiplicity / n)]
     else:
-        groups = [
-            (strata.rows[lo:hi], multiplicity[strata.rows[lo:hi]]) for lo, hi in itertools.pairwise(strata.bounds)
-        ]
-        groups = [(rows, int(m.sum()), m / m.sum()) for rows, m in groups]
-    for row, i in enumerate(range(start, stop)):
-        generator = np.random.Generator(np.random.PCG64(resample_seed(base, i)))
-        if strata is None:
-            out[row] = generator.multinomial(n, shares)
-            continue
-        for rows, total, group_shares in groups:
-            out[row, rows] = generator.multinomial(total, group_shares)
+        groups = []
+        for lo, hi in itertools.pairwise(strata.bounds):
+            rows = strata.rows[lo:hi]
+            m = multiplicity[rows]
+            groups.append((rows, int(m.sum()), m / m.sum()))
+    for block in range(start // UNIT_BLOCK, (stop - 1) // UNIT_BLOCK + 1):
+        first = block * UNIT_BLOCK
+        generator = np.random.Generator(np.random.PCG64(resample_seed(base, block)))
+        counts = np.empty((UNIT_BLOCK, multiplicity.shape[0]), dtype=np.int64)
+        for rows, total, shares in groups:
+            counts[:, rows] = generator.multinomial(total, shares, size=UNIT_BLOCK)
+        lo, hi = max(start, first), min(stop, first + UNIT_BLOCK)
+        out[lo - start : hi - start] = counts[lo - first : hi - first]
 
 
 def _draw(
@@ -225,6 +236,9 @@ def _draw(
         return
     workers = executor._max_workers
     bounds = np.linspace(0, count, min(workers, count) + 1).astype(int)
+    if multiplicity is not None:  # split at block boundaries, so that no block is drawn twice
+        inner = np.round((start + bounds[1:-1]) / UNIT_BLOCK) * UNIT_BLOCK - start
+        bounds = np.unique(np.concatenate(([0], np.clip(inner, 0, count), [count]))).astype(int)
     futures = [executor.submit(draw, int(lo), int(hi)) for lo, hi in itertools.pairwise(bounds) if hi > lo]
     for future in futures:
         future.result()
@@ -407,10 +421,13 @@ def run_batches(
     multiplicity : ndarray of shape (n,), int, optional
         Rows of each unit (:mod:`.units`): the resamples are then unit counts, ``Multinomial(n_rows,
         m_u / n_rows)`` (within each stratum of units under ``within_group``), the row bootstrap in
-        distribution; resample ``i`` still draws from the generator of :func:`resample_seed` ``(seed, i)``.
+        distribution, drawn in blocks of :data:`UNIT_BLOCK` resamples (block ``b`` from the generator of
+        :func:`resample_seed` ``(seed, b)``), so that they still depend only on the seed and the index.
     """
     base = as_seed_sequence(seed)
     batch = min(batch_size or default_batch_size(n), n_resamples)
+    if multiplicity is not None:  # whole blocks of unit-count resamples per batch (results do not change)
+        batch = -(-batch // UNIT_BLOCK) * UNIT_BLOCK
     buffer = np.empty((batch, n), dtype=np.int32)
     executor = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else None
     try:

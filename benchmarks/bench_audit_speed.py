@@ -1,0 +1,198 @@
+"""Audits whose cost follows the information, not the rows: the speed goals, against today's code.
+
+Each workload runs in a fresh subprocess (its peak resident memory is its own) with the current
+package, and, where it finishes in reasonable time, with the package of the reference commit
+(``benchmarks/_reference.py``: the code before the one-engine change) in the same run. Printed per
+workload: wall and CPU seconds, peak memory, the ratio to the reference, and the goal.
+
+Workloads (``--workloads``, comma-separated; default all):
+
+* ``compas``: the README's COMPAS example, ``disagg-eval audit examples/data/compas.csv --label
+  two_year_recid --score compas_score --group race --group sex --control none,Y,R`` with every other
+  option at its default (10,000 resamples, the default permutations), figures and report written.
+  Goal: under 20 seconds on 2 cores (the reference took about 5 CPU-minutes).
+* ``million``: 1,000,000 rows, race (6 levels) x sex: 21 slices, one model with continuous scores,
+  the 12 metrics of scikit-learn, 10,000 resamples, no permutations (``benchmarks/bench_audit.py``'s
+  workload), ``audit()`` with 2 threads. Goal: at least 2x faster end to end than the reference.
+* ``million-counts``: the same with the count metrics only (the nine rates and the net benefit).
+  Goal: under 5 seconds.
+* ``many-slices``: 200,000 rows, 3 attributes of 20 levels, all intersections (9,261 slices), 4 count
+  metrics, 2,000 resamples, the default permutations. Goal: under 5 minutes and 4 GB. The reference
+  is not run (its comparisons alone would be 49 million pairs; the issue measured 12 CPU-hours).
+* ``fairlearn``: fairlearn's ``MetricFrame(n_boot=...)`` against the engine, per resample, at 20,000
+  rows, on continuous scores (12 metrics) and on count metrics (needs ``pip install -e ".[bench]"``).
+  Goal: at least 2,000x (continuous) and 100,000x (count metrics).
+
+Usage::
+
+    python benchmarks/bench_audit_speed.py [--workloads compas,million,...] [--no-reference]
+
+Run it on an otherwise idle machine: the load average is printed before and after each workload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _reference import REFERENCE_COMMIT, reference_tree  # noqa: E402
+
+COUNT_METRICS = [
+    "sensitivity", "specificity", "precision", "net_benefit", "label_rate", "predicted_positive_rate", "accuracy",
+    "false_positive_rate", "false_negative_rate",
+]  # fmt: skip
+SKLEARN_METRICS = [
+    "log_loss", "auc", "sensitivity", "specificity", "precision", "net_benefit", "label_rate",
+    "predicted_positive_rate", "accuracy", "false_positive_rate", "false_negative_rate", "brier_score",
+]  # fmt: skip
+
+# The child's code: runs one workload with whichever package is on the path, prints JSON.
+CHILD = r"""
+import json, os, resource, sys, time
+import numpy as np, pandas as pd
+sys.path.insert(0, {bench!r})
+from bench_audit import synthetic
+from disaggregated_eval.audit import audit
+workload, n, resamples, permutations, metrics = {workload!r}, {n!r}, {resamples!r}, {permutations!r}, {metrics!r}
+if workload == "many-slices":
+    rng = np.random.default_rng(0)
+    data = pd.DataFrame({{f"a{{k}}": rng.integers(0, 20, n).astype(str) for k in range(3)}})
+    x = rng.normal(size=n)
+    data["y"] = rng.binomial(1, 1 / (1 + np.exp(-x)))
+    data["score"] = 1 / (1 + np.exp(-(x + rng.normal(0, 0.7, n))))
+    groups = ["a0", "a1", "a2"]
+else:
+    data = synthetic(n, 0)
+    groups = ["race", "sex"]
+kwargs = dict(label="y", scores=["score"], groups=groups, metrics=metrics, n_threads=2)
+if permutations is not None:
+    kwargs["n_permutations"] = permutations
+audit(data.head(2000), **dict(kwargs, n_resamples=200, n_permutations=0))  # numba caches loaded or compiled
+cpu, wall = time.process_time(), time.perf_counter()
+result = audit(data, n_resamples=resamples, **kwargs)
+print(json.dumps(dict(wall=time.perf_counter() - wall, cpu=time.process_time() - cpu,
+                      peak_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      slices=int(result.slices["slice"].nunique()))))
+"""
+
+
+def _child(pythonpath: str | None, **fmt) -> dict:
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    code = CHILD.format(bench=str(ROOT / "benchmarks"), **fmt)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _cli(pythonpath: str | None, out: Path) -> dict:
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    argv = [sys.executable, "-m", "disaggregated_eval.audit.cli", "audit", str(ROOT / "examples/data/compas.csv"),
+            "--label", "two_year_recid", "--score", "compas_score", "--group", "race", "--group", "sex",
+            "--control", "none,Y,R", "--out", str(out), "--quiet"]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return dict(wall=wall, cpu=cpu, peak_mib=after.ru_maxrss / 1024)
+
+
+def _row(name: str, new: dict, old: dict | None, goal: str) -> None:
+    ratio = f"{old['wall'] / new['wall']:.1f}x faster" if old else "reference not run"
+    ref = f"{old['wall']:.1f} s wall / {old['cpu']:.1f} s CPU" if old else "-"
+    print(
+        f"{name:<16} new {new['wall']:7.1f} s wall / {new['cpu']:7.1f} s CPU / {new['peak_mib']:6.0f} MiB | "
+        f"reference {ref} | {ratio} | goal: {goal}",
+        flush=True,
+    )
+
+
+def fairlearn_ratio(n: int, boot: int, continuous: bool) -> dict:
+    """fairlearn's MetricFrame bootstrap against the engine, per resample, on the same 21 slices."""
+    from bench_audit import fairlearn_metrics, synthetic
+    from fairlearn.metrics import MetricFrame
+
+    from disaggregated_eval.audit import audit
+
+    data = synthetic(n, 0)
+    metrics = fairlearn_metrics()
+    names = SKLEARN_METRICS if continuous else COUNT_METRICS
+    chosen = {k: metrics[k] for k in names}
+    families = [["race"], ["sex"], ["race", "sex"]]
+    start = time.process_time()
+    for family in families:
+        MetricFrame(metrics=chosen, y_true=data["y"], y_pred=data["score"], sensitive_features=data[family])
+    point = time.process_time() - start
+    start = time.process_time()
+    for family in families:
+        MetricFrame(metrics=chosen, y_true=data["y"], y_pred=data["score"], sensitive_features=data[family],
+                    n_boot=boot, ci_quantiles=[0.025, 0.975], random_state=0)  # fmt: skip
+    fairlearn_per = (time.process_time() - start - point) / boot
+    kwargs = dict(label="y", scores=["score"], groups=["race", "sex"], metrics=names, n_permutations=0, n_threads=1)
+    audit(data, n_resamples=200, **kwargs)
+    timings = []
+    for resamples in (2_000, 12_000):
+        start = time.process_time()
+        audit(data, n_resamples=resamples, **kwargs)
+        timings.append(time.process_time() - start)
+    engine_per = (timings[1] - timings[0]) / 10_000
+    return dict(fairlearn_per=fairlearn_per, engine_per=engine_per, ratio=fairlearn_per / engine_per)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", default="compas,million,million-counts,many-slices,fairlearn")
+    parser.add_argument("--no-reference", action="store_true", help="do not run the reference commit's code")
+    parser.add_argument("--fairlearn-boot", type=int, default=3)
+    args = parser.parse_args(argv)
+    chosen = args.workloads.split(",")
+    ref = None if args.no_reference else str(reference_tree())
+    print(f"reference commit {REFERENCE_COMMIT}; load average {os.getloadavg()}", flush=True)
+    if "compas" in chosen:
+        with tempfile.TemporaryDirectory() as tmp:
+            new = _cli(None, Path(tmp) / "new")
+            old = _cli(ref, Path(tmp) / "old") if ref else None
+        _row("compas", new, old, "under 20 s")
+    plans = {
+        "million": dict(n=1_000_000, resamples=10_000, permutations=0, metrics=SKLEARN_METRICS),
+        "million-counts": dict(n=1_000_000, resamples=10_000, permutations=0, metrics=COUNT_METRICS),
+        "many-slices": dict(n=200_000, resamples=2_000, permutations=None, metrics=COUNT_METRICS[-4:]),
+    }
+    goals = {"million": "at least 2x faster", "million-counts": "under 5 s", "many-slices": "under 300 s, 4 GB"}
+    for name, plan in plans.items():
+        if name not in chosen:
+            continue
+        new = _child(None, workload=name, **plan)
+        old = _child(ref, workload=name, **plan) if ref and name == "million" else None
+        _row(name, new, old, goals[name])
+        print(f"{'':<16} load average {os.getloadavg()}", flush=True)
+    if "fairlearn" in chosen:
+        for continuous in (True, False):
+            out = fairlearn_ratio(20_000, args.fairlearn_boot, continuous)
+            what = "continuous, 12 metrics" if continuous else "count metrics"
+            goal = "2,000x" if continuous else "100,000x"
+            print(f"fairlearn ({what}): {out['fairlearn_per'] * 1e3:.1f} ms CPU per resample, engine "
+                  f"{out['engine_per'] * 1e6:.2f} us: {out['ratio']:,.0f}x (goal {goal})", flush=True)  # fmt: skip
+    print(f"load average at the end {os.getloadavg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
