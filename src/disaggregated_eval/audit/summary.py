@@ -32,6 +32,7 @@ __all__ = [
     "model_digest",
     "headline_metric",
     "weight_note",
+    "flagged_rows",
     "HEADLINE_ORDER",
     "summary_text",
 ]
@@ -66,6 +67,12 @@ def _render(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequenc
         parts = [str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right, strict=True)]
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
+
+
+def flagged_rows(comparisons: pd.DataFrame, alpha: float) -> pd.Series:
+    """Which comparisons carry a flag: adjusted p-value below ``alpha`` (or, without p-values, an interval
+    that excludes 0), never a withheld one. Boolean Series aligned with ``comparisons``."""
+    return _significant(comparisons, alpha)
 
 
 def _significant(comparisons: pd.DataFrame, alpha: float) -> pd.Series:
