@@ -239,14 +239,8 @@ def calibration_analysis(
         bins, low_score, high_score = binned[m]
         k = per_model[m]["k"]
         key = cells * k + bins
-        size = n_cells * k
-
-        def per_slice_bin(values: np.ndarray | None) -> np.ndarray:
-            sums = np.bincount(key, weights=values, minlength=size).reshape(n_cells, k)
-            return plan.aggregate_cells(sums)
-
-        rows = per_slice_bin(None).astype(np.int64)
-        big_w, big_y, big_r, big_w2 = (per_slice_bin(v) for v in (w, w * y, w * scores[m], w * w))
+        rows = _per_slice_bin(plan, key, None, k).astype(np.int64)
+        big_w, big_y, big_r, big_w2 = (_per_slice_bin(plan, key, v, k) for v in (w, w * y, w * scores[m], w * w))
         with np.errstate(invalid="ignore", divide="ignore"):
             observed = np.where(big_w > 0, big_y / big_w, np.nan)
             predicted = np.where(big_w > 0, big_r / big_w, np.nan)
@@ -328,6 +322,12 @@ def calibration_analysis(
         _q=summary["statistic"].map({s: i for i, s in enumerate(vocabulary.CALIBRATION_STATISTICS)}),
     ).sort_values(["_m", "_s", "_q"], kind="stable")
     return bins_table, summary[list(CALIBRATION_SUMMARY_COLUMNS)].reset_index(drop=True)
+
+
+def _per_slice_bin(plan: SlicePlan, key: np.ndarray, values: np.ndarray | None, k: int) -> np.ndarray:
+    """Sums of ``values`` (rows when None) per slice and bin, shape (n_slices, k); ``key = cell * k + bin``."""
+    sums = np.bincount(key, weights=values, minlength=plan.n_cells * k).reshape(plan.n_cells, k)
+    return plan.aggregate_cells(sums)
 
 
 def _oe_accelerations(plan: SlicePlan, y: np.ndarray, r: np.ndarray, w: np.ndarray) -> np.ndarray:

@@ -36,7 +36,6 @@ from .. import vocabulary
 from ..derived import (
     Replicated,
     complement,
-    difference,
     gap,
     maximum,
     minimum,
@@ -61,7 +60,12 @@ __all__ = [
 
 #: The metrics the fairness summary reads (the true positive rate is ``sensitivity``; either it or the
 #: false negative rate is enough, the other is its complement).
-FAIRNESS_METRICS: tuple[str, ...] = ("predicted_positive_rate", "sensitivity", "false_positive_rate", "false_negative_rate")
+FAIRNESS_METRICS: tuple[str, ...] = (
+    "predicted_positive_rate",
+    "sensitivity",
+    "false_positive_rate",
+    "false_negative_rate",
+)
 _EQUALIZED_ODDS = "sensitivity & false_positive_rate"
 
 
@@ -270,7 +274,14 @@ def _spread(
         return _family_rows(
             Replicated(point=np.full(1, np.nan), replicates=np.full((1, 1), np.nan)),
             confidence=confidence,
-            base={**base, "statistic": name, "metric": metric, "slice": "", "reference": "", "members": int(members.size)},
+            base={
+                **base,
+                "statistic": name,
+                "metric": metric,
+                "slice": "",
+                "reference": "",
+                "members": int(members.size),
+            },
             reported=np.zeros(1, dtype=bool),
             reasons=["fewer than 2 reported slices in the family"],
         )
@@ -281,8 +292,8 @@ def _spread(
     return _family_rows(
         stat,
         confidence=confidence,
-        base={**base, "statistic": name, "metric": metric, "slice": plan.names[high], "reference": plan.names[low],
-              "members": int(members.size)},  # fmt: skip
+        base={**base, "statistic": name, "metric": metric, "slice": plan.names[high], "reference": plan.names[low]}
+        | {"members": int(members.size)},
         reported=np.ones(1, dtype=bool),
         reasons=[""],
     )
@@ -307,14 +318,17 @@ def _equalized_odds(
         else:
             parts = (spread_ratio(tpr.values, pair), spread_ratio(fpr.values, pair))
             stat = minimum(*parts)
-            which = int(np.nanargmin([p.point[0] for p in parts])) if np.isfinite([p.point[0] for p in parts]).any() else 0
+            which = (
+                int(np.nanargmin([p.point[0] for p in parts])) if np.isfinite([p.point[0] for p in parts]).any() else 0
+            )
         point = (tpr, fpr)[which].values.point[members]
         high, low = members[int(np.nanargmax(point))], members[int(np.nanargmin(point))]
         rows += _family_rows(
             stat,
             confidence=confidence,
-            base={**base, "statistic": name, "metric": _EQUALIZED_ODDS, "slice": plan.names[high],
-                  "reference": plan.names[low], "members": int(members.size)},  # fmt: skip
+            base=base
+            | {"statistic": name, "metric": _EQUALIZED_ODDS, "slice": plan.names[high]}
+            | {"reference": plan.names[low], "members": int(members.size)},
             reported=np.ones(1, dtype=bool),
             reasons=[""],
         )
@@ -348,8 +362,9 @@ def _disparities(
     return _family_rows(
         stat,
         confidence=confidence,
-        base={**base, "statistic": "disparity_ratio", "metric": metric, "slice": [plan.names[s] for s in others],
-              "reference": plan.names[reference], "members": 2},  # fmt: skip
+        base=base
+        | {"statistic": "disparity_ratio", "metric": metric, "slice": [plan.names[s] for s in others]}
+        | {"reference": plan.names[reference], "members": 2},
         reported=reported,
         reasons=reasons,
     )

@@ -232,9 +232,9 @@ SUMMARY_TABLES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _empty(columns: Sequence[str]):
-    """A dataclass default: an empty frame with these columns."""
-    return field(default_factory=lambda: pd.DataFrame({c: [] for c in columns}))
+def empty_table(columns: Sequence[str]) -> pd.DataFrame:
+    """An empty table with these columns (the default of a table an audit did not compute)."""
+    return pd.DataFrame({c: [] for c in columns})
 
 
 #: Columns of :attr:`AuditResult.slices` that name a row rather than hold a value.
@@ -292,11 +292,11 @@ class AuditResult:
     options: AuditOptions
     notes: list[str] = field(default_factory=list)
     n_rows: int = 0
-    fairness: pd.DataFrame = _empty(FAIRNESS_COLUMNS)
-    calibration: pd.DataFrame = _empty(CALIBRATION_BIN_COLUMNS)
-    calibration_summary: pd.DataFrame = _empty(CALIBRATION_SUMMARY_COLUMNS)
-    thresholds: pd.DataFrame = _empty(THRESHOLD_COLUMNS)
-    detectability: pd.DataFrame = _empty(DETECTABILITY_COLUMNS)
+    fairness: pd.DataFrame = field(default_factory=lambda: empty_table(FAIRNESS_COLUMNS))
+    calibration: pd.DataFrame = field(default_factory=lambda: empty_table(CALIBRATION_BIN_COLUMNS))
+    calibration_summary: pd.DataFrame = field(default_factory=lambda: empty_table(CALIBRATION_SUMMARY_COLUMNS))
+    thresholds: pd.DataFrame = field(default_factory=lambda: empty_table(THRESHOLD_COLUMNS))
+    detectability: pd.DataFrame = field(default_factory=lambda: empty_table(DETECTABILITY_COLUMNS))
 
     def plot(
         self,

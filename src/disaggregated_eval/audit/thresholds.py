@@ -90,7 +90,9 @@ def parse_thresholds(items: Sequence[str | float]) -> np.ndarray:
     out = np.unique(np.asarray(values, dtype=np.float64))
     bad = out[~((out > 0.0) & (out < 1.0))]
     if bad.size:
-        raise ValueError(f"thresholds must lie in (0, 1) (score >= threshold is predicted positive); got {bad.tolist()}")
+        raise ValueError(
+            f"thresholds must lie in (0, 1) (score >= threshold is predicted positive); got {bad.tolist()}"
+        )
     if out.size > MAX_THRESHOLDS:
         raise ValueError(f"thresholds gives {out.size} thresholds, more than {MAX_THRESHOLDS}")
     return out
