@@ -29,7 +29,7 @@ def synthetic(n: int = 3000, seed: int = 3, tiny: bool = False) -> pd.DataFrame:
         "sex": rng.choice(["F", "M"], n, p=[0.45, 0.55]),
     })  # fmt: skip
     if tiny:
-        data.loc[: 11, "group"] = "D"  # 12 rows: withheld by min_group_size 30
+        data.loc[:11, "group"] = "D"  # 12 rows: withheld by min_group_size 30
     x = rng.normal(size=n) + 0.6 * (data["group"] == "B") - 0.3 * (data["sex"] == "F")
     data["y"] = rng.binomial(1, 1 / (1 + np.exp(-x)))
     data["score"] = 1 / (1 + np.exp(-(x + rng.normal(0, 0.8, n) + 0.4 * (data["group"] == "C"))))
@@ -101,7 +101,9 @@ def aequitas_disparities(frame: pd.DataFrame, attribute: str, reference: str) ->
 
 def test_disparity_ratios_equal_aequitas_with_the_largest_slice_as_reference(data, result):
     expected = aequitas_disparities(data, "group", "A")  # A is the largest group (half of the rows)
-    rows = result.fairness[(result.fairness["statistic"] == "disparity_ratio") & (result.fairness["attribute"] == "group")]
+    rows = result.fairness[
+        (result.fairness["statistic"] == "disparity_ratio") & (result.fairness["attribute"] == "group")
+    ]
     assert set(rows["reference"]) == {"group=A"}
     assert len(rows) == 2 * 3  # B and C, three rates each
     for r in rows.itertuples():
@@ -119,7 +121,9 @@ def test_a_reference_given_by_name_and_for_an_intersection(data):
                    reference=["group=C", "sex=M & group=B"], **FAST)  # fmt: skip
     assert result.options.reference == ["group=C", "group=B & sex=M"]  # written as the audit names slices
     expected = aequitas_disparities(data, "group", "C")
-    rows = result.fairness[(result.fairness["statistic"] == "disparity_ratio") & (result.fairness["attribute"] == "group")]
+    rows = result.fairness[
+        (result.fairness["statistic"] == "disparity_ratio") & (result.fairness["attribute"] == "group")
+    ]
     assert set(rows["reference"]) == {"group=C"}
     for r in rows.itertuples():
         assert r.estimate == expected.loc[r.slice.split("=")[1], r.metric]
@@ -165,7 +169,9 @@ def test_withheld_slices_take_no_part_and_missing_metrics_get_their_own_bootstra
     data = synthetic(tiny=True)
     # only accuracy asked for: the fairness rates are bootstrapped for the summary, with a note
     result = audit(data, label="y", scores=["score"], groups=["group"], metrics=["accuracy"], **FAST)
-    assert any(note.startswith("fairness summary: predicted_positive_rate, false_positive_rate") for note in result.notes)
+    assert any(
+        note.startswith("fairness summary: predicted_positive_rate, false_positive_rate") for note in result.notes
+    )
     reported = data[data["group"] != "D"]  # group D has 12 rows < min_group_size 30
     for statistic, expected in _peers(reported, reported["group"]).items():
         got = row(result.fairness, attribute="group", statistic=statistic)
