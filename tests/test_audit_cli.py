@@ -277,6 +277,8 @@ def test_label_values_that_are_not_binary_are_exit_2(tmp_path, capsys):
 # ---- end to end on the COMPAS copy ------------------------------------------------------------------
 EXPECTED_FILES = ["slices.parquet", "slices.csv", "comparisons.parquet", "comparisons.csv", "controlled.parquet",
                   "controlled.csv", "report.html", "manifest.json"]  # fmt: skip
+EXPECTED_FILES += [f"{name}.{ext}" for name in ("fairness", "calibration", "calibration_summary", "thresholds",
+                                                "detectability") for ext in ("parquet", "csv")]  # fmt: skip
 METRICS = ["false_positive_rate", "false_negative_rate", "precision", "auc"]
 
 
@@ -301,6 +303,7 @@ def test_end_to_end_exit_0_and_every_output_file(compas_audit):
     assert figures == sorted(
         [f"forest_{m}.{ext}" for m in METRICS for ext in ("png", "svg")]
         + [f"controlled_{c}.{ext}" for c in ("none", "Y", "R") for ext in ("png", "svg")]
+        + [f"calibration_{f}.{ext}" for f in ("race", "sex", "race_x_sex") for ext in ("png", "svg")]
     )
     for png in (out_dir / "figures").glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

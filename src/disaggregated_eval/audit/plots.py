@@ -868,6 +868,8 @@ def _draw_lines(data: _LineFigureData) -> Figure:
     panels_h = nrows * block_h
     legend_h = len(data.entries) * _LINE_LEGEND_ROW_H
     width = _EDGE + data.ncols * (y_label_w + _LINE_PANEL_W) + (data.ncols - 1) * 0.15 + 0.2 + legend_w + _EDGE
+    title_pt = mpl.font_manager.FontProperties(size=mpl.rcParams["figure.titlesize"]).get_size_in_points()
+    width = max(width, _text_width(data.title, title_pt) + 2 * _EDGE + 0.1)  # the title never leaves the figure
     height = _EDGE + _SUPTITLE_H + max(panels_h, legend_h) + _EDGE
     fig = Figure(figsize=(round(width, 3), round(height, 3)))
     top = height - _EDGE - _SUPTITLE_H
