@@ -9,6 +9,7 @@ else runs the real audit on the shipped COMPAS copy with small resample counts.
 
 from __future__ import annotations
 
+import html
 import html.parser
 import os
 import shutil
@@ -111,8 +112,9 @@ def collect(text: str) -> _Collect:
 
 
 def expected_figures() -> list[str]:
+    """The report's figures in page order: calibration (a block of the fairness part), forest, T_a plots."""
     calibration = [f"calibration_{family}" for family in ("race", "sex", "race_x_sex")]
-    return [f"forest_{m}" for m in METRICS] + [f"controlled_{c}" for c in CONTROLS] + calibration
+    return calibration + [f"forest_{m}" for m in METRICS] + [f"controlled_{c}" for c in CONTROLS]
 
 
 # ---- the report in a browser ----------------------------------------------------------------------
@@ -189,7 +191,7 @@ def test_report_leads_with_the_summary_and_folds_the_rest(compas_out, compas_res
     head = text[text.index('data-table="headline"') : text.index("</table>", text.index('data-table="headline"'))]
     assert head.count("<tr") == len(rows) + 1
     for name in rows["slice"]:
-        assert f'<td class="text">{name}</td>' in head
+        assert f'<td class="text">{html.escape(name)}</td>' in head
     assert "worse (above overall)" in head and "no flag" in head
 
 
