@@ -375,6 +375,12 @@ def test_a_weighted_run_says_so_in_the_summary_and_the_report(weighted_result, c
     page = report.render_html(weighted_result, figures={}, summary="")
     run = page[page.index('data-table="run"') : page.index("</table>", page.index('data-table="run"'))]
     assert "row weights" in run and "<b>estimates weighted by column w</b>" in run
+    # and on the first screen: the run line above the fairness summary
+    line = page[page.index('data-run="line"') : page.index("</p>", page.index('data-run="line"'))]
+    assert "<b>estimates weighted by column w</b>" in line
+    assert page.index('data-run="line"') < page.index('data-table="fairness"')
+    fairness_at = lines.index(next(x for x in lines if x.startswith("Fairness summary of")))
+    assert fairness_at > 2  # the summary opens after the header lines, the weights line among them
     assert "weighted" not in compas_result.summary()  # an unweighted run says nothing of weights
     assert "none (every row counts once)" in report.render_html(compas_result, figures={}, summary="")
 
