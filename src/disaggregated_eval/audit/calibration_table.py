@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numba
 import numpy as np
 import pandas as pd
 from scipy import sparse
@@ -174,11 +175,12 @@ def calibration_analysis(
     to_slices = _slice_matrix(plan)
     binned = {m: score_bins(scores[m], n_bins) for m in models}
 
-    # Units: rows equal in cell, label, weight and every model's score (exact in distribution).
+    # Units: rows equal in cell, label, weight and every model's score (exact in distribution). Without
+    # units (continuous scores) the resamples are row indices, as the engine draws them, summed by a kernel.
     units = find_units([cells, y, w] + [scores[m] for m in models])
     if units is None:
         first = np.arange(n)
-        multiplicity = np.ones(n, dtype=np.int64)
+        multiplicity = None
     else:
         first, multiplicity = units.first, units.multiplicity
     n_units = first.shape[0]
@@ -192,34 +194,42 @@ def calibration_analysis(
         bins, _, _ = binned[m]
         k_bins = int(bins.max()) + 1
         u_r, u_b = scores[m][first], bins[first]
+        key = u_cell * k_bins + u_b
+        values = np.stack([u_w * (u_y - u_r), u_w, u_w * u_y, u_w * u_r], axis=1)  # D, W, Y, R per unit
         per_model[m] = dict(
             k=k_bins,
-            d=unit_matrix(u_cell * k_bins + u_b, u_w * (u_y - u_r), n_cells * k_bins).T.tocsr(),
-            sums=sparse.vstack([unit_matrix(u_cell, u_w * v, n_cells).T for v in (np.ones(n_units), u_y, u_r)]).tocsr(),
-        )
+            key=key,
+            values=np.ascontiguousarray(values),
+            matrix=sparse.hstack([unit_matrix(key, values[:, 0], n_cells * k_bins)]
+                                 + [unit_matrix(u_cell, values[:, j], n_cells) for j in (1, 2, 3)]).T.tocsr(),
+        )  # fmt: skip
 
-    def statistics(counts: np.ndarray) -> tuple[dict, dict]:
-        """ECE and O/E of every model and slice for each row of ``counts`` (n_draws, n_units)."""
-        c = np.ascontiguousarray(counts.T, dtype=np.float64)  # (n_units, n_draws)
-        b = c.shape[1]
+    def statistics(draws: np.ndarray, rows: bool) -> tuple[dict, dict]:
+        """ECE and O/E of every model and slice for each resample: ``draws`` (n_draws, n_units) holds unit
+        counts, or (``rows``) the row indices drawn."""
+        b = draws.shape[0]
         ece, oe = {}, {}
         for m, mats in per_model.items():
             k = mats["k"]
-            d_cells = np.asarray(mats["d"] @ c).reshape(n_cells, k * b)
+            if rows:
+                sums = _row_sums(draws, mats["key"], u_cell, mats["values"], n_cells * k, n_cells).T
+            else:
+                sums = np.asarray(mats["matrix"] @ np.ascontiguousarray(draws.T, dtype=np.float64))
+            d_cells = sums[: n_cells * k].reshape(n_cells, k * b)
             d_slices = np.asarray(to_slices @ d_cells).reshape(plan.n_slices, k, b)
-            sums = np.asarray(mats["sums"] @ c).reshape(3, n_cells, b)
-            big_w, big_y, big_r = (np.asarray(to_slices @ sums[i]) for i in range(3))
+            big_w, big_y, big_r = (np.asarray(to_slices @ part) for part in sums[n_cells * k :].reshape(3, n_cells, b))
             with np.errstate(invalid="ignore", divide="ignore"):
                 ece[m] = np.where(big_w > 0, np.abs(d_slices).sum(axis=1) / big_w, np.nan).T
                 oe[m] = np.where(big_r > 0, big_y / big_r, np.nan).T
         return ece, oe
 
-    point_ece, point_oe = statistics(multiplicity[None, :])
+    every_row = np.ones((1, n_units), dtype=np.int64) if multiplicity is None else multiplicity[None, :]
+    point_ece, point_oe = statistics(every_row, rows=False)
     reps_ece = {m: np.empty((n_resamples, plan.n_slices)) for m in models}
     reps_oe = {m: np.empty((n_resamples, plan.n_slices)) for m in models}
 
     def kernel(draws: np.ndarray, start: int, stop: int) -> None:
-        ece, oe = statistics(draws)
+        ece, oe = statistics(draws, rows=multiplicity is None)
         for m in models:
             reps_ece[m][start:stop] = ece[m]
             reps_oe[m][start:stop] = oe[m]
@@ -322,6 +332,30 @@ def calibration_analysis(
         _q=summary["statistic"].map({s: i for i, s in enumerate(vocabulary.CALIBRATION_STATISTICS)}),
     ).sort_values(["_m", "_s", "_q"], kind="stable")
     return bins_table, summary[list(CALIBRATION_SUMMARY_COLUMNS)].reset_index(drop=True)
+
+
+@numba.njit(parallel=True, cache=True)
+def _row_sums(draws, key, cell, values, n_keys, n_cells):  # pragma: no cover - compiled
+    """Per resample (row of ``draws``: row indices), the sums of ``values[:, 0]`` per key (cell x bin) and of
+    ``values[:, 1:]`` per cell: shape (n_draws, n_keys + 3 n_cells)."""
+    b, n = draws.shape
+    out = np.zeros((b, n_keys + 3 * n_cells))
+    for j in numba.prange(b):
+        # counts first (random writes into one small array), then one pass in row order: far fewer cache
+        # misses than gathering each drawn row's values (the engine's walk reads counts the same way)
+        counts = np.zeros(n, dtype=np.int32)
+        for i in range(n):
+            counts[draws[j, i]] += 1
+        for r in range(n):
+            k = counts[r]
+            if k == 0:
+                continue
+            out[j, key[r]] += k * values[r, 0]
+            c = cell[r]
+            out[j, n_keys + c] += k * values[r, 1]
+            out[j, n_keys + n_cells + c] += k * values[r, 2]
+            out[j, n_keys + 2 * n_cells + c] += k * values[r, 3]
+    return out
 
 
 def _per_slice_bin(plan: SlicePlan, key: np.ndarray, values: np.ndarray | None, k: int) -> np.ndarray:
