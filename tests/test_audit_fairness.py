@@ -147,11 +147,15 @@ def test_bad_references_are_refused_before_any_work(data, reference, message):
         audit(data, label="y", scores=["score"], groups=["group", "sex"], reference=reference, **FAST)
 
 
-def test_a_reference_level_that_does_not_exist_names_the_family_slices(data):
+def test_a_reference_level_that_does_not_exist_is_refused_before_any_work(data):
     from disaggregated_eval.audit import AuditInputError, audit
 
-    with pytest.raises(AuditInputError, match=r"'group=Z' is not a slice of the data; .*'group=A', 'group=B'"):
-        audit(data, label="y", scores=["score"], groups=["group"], reference=["group=Z"], metrics=METRICS, **FAST)
+    stages = []
+    with pytest.raises(AuditInputError, match=r"reference 'group=Z': 'Z' is not a level of 'group'; its levels are "
+                                              r"\['A', 'B', 'C'\]"):  # fmt: skip
+        audit(data, label="y", scores=["score"], groups=["group"], reference=["group=Z"], metrics=METRICS,
+              progress=lambda *args: stages.append(args), **FAST)  # fmt: skip
+    assert stages == []  # no bootstrap, no test, nothing started
 
 
 def test_weighted_statistics_equal_fairlearn_with_sample_weight(data):

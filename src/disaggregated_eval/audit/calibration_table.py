@@ -22,8 +22,10 @@ percentile interval of the difference (``vs_overall``). The sums of every (slice
 bootstrap on the engine's resampling (:func:`disaggregated_eval.engine.resampling.run_batches`: the
 same seeds, unit counts and strata rules as every bootstrap of the audit, seed path
 ``("audit", "calibration")``): rows that share their cell, label, weight and every model's score are
-one unit (:mod:`disaggregated_eval.engine.units`), each resample's unit counts give the sums of every
-(cell, bin) as one sparse product, and the cells add up into slices. ECE is an absolute value of noisy
+one unit (:mod:`disaggregated_eval.engine.units`) and each resample's unit counts give the sums of every
+(cell, bin) as one sparse product; when the rows do not compress (continuous scores) the resamples are
+row indices, as the engine draws them, counted and summed in row order by a small numba kernel; the
+cells add up into slices. ECE is an absolute value of noisy
 sums: on a small slice it is positive even for a perfectly calibrated model (``docs/method.md``,
 "Calibration per slice").
 """

@@ -289,6 +289,13 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
     return resolved
 
 
+def _check_reference_levels(references: list[str], attributes: tuple[Attribute, ...]) -> None:
+    """Every level the option ``reference`` names is a level of the data (before any work)."""
+    from .fairness import check_reference_levels
+
+    _wrap(check_reference_levels, references, attributes)
+
+
 def _summary_options(o: AuditOptions, *, groups: list[str], intersections: int) -> dict[str, Any]:
     """The checked options of the summary analyses (fairness reference, thresholds, calibration bins,
     detectability); the checks themselves live with each analysis."""
@@ -750,6 +757,7 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
     sub = frame.iloc[row].reset_index(drop=True)
     attributes = tuple(_attribute(sub[c], c, missing[c][row], o.missing_group == "level") for c in o.groups)
     check_comparison_count([(a.name, len(a.levels)) for a in attributes], o.intersections, o.pairwise_max_levels)
+    _check_reference_levels(o.reference, attributes)
     features, categorical = None, ()
     if "X" in o.controls:
         features, categorical, feature_notes = _features(sub, o.features)

@@ -306,8 +306,10 @@ class AuditResult:
         model: str | None = None,
         control: str | None = None,
         ax: Any = None,
+        family: str | None = None,
     ):
-        """A figure of the result (forest plot of the slices, or controlled differences).
+        """A figure of the result: ``kind`` ``"forest"`` (the slices of a metric), ``"controlled"`` (``T_a``),
+        ``"calibration"`` or ``"thresholds"`` (the slices of one ``family``, e.g. ``"race"``).
 
         Delegates to :func:`disaggregated_eval.audit.plots.plot_result`.
 
@@ -317,7 +319,7 @@ class AuditResult:
         """
         from .plots import plot_result
 
-        return plot_result(self, kind, metric=metric, model=model, control=control, ax=ax)
+        return plot_result(self, kind, metric=metric, model=model, control=control, ax=ax, family=family)
 
     def to_html(self, path: str | Path) -> Path:
         """Write a self-contained HTML report to ``path`` (:func:`.report.write_report`)."""
