@@ -205,7 +205,7 @@ def test_intervals_are_percentiles_of_the_statistic_on_each_resample():
     for metric in ("predicted_positive_rate", "sensitivity", "false_positive_rate", "false_negative_rate"):
         point = rng.uniform(0.2, 0.8, 4)
         reps = point + rng.normal(0, 0.05, (500, 4))
-        sources[metric] = MetricSource(Replicated(point, reps), np.ones(4, bool), np.full(4, "", dtype=object))
+        sources[metric] = MetricSource(Replicated(point, reps), np.arange(4), np.ones(4, bool), np.full(4, "", object))
     table = fairness_table(plan, [sources], ["m"], headline=[None], references={}, confidence=0.9)
     reps = sources["predicted_positive_rate"].values.replicates[:, 1:]
     dp = row(table, statistic="demographic_parity_difference")

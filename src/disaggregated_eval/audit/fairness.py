@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -43,6 +43,7 @@ from ..derived import (
     ratio,
     spread_ratio,
     summarise,
+    take,
 )
 from .estimates import AuditEstimates
 from .result import FAIRNESS_COLUMNS
@@ -78,16 +79,28 @@ class MetricSource:
     Attributes
     ----------
     values : Replicated
-        ``point`` of shape (n_slices,), ``replicates`` of shape (n_resamples, n_slices).
+        ``point`` of shape (n_outputs,), ``replicates`` of shape (n_resamples, n_outputs): typically views
+        into the audit's bootstrap (no copy), read through ``rows``.
+    rows : ndarray of shape (n_slices,), int64
+        The output of each slice in ``values``.
     reported : ndarray of shape (n_slices,), bool
         Whether the minimum-size rules report the slice's estimate.
     reasons : ndarray of shape (n_slices,), object (str)
         Why not ("" when reported).
+    complement : bool
+        Whether the metric is ``1 - values`` (the true positive rate from the false negative rate).
     """
 
     values: Replicated
+    rows: np.ndarray
     reported: np.ndarray
     reasons: np.ndarray
+    complement: bool = False
+
+    def of(self, slices: np.ndarray) -> Replicated:
+        """The metric on ``slices`` (global slice indices, shape (k,)): point (k,), replicates (n_resamples, k)."""
+        x = take(self.values, self.rows[np.asarray(slices, dtype=np.int64)])
+        return complement(x) if self.complement else x
 
 
 # ----------------------------------------------------------------------------------------------
@@ -214,10 +227,10 @@ def resolve_references(plan: SlicePlan, references: Sequence[str]) -> dict[int, 
 # ----------------------------------------------------------------------------------------------
 # inputs: a metric on every slice
 # ----------------------------------------------------------------------------------------------
-def slice_values(estimates: AuditEstimates, model: int, q: int) -> Replicated:
-    """Metric ``q`` of ``model`` on every slice: point (n_slices,), replicates (n_resamples, n_slices)."""
-    rows = estimates.slice_rows[model, :, 0]
-    return Replicated(point=estimates.point[rows, q], replicates=estimates.replicates[:, rows, q])
+def slice_values(estimates: AuditEstimates, model: int, q: int) -> tuple[Replicated, np.ndarray]:
+    """Metric ``q`` of every output (views, no copy) and the output row of each slice of ``model``."""
+    values = Replicated(point=estimates.point[:, q], replicates=estimates.replicates[:, :, q])
+    return values, estimates.slice_rows[model, :, 0]
 
 
 def metric_sources(
@@ -238,10 +251,11 @@ def metric_sources(
     out = {}
     for q, metric in enumerate(metrics):
         why = np.asarray(reasons[model, :, q]).astype(object)
-        out[metric] = MetricSource(slice_values(estimates, model, q), why == "", why)
+        values, rows = slice_values(estimates, model, q)
+        out[metric] = MetricSource(values, rows, why == "", why)
     for a, b in (("sensitivity", "false_negative_rate"), ("false_negative_rate", "sensitivity")):
         if a not in out and b in out:
-            out[a] = MetricSource(complement(out[b].values), out[b].reported, out[b].reasons)
+            out[a] = replace(out[b], complement=True)
     return out
 
 
@@ -321,9 +335,10 @@ def _spread(
             reported=np.zeros(1, dtype=bool),
             reasons=["fewer than 2 reported slices in the family"],
         )
-    x = source.values
-    stat = gap(x, members[None, :]) if kind == "difference" else spread_ratio(x, members[None, :])
-    point = x.point[members]
+    x = source.of(members)
+    local = np.arange(members.size)[None, :]
+    stat = gap(x, local) if kind == "difference" else spread_ratio(x, local)
+    point = x.point
     high, low = members[int(np.nanargmax(point))], members[int(np.nanargmin(point))]
     return _family_rows(
         stat,
@@ -346,18 +361,19 @@ def _equalized_odds(
             rows += _spread(name, tpr, members, plan, metric=_EQUALIZED_ODDS, confidence=confidence, base=base,
                             kind=kind)  # fmt: skip
             continue
-        pair = members[None, :]
+        local = np.arange(members.size)[None, :]
+        family = (tpr.of(members), fpr.of(members))
         if kind == "difference":
-            parts = (gap(tpr.values, pair), gap(fpr.values, pair))
+            parts = (gap(family[0], local), gap(family[1], local))
             stat = maximum(*parts)
             which = int(np.nanargmax([p.point[0] for p in parts]))
         else:
-            parts = (spread_ratio(tpr.values, pair), spread_ratio(fpr.values, pair))
+            parts = (spread_ratio(family[0], local), spread_ratio(family[1], local))
             stat = minimum(*parts)
             which = (
                 int(np.nanargmin([p.point[0] for p in parts])) if np.isfinite([p.point[0] for p in parts]).any() else 0
             )
-        point = (tpr, fpr)[which].values.point[members]
+        point = family[which].point
         high, low = members[int(np.nanargmax(point))], members[int(np.nanargmin(point))]
         rows += _family_rows(
             stat,
@@ -385,7 +401,8 @@ def _disparities(
     others = ids[ids != reference]
     if others.size == 0:
         return []
-    stat = ratio(source.values, others, np.full(others.shape, reference))
+    x = source.of(np.concatenate([others, [reference]]))
+    stat = ratio(x, np.arange(others.size), np.full(others.shape, others.size))
     reasons = []
     for s in others:
         parts = []
