@@ -1,10 +1,14 @@
 """The terminal summary of an audit: compact tables in the style of a disaggregated evaluation.
 
-One table per model for the headline metric (:func:`headline_metric`: with the default metrics the
-first computed of :data:`HEADLINE_ORDER`, the false positive rate first; else the first of
-``--metrics``): slice, ``n``, estimate, 95% interval, its width and flags (withheld slices,
+After the run's lines (and ``estimates weighted by column W`` under sample weights), each model's part
+opens with its fairness summary (:func:`fairness_overview`: demographic parity and equalized odds per
+family of slices, the largest gap of the headline metric; :func:`disparity_table`: each slice's
+disparity ratios to its family's reference, four-fifths marks), then the table of its headline
+metric (:func:`headline_metric`: with the default metrics the first computed of
+:data:`HEADLINE_ORDER`, the false positive rate first; else the first of ``--metrics``): slice, ``n``, estimate, 95% interval, its width and flags (withheld slices,
 differences from the overall value that survive the multiple-comparison adjustment, resamples where
-the metric was undefined);
+the metric was undefined) and, before the flags, the minimum detectable difference of each slice
+(``MDD``, :func:`detectable_texts`);
 a one-line digest of every other metric; and, when the audit has control variables, a table of the
 controlled differences ``T_a`` (paper section 4.2) of the headline metric. The full tables are in
 the output files (``docs/audit.md``).
