@@ -277,6 +277,8 @@ def test_label_values_that_are_not_binary_are_exit_2(tmp_path, capsys):
 # ---- end to end on the COMPAS copy ------------------------------------------------------------------
 EXPECTED_FILES = ["slices.parquet", "slices.csv", "comparisons.parquet", "comparisons.csv", "controlled.parquet",
                   "controlled.csv", "report.html", "manifest.json"]  # fmt: skip
+EXPECTED_FILES += [f"{name}.{ext}" for name in ("fairness", "calibration", "calibration_summary", "thresholds",
+                                                "detectability") for ext in ("parquet", "csv")]  # fmt: skip
 METRICS = ["false_positive_rate", "false_negative_rate", "precision", "auc"]
 
 
@@ -301,6 +303,7 @@ def test_end_to_end_exit_0_and_every_output_file(compas_audit):
     assert figures == sorted(
         [f"forest_{m}.{ext}" for m in METRICS for ext in ("png", "svg")]
         + [f"controlled_{c}.{ext}" for c in ("none", "Y", "R") for ext in ("png", "svg")]
+        + [f"calibration_{f}.{ext}" for f in ("race", "sex", "race_x_sex") for ext in ("png", "svg")]
     )
     for png in (out_dir / "figures").glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -356,7 +359,9 @@ def test_end_to_end_terminal_table_and_streams(compas_audit):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert f"seed {DEFAULT_SEED} (the default" in out
-    assert re.search(r"^slice\s+n\s+estimate\s+95% CI\s+width\s+flags$", out, re.M)
+    assert re.search(r"^slice\s+n\s+estimate\s+95% CI\s+width\s+MDD\s+flags$", out, re.M)
+    # the fairness summary opens the output, before the table of the headline metric
+    assert out.index("Fairness summary of compas_score") < out.index("False positive rate of compas_score by slice")
     assert re.search(r"^overall\s+618\s+0\.\d{3}\s+\[0\.\d{3}, 0\.\d{3}\]\s+0\.\d{3}", out, re.M)
     # slices with fewer than 30 rows are withheld (every tenth row: 2 Native American defendants)
     assert re.search(r"^race=Native American\s+2\s+-\s+\[.*withheld", out, re.M)
@@ -486,6 +491,7 @@ def test_two_models_and_hard_predictions(tmp_path, capsys):
     assert figures == sorted([
         "forest_auc.png", "forest_false_positive_rate.png", "controlled_none_compas_score.png",
         "controlled_none_higher_risk.png", "controlled_Y_compas_score.png", "controlled_Y_higher_risk.png",
+        "calibration_sex.png",  # one panel: hard predictions have no calibration
     ])  # fmt: skip
     comparisons = pd.read_parquet(out_dir / "comparisons.parquet")
     vs_model = comparisons[comparisons["kind"] == "vs_model"]

@@ -49,7 +49,7 @@ AUDITS = {
     "one_model": dict(scores=["model one"], groups=["group"], controls=["none", "Y", "R"],
                       metrics=["false_positive_rate", "precision", "auc", "accuracy"]),
     "two_models": dict(scores=["model one", "model_two"], groups=["group", "sex"], controls=["none", "Y"],
-                       metrics=["false_positive_rate", "auc"]),
+                       metrics=["false_positive_rate", "auc"], thresholds=["0.3:0.7:0.2"]),
     "three_models": dict(scores=["model one", "model_two", "m3"], groups=["group", "sex", "region"],
                          controls=["none", "Y"], metrics=["false_positive_rate", "auc"]),
 }  # fmt: skip
@@ -104,10 +104,36 @@ def test_every_figure_carries_every_slice_model_metric_and_control_label(audits,
     # model names become file-name parts through text.file_component ("model one" -> "model_one-<hash>")
     expected |= {f"controlled_{c}_{file_component(s)}" if several else f"controlled_{c}" for c in options["controls"]
                  for s in options["scores"]}  # fmt: skip
+    families = [f for f in pd.unique(first["attribute"]) if f != vocabulary.OVERALL]
+    stems = {f: "_x_".join(f.split(" & ")) for f in families}
+    expected |= {f"calibration_{stems[f]}" for f in families}
+    if "thresholds" in options:
+        expected |= {f"thresholds_{stems[f]}_{file_component(s)}" for f in families for s in options["scores"]}
     assert set(figures) == expected
+    attribute = dict(zip(first["slice"], first["attribute"], strict=True))
+    rates = ["Predicted positive rate", "True positive rate", "False positive rate"]
     for fig_name, (spec, images) in figures.items():
         texts = svg_texts(images["svg"])
         joined = "\n".join(texts)
+        if spec["kind"] in ("calibration", "thresholds"):
+            # a line figure: every slice of the family (and overall) named once in the legend, with its size
+            family = spec["family"]
+            heading = (
+                "Calibration by slice: " if spec["kind"] == "calibration" else "Rates across thresholds by slice: "
+            )
+            assert any(t.startswith(heading + family) for t in texts), fig_name
+            if spec["kind"] == "calibration":
+                for model in options["scores"]:  # a panel per model, titled with it
+                    assert texts.count(model) == 1, (fig_name, model)
+            else:
+                assert f"model {spec['model']}" in next(t for t in texts if t.startswith(heading)), fig_name
+                for rate in rates:  # a panel per rate: its title and its y label
+                    assert texts.count(rate) == 2, (fig_name, rate)
+            for slice_name in ["overall"] + [s for s in sizes if attribute[s] == family]:
+                assert slice_label_count(texts, slice_name, int(sizes[slice_name])) == 1, (fig_name, slice_name)
+            others = [s for s in sizes if attribute[s] not in (family, vocabulary.OVERALL)]
+            assert not any(slice_label_count(texts, s, int(sizes[s])) for s in others), fig_name
+            continue
         if spec["kind"] == "forest":
             slices = list(sizes)
             panel_rows = -(-len(options["scores"]) // 3)
@@ -156,6 +182,9 @@ def test_labels_stay_inside_the_figure_and_clear_of_the_panels(audits, name):
     figures = [plots.plot_forest(result, metric=m) for m in AUDITS[name]["metrics"]]
     figures += [plots.plot_controlled(result, control=c, model=s) for c in AUDITS[name]["controls"]
                 for s in AUDITS[name]["scores"]]  # fmt: skip
+    figures += [plots.plot_calibration(result, family=f) for f in AUDITS[name]["groups"]]
+    if "thresholds" in AUDITS[name]:
+        figures += [plots.plot_thresholds(result, family=AUDITS[name]["groups"][-1], model=AUDITS[name]["scores"][-1])]
     for fig in figures:
         canvas = FigureCanvasAgg(fig)
         canvas.draw()

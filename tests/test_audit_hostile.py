@@ -95,8 +95,9 @@ def test_every_file_is_inside_out_with_a_plain_name(hostile):
     root, out_dir, _ = hostile
     assert sorted(p.name for p in root.iterdir()) == ["hostile.csv", "out"]
     files = [p for p in out_dir.rglob("*") if p.is_file()]
-    # tables, report, manifest; 3 forest plots and a T_a figure per control and model, as png and svg
-    assert len(files) == 8 + 2 * (3 + 2 * 2)
+    # 8 tables (parquet and csv), report, manifest; 3 forest plots, a T_a figure per control and model and a
+    # calibration figure per family of slices (2 attributes and their intersection), as png and svg
+    assert len(files) == 2 * 8 + 2 + 2 * (3 + 2 * 2 + 3)
     for path in files:
         assert path.resolve().is_relative_to(out_dir.resolve())
         assert all(SAFE_FILE.fullmatch(part) for part in path.relative_to(out_dir).parts), path
@@ -114,6 +115,12 @@ def test_no_csv_cell_can_run_as_a_formula_and_parquet_keeps_the_names(hostile):
         assert any(c.startswith("'-sex") for c in cells), name  # the second attribute's slices
         table = pd.read_parquet(out_dir / f"{name}.parquet")
         assert set(table["model"]) == {SCORE_PATH, SCORE_TERMINAL}
+    for name in ("fairness", "calibration", "calibration_summary", "thresholds", "detectability"):
+        with (out_dir / f"{name}.csv").open(newline="", encoding="utf-8") as handle:
+            cells = [cell for row in csv.reader(handle) for cell in row]
+        risky = [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r") or (c[:1] == "-" and not re.fullmatch(
+            r"-\d+(\.\d+)?(e-?\d+)?", c))]  # fmt: skip
+        assert risky == [], (name, risky[:5])
     slices = pd.read_parquet(out_dir / "slices.parquet")
     assert f"{GROUP_HTML}={FORMULA}" in set(slices["slice"])
     assert f"{GROUP_HTML}={TERMINAL}" in set(slices["slice"])
@@ -149,7 +156,7 @@ def check_page(text: str) -> _Elements:
     assert page.images and all(src.startswith("data:image/svg+xml;base64,") for src in page.images)
     assert set(page.tags) <= {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "nav", "a", "sub",
                               "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "p", "b", "i", "pre", "figure",
-                              "img", "figcaption", "code", "details", "summary", "script"}  # fmt: skip
+                              "img", "figcaption", "code", "details", "summary", "script", "span"}  # fmt: skip
     for payload in (HTML, LEVEL_HTML, FORMULA):  # shown as text
         assert html.escape(payload) in text or html.escape(payload, quote=False) in text, payload
     return page

@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 
 from disaggregated_eval.audit import audit, cli
-from disaggregated_eval.audit.outputs import OutputDirError, check_out_dir, csv_safe, write_outputs
+from disaggregated_eval.audit.outputs import TABLES, OutputDirError, check_out_dir, csv_safe, write_outputs
 
 # Accuracy only and no permutations: the smallest audit that writes every kind of output file.
 FAST = dict(metrics=["accuracy"], n_resamples=200, n_permutations=0)
@@ -230,7 +230,7 @@ def test_formula_cells_in_the_csv_files_and_raw_values_in_parquet(tmp_path):
     data["g"] = np.where(data["g"] == "a", "=1+1", data["g"])
     res = audit(data.rename(columns={"p": "@risk"}), label="y", scores=["@risk"], groups=["g"], **FAST)
     out_dir = write_outputs(res, tmp_path / "out")
-    for name in ("slices", "comparisons", "controlled"):
+    for name in TABLES:  # every table, the summary analyses' too
         with (out_dir / f"{name}.csv").open(newline="") as handle:
             cells = [cell for row in csv.reader(handle) for cell in row]
         assert not [c for c in cells if c[:1] in ("=", "+", "@", "\t", "\r") or re.match(r"-[^0-9.]", c)], name
@@ -248,7 +248,8 @@ def test_model_names_that_are_not_file_names_give_safe_distinct_figure_names(tmp
     out_dir = write_outputs(res, tmp_path / "nested" / "out")
     names = sorted(p.name for p in (out_dir / "figures").iterdir())
     stems = {n.rsplit(".", 1)[0] for n in names}
-    assert len(stems) == 1 + 3  # the forest plot and one T_a figure per model, all distinct
+    # the forest plot, one T_a figure per model and the calibration figure of the family g, all distinct
+    assert len(stems) == 1 + 3 + 1
     assert all(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.(png|svg)", n) for n in names), names
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nested"]  # nothing written outside --out
     assert sorted(p.name for p in (tmp_path / "nested").iterdir()) == ["out"]

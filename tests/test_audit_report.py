@@ -9,6 +9,7 @@ else runs the real audit on the shipped COMPAS copy with small resample counts.
 
 from __future__ import annotations
 
+import html
 import html.parser
 import os
 import shutil
@@ -111,7 +112,9 @@ def collect(text: str) -> _Collect:
 
 
 def expected_figures() -> list[str]:
-    return [f"forest_{m}" for m in METRICS] + [f"controlled_{c}" for c in CONTROLS]
+    """The report's figures in page order: calibration (a block of the fairness part), forest, T_a plots."""
+    calibration = [f"calibration_{family}" for family in ("race", "sex", "race_x_sex")]
+    return calibration + [f"forest_{m}" for m in METRICS] + [f"controlled_{c}" for c in CONTROLS]
 
 
 # ---- the report in a browser ----------------------------------------------------------------------
@@ -141,6 +144,55 @@ def test_report_renders_in_chromium_with_every_table_and_figure(compas_out, comp
     # the inline script counted the images that decoded (naturalWidth > 0) after the load event
     assert dom.body.get("data-images-ok") == f"{len(dom.images)}/{len(dom.images)}"
     assert "T_a | V=R" in proc.stdout  # the terminal summary is in the page
+
+
+_MEASURE = """
+<script>
+window.addEventListener("load", function () {
+  var out = {};
+  ["fairness", "headline"].forEach(function (kind) {
+    var t = document.querySelector('table[data-table="' + kind + '"]');
+    out[kind] = t ? Math.round(t.getBoundingClientRect().bottom) : -1;
+  });
+  document.body.setAttribute("data-bottoms", JSON.stringify(out));
+});
+</script>
+"""
+
+
+@pytest.mark.slow
+def test_the_first_screen_shows_the_fairness_summary_and_the_headline_slices(compas_out, tmp_path):
+    # Headless Chromium at 1280 x 900 (a laptop's browser window): the fairness summary and the whole
+    # table of the headline metric's slices end above the fold (the script added here measures them).
+    import json
+
+    exe = chromium()
+    page = (compas_out / "report.html").read_text(encoding="utf-8").replace("</body>", _MEASURE + "</body>")
+    copy = tmp_path / "measured.html"
+    copy.write_text(page, encoding="utf-8")
+    proc = run_chromium(exe, tmp_path, "--window-size=1280,900", "--virtual-time-budget=10000", "--dump-dom",
+                        copy.as_uri())  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    bottoms = json.loads(collect(proc.stdout).body["data-bottoms"])
+    assert 0 < bottoms["fairness"] < bottoms["headline"] <= 900, bottoms
+
+
+@pytest.mark.slow
+def test_report_leads_with_the_summary_and_folds_the_rest(compas_out, compas_result):
+    text = (compas_out / "report.html").read_text(encoding="utf-8")
+    first_fold = text.index("<details")
+    assert text.index('data-table="fairness"') < text.index('data-table="headline"') < first_fold
+    for kind in ("slices", "comparisons", "controlled", "options", "run", "calibration_summary", "detectability"):
+        assert text.index(f'data-table="{kind}"') > first_fold, kind  # long tables: collapsible, below
+    assert "<figure" not in text[:first_fold]
+    # the headline table names every reported slice but overall, with its MDD and verdict
+    rows = compas_result.slices[(compas_result.slices["metric"] == "false_positive_rate")
+                                & compas_result.slices["reported"] & (compas_result.slices["slice"] != "overall")]  # fmt: skip
+    head = text[text.index('data-table="headline"') : text.index("</table>", text.index('data-table="headline"'))]
+    assert head.count("<tr") == len(rows) + 1
+    for name in rows["slice"]:
+        assert f'<td class="text">{html.escape(name)}</td>' in head
+    assert "worse (above overall)" in head and "no flag" in head
 
 
 @pytest.mark.slow
@@ -323,6 +375,12 @@ def test_a_weighted_run_says_so_in_the_summary_and_the_report(weighted_result, c
     page = report.render_html(weighted_result, figures={}, summary="")
     run = page[page.index('data-table="run"') : page.index("</table>", page.index('data-table="run"'))]
     assert "row weights" in run and "<b>estimates weighted by column w</b>" in run
+    # and on the first screen: the run line above the fairness summary
+    line = page[page.index('data-run="line"') : page.index("</p>", page.index('data-run="line"'))]
+    assert "<b>estimates weighted by column w</b>" in line
+    assert page.index('data-run="line"') < page.index('data-table="fairness"')
+    fairness_at = lines.index(next(x for x in lines if x.startswith("Fairness summary of")))
+    assert fairness_at > 2  # the summary opens after the header lines, the weights line among them
     assert "weighted" not in compas_result.summary()  # an unweighted run says nothing of weights
     assert "none (every row counts once)" in report.render_html(compas_result, figures={}, summary="")
 

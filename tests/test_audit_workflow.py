@@ -144,14 +144,17 @@ def test_two_audits_run_in_parallel_and_write_every_output(tmp_path):
     config = write_config(workdir / "tiny_audit.yaml", section)
     result = snakemake(workdir, "--cores", "2", "audit", "--configfile", config)
     assert result.returncode == 0, output_of(result)
-    for run, metrics, controls in (("race", ["false_positive_rate", "auc"], ["none", "Y"]),
-                                   ("age_sex", ["precision"], ["none", "R"])):  # fmt: skip
+    for run, metrics, controls, families in (("race", ["false_positive_rate", "auc"], ["none", "Y"], ["race"]),
+                                             ("age_sex", ["precision"], ["none", "R"],
+                                              ["age_cat", "sex", "age_cat_x_sex"])):  # fmt: skip
         out = workdir / "results" / "audit" / run / "compas_score"
         for name in ("slices.parquet", "slices.csv", "comparisons.parquet", "comparisons.csv", "controlled.parquet",
                      "controlled.csv", "report.html", "manifest.json"):  # fmt: skip
             assert (out / name).is_file(), (run, name)
         assert sorted(p.stem for p in (out / "figures").glob("*.png")) == sorted(
-            [f"controlled_{c}" for c in controls] + [f"forest_{m}" for m in metrics]
+            [f"controlled_{c}" for c in controls]
+            + [f"forest_{m}" for m in metrics]
+            + [f"calibration_{f}" for f in families]
         )
         manifest = json.loads((out / "manifest.json").read_text())
         assert manifest["options"]["n_resamples"] == 40 and manifest["n_rows"] == 1500

@@ -13,6 +13,9 @@ every bootstrap sample). This module is the one home of those functions:
 * :func:`extreme` and :func:`gap` (max, min and max minus min over a family of slices: the
   demographic-parity difference of the selection rate, the equal-opportunity gap),
 * :func:`maximum` (elementwise maximum, e.g. the equalized-odds difference ``max(TPR gap, FPR gap)``),
+  :func:`minimum` (e.g. the equalized-odds ratio ``min(TPR ratio, FPR ratio)``),
+* :func:`spread_ratio` (min over max over a family of slices: the demographic-parity ratio),
+* :func:`complement` (``1 - x``: the true positive rate from the false negative rate),
 
 and :func:`summarise` turns a derived set into estimates, intervals, undefined counts and caveats
 (:mod:`disaggregated_eval.intervals`). A derived value is undefined (NaN) on a resample where any of
@@ -28,7 +31,20 @@ import numpy as np
 
 from .intervals import caveats, degenerate, percentile_interval
 
-__all__ = ["Replicated", "Summary", "take", "difference", "ratio", "extreme", "gap", "maximum", "summarise"]
+__all__ = [
+    "Replicated",
+    "Summary",
+    "take",
+    "difference",
+    "ratio",
+    "extreme",
+    "gap",
+    "spread_ratio",
+    "maximum",
+    "minimum",
+    "complement",
+    "summarise",
+]
 
 
 @dataclass(frozen=True)
@@ -170,6 +186,25 @@ def gap(x: Replicated, members: np.ndarray) -> Replicated:
         return Replicated(point=hi.point - lo.point, replicates=hi.replicates - lo.replicates)
 
 
+def spread_ratio(x: Replicated, members: np.ndarray) -> Replicated:
+    """Min over max over each row of ``members`` (padded with -1), per resample (paired).
+
+    Returns
+    -------
+    Replicated
+        The smallest ratio between two members (e.g. the demographic-parity ratio when the members are
+        a family's selection rates, as fairlearn's ``demographic_parity_ratio``); NaN on a resample
+        where any member is NaN or the largest is 0.
+    """
+    hi = extreme(x, members, "max")
+    lo = extreme(x, members, "min")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return Replicated(
+            point=lo.point / np.where(hi.point == 0.0, np.nan, hi.point),
+            replicates=lo.replicates / np.where(hi.replicates == 0.0, np.nan, hi.replicates),
+        )
+
+
 def maximum(*xs: Replicated) -> Replicated:
     """Elementwise maximum of several derived sets of the same shape (NaN if any is NaN)."""
     point = xs[0].point
@@ -178,6 +213,21 @@ def maximum(*xs: Replicated) -> Replicated:
         point = np.maximum(point, x.point)
         replicates = np.maximum(replicates, x.replicates)
     return Replicated(point=point, replicates=replicates)
+
+
+def minimum(*xs: Replicated) -> Replicated:
+    """Elementwise minimum of several derived sets of the same shape (NaN if any is NaN)."""
+    point = xs[0].point
+    replicates = xs[0].replicates
+    for x in xs[1:]:
+        point = np.minimum(point, x.point)
+        replicates = np.minimum(replicates, x.replicates)
+    return Replicated(point=point, replicates=replicates)
+
+
+def complement(x: Replicated) -> Replicated:
+    """``1 - x`` per resample (e.g. the true positive rate from the false negative rate)."""
+    return Replicated(point=1.0 - x.point, replicates=1.0 - x.replicates)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,12 @@ __all__ = [
     "RELATIVE_FIGURE_MODELS",
     "SCORE_METRICS",
     "HEADLINE_ORDER",
+    "FAIRNESS_STATISTICS",
+    "FAIRNESS_LABELS",
+    "DISPARITY_METRICS",
+    "FOUR_FIFTHS_BAND",
+    "THRESHOLD_METRICS",
+    "CALIBRATION_STATISTICS",
     "CAVEAT_UNDEFINED",
     "CAVEAT_DEGENERATE",
     "CAVEATS",
@@ -151,6 +157,37 @@ HEADLINE_ORDER: tuple[str, ...] = (
     "label_rate",
     "log_loss",
 )
+#: Statistics of the audit's fairness summary (``docs/method.md``, "Fairness summary"), in the order shown:
+#: fairlearn's demographic-parity and equalized-odds differences and ratios per family of slices, the
+#: largest gap of the headline metric over a family, and Aequitas' disparity ratio of each slice to a
+#: reference slice.
+FAIRNESS_STATISTICS: tuple[str, ...] = (
+    "demographic_parity_difference",
+    "demographic_parity_ratio",
+    "equalized_odds_difference",
+    "equalized_odds_ratio",
+    "largest_gap",
+    "disparity_ratio",
+)
+#: Display name of each fairness statistic.
+FAIRNESS_LABELS: dict[str, str] = {
+    "demographic_parity_difference": "Demographic parity difference",
+    "demographic_parity_ratio": "Demographic parity ratio",
+    "equalized_odds_difference": "Equalized odds difference",
+    "equalized_odds_ratio": "Equalized odds ratio",
+    "largest_gap": "Largest gap",
+    "disparity_ratio": "Disparity ratio",
+}
+#: Metrics of the disparity ratios to a reference slice (Aequitas' predicted prevalence, FPR and FNR
+#: disparities): the selection rate and the two error rates.
+DISPARITY_METRICS: tuple[str, ...] = ("predicted_positive_rate", "false_positive_rate", "false_negative_rate")
+#: The four-fifths rule (US EEOC; Aequitas' default fairness threshold 0.8): a disparity ratio outside
+#: this band is a disparity.
+FOUR_FIFTHS_BAND: tuple[float, float] = (0.8, 1.25)
+#: Metrics of the threshold analysis: selection rate, true positive rate, false positive rate.
+THRESHOLD_METRICS: tuple[str, ...] = ("predicted_positive_rate", "sensitivity", "false_positive_rate")
+#: Statistics of the audit's per-slice calibration summary.
+CALIBRATION_STATISTICS: tuple[str, ...] = ("expected_calibration_error", "observed_expected_ratio")
 #: ``caveat`` of an estimate that is undefined (NaN) on the data themselves (e.g. precision without
 #: predicted positives).
 CAVEAT_UNDEFINED = "undefined"

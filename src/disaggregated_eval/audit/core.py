@@ -32,6 +32,7 @@ from ..engine.resampling import strata_for
 from ..engine.sums import FN, FP, PROPORTIONS, TP, metric_slots
 from ..memory import check_bytes
 from . import controlled as _controlled
+from .analyses import summary_analyses
 from .comparisons import comparison_table, enumerate_comparisons, family_sizes, test_pvalues
 from .estimates import AuditEstimates, estimate_all, n_outputs
 from .inputs import AuditInput, AuditInputError, prepare_input, resolve_options
@@ -188,13 +189,30 @@ def audit(
         slices=slices,
         comparisons=comparison_frame,
     )
+    # Summary analyses (audit/analyses.py): fairness summary, calibration per slice, thresholds, detectability.
+    analyses = summary_analyses(
+        plan,
+        prepared,
+        opts,
+        estimates=estimates,
+        tallies=tallies,
+        reasons=reasons,
+        slices=slices,
+        comparisons=comparison_frame,
+        metric_ok=metric_ok,
+        model_names=model_names,
+        reasons_for=lambda other, names: _reasons(_slice_point(other), tallies, names, opts)[0],
+        max_bytes=MAX_REPLICATE_BYTES,
+        progress=progress,
+    )
     return AuditResult(
         slices=slices,
         comparisons=comparison_frame,
         controlled=controlled,
         options=opts,
-        notes=notes,
+        notes=notes + analyses.notes,
         n_rows=prepared.n,
+        **analyses.tables,
     )
 
 

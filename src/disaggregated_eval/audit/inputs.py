@@ -256,6 +256,7 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
     cv_folds = _wrap(check_int, o.cv_folds, "cv_folds", minimum=2)
     crossfit_folds = _wrap(check_int, o.crossfit_folds, "crossfit_folds", minimum=2)
     n_threads = _wrap(check_int, o.n_threads, "n_threads", minimum=1, maximum=numba.config.NUMBA_NUM_THREADS)
+    summary_options = _summary_options(o, groups=groups, intersections=intersections)
     resolved = replace(
         o,
         strip_levels=bool(o.strip_levels),
@@ -282,9 +283,33 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
         cv_folds=cv_folds,
         crossfit_folds=crossfit_folds,
         n_threads=n_threads,
+        **summary_options,
     )
     object.__setattr__(resolved, _CHECKED, astuple(resolved))
     return resolved
+
+
+def _check_reference_levels(references: list[str], attributes: tuple[Attribute, ...]) -> None:
+    """Every level the option ``reference`` names is a level of the data (before any work)."""
+    from .fairness import check_reference_levels
+
+    _wrap(check_reference_levels, references, attributes)
+
+
+def _summary_options(o: AuditOptions, *, groups: list[str], intersections: int) -> dict[str, Any]:
+    """The checked options of the summary analyses (fairness reference, thresholds, calibration bins,
+    detectability); the checks themselves live with each analysis."""
+    from .fairness import parse_references
+    from .thresholds import parse_thresholds
+
+    reference = _wrap(parse_references, _as_list(o.reference, "reference"), groups=groups, intersections=intersections)
+    thresholds = [str(t) if not isinstance(t, str) else t for t in _as_list(o.thresholds, "thresholds")]
+    _wrap(parse_thresholds, thresholds)
+    calibration_bins = _wrap(check_int, o.calibration_bins, "calibration_bins", minimum=1, maximum=1000)
+    detect_gap = None if o.detect_gap is None else _wrap(check_open_unit, o.detect_gap, "detect_gap")
+    power = _wrap(check_open_unit, o.power, "power")
+    return dict(reference=reference, thresholds=thresholds, calibration_bins=calibration_bins, detect_gap=detect_gap,
+                power=power)  # fmt: skip
 
 
 def min_resamples(confidence: float) -> int:
@@ -732,6 +757,7 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
     sub = frame.iloc[row].reset_index(drop=True)
     attributes = tuple(_attribute(sub[c], c, missing[c][row], o.missing_group == "level") for c in o.groups)
     check_comparison_count([(a.name, len(a.levels)) for a in attributes], o.intersections, o.pairwise_max_levels)
+    _check_reference_levels(o.reference, attributes)
     features, categorical = None, ()
     if "X" in o.controls:
         features, categorical, feature_notes = _features(sub, o.features)

@@ -119,6 +119,26 @@ class AuditOptions:
     pairwise_max_levels: int | None = _opt(
         12, "pairwise comparisons within families of at most this many slices (all: every family)"
     )
+    reference: list[str] = _opt(
+        [],
+        "reference slice of a family for the disparity ratios of the fairness summary, by its slice name "
+        "(race=Caucasian; race=Caucasian & sex=Male for an intersection), at most one per family "
+        "(default: each family's largest slice)",
+    )
+    thresholds: list[str] = _opt(
+        [],
+        "decision thresholds of the threshold analysis (selection rate, TPR and FPR per slice at each): values "
+        "(0.1,0.2,0.3) and/or grids start:stop:step (0.05:0.95:0.05, both ends included); none: no threshold analysis",
+    )
+    calibration_bins: int = _opt(
+        10, "quantile bins of each model's score (over the whole file) of the calibration table and of the ECE"
+    )
+    detect_gap: float | None = _opt(
+        None,
+        "a difference from overall in the metric's units (e.g. 0.05): the detectability table gives the rows each "
+        "slice would need to detect it",
+    )
+    power: float = _opt(0.8, "power of the minimum detectable differences (and of the rows needed for detect_gap)")
     controls: list[str] = _opt(
         ["none"], "control variables V of the controlled evaluation, among none, X, Y, R (X needs --features)"
     )

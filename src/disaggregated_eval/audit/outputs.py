@@ -25,8 +25,15 @@ Layout (``docs/audit.md``, "Output files")::
     OUT/slices.parquet, slices.csv
     OUT/comparisons.parquet, comparisons.csv
     OUT/controlled.parquet, controlled.csv
+    OUT/fairness.parquet, fairness.csv           the fairness summary
+    OUT/calibration.parquet, calibration.csv     observed rate per score bin and slice
+    OUT/calibration_summary.parquet, .csv        ECE and observed/expected ratio per slice
+    OUT/thresholds.parquet, thresholds.csv       rates per slice across --thresholds (empty without)
+    OUT/detectability.parquet, .csv              minimum detectable differences, rows needed
     OUT/figures/forest_<metric>.png|svg      one per metric
     OUT/figures/controlled_<control>.png|svg one per control variable
+    OUT/figures/calibration_<family>.png|svg one per family of slices (every model a panel)
+    OUT/figures/thresholds_<family>.png|svg  one per family (and model), with --thresholds
     OUT/report.html                      self-contained (figures embedded)
     OUT/manifest.json                    input SHA-256, options, seed, versions, file checksums
 """
@@ -47,6 +54,7 @@ from typing import Any
 import pandas as pd
 
 from .. import io as project_io
+from .result import SUMMARY_TABLES
 
 __all__ = [
     "OutputDirError",
@@ -64,8 +72,9 @@ __all__ = [
 
 #: Written into every manifest; marks a folder as an audit's output (safe to replace).
 TOOL = "disagg-eval audit"
-#: Table name -> attribute of AuditResult.
-TABLES = ("slices", "comparisons", "controlled")
+#: Tables written (each an attribute of AuditResult): the three core tables, then the summary analyses'
+#: (``result.SUMMARY_TABLES``: fairness, calibration, calibration_summary, thresholds, detectability).
+TABLES = ("slices", "comparisons", "controlled", *SUMMARY_TABLES)
 #: First characters that make a spreadsheet read a CSV cell as a formula (OWASP, "CSV Injection").
 FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
 _PACKAGES = (
@@ -255,10 +264,19 @@ def build_manifest(result: Any, *, source: dict | None, files: dict[str, str]) -
         "seed": int(result.options.seed),
         "options": options,
         "notes": list(result.notes),
-        "tables": {name: len(getattr(result, name)) for name in TABLES},
+        "tables": {name: len(_table(result, name)) for name in TABLES},
         "versions": package_versions(),
         "files": dict(sorted(files.items())),
     }
+
+
+def _table(result: Any, name: str) -> pd.DataFrame:
+    """Table ``name`` of a result; an empty one with its columns when the result has none (an object built
+    before the summary analyses existed)."""
+    table = getattr(result, name, None)
+    if table is None:
+        return pd.DataFrame({c: [] for c in SUMMARY_TABLES[name]})
+    return table
 
 
 def _make_tmp_dir(dest: Path) -> Path:
@@ -344,7 +362,7 @@ def write_outputs(
                 progress("writing outputs", step, steps)
 
         for name in TABLES:
-            table = getattr(result, name)
+            table = _table(result, name)
             project_io.write_table(table, tmp / f"{name}.parquet")
             project_io.write_table(csv_safe(table), tmp / f"{name}.csv")
             tick()

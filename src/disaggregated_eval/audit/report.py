@@ -1,5 +1,13 @@
 """``report.html``: one self-contained page with every table and figure of an audit.
 
+The first screen answers the auditor's questions: a line on the run (rows, models, attributes,
+weights), the fairness summary of each model (demographic parity and equalized odds per family of
+slices, the largest gap of the headline metric, four-fifths marks) and the headline metric's slices:
+which differ from overall, in which direction, by how much (the difference and its interval), with
+which adjusted p-value, and the minimum detectable difference of every slice, so that a slice without
+a flag reads as "no flag at this size". Everything else (disparity ratios, calibration, thresholds,
+figures, the long tables, the terminal summary, options) follows in collapsible ``<details>`` blocks.
+
 The page needs nothing but itself: styles are inline, figures are SVG images embedded as base64
 ``data:`` URIs (the output folder also has them as PNG and SVG files), and there is no font, script or style sheet from the network (it reads the same
 offline). Every figure is a ``<figure data-figure="NAME">``, every table a
@@ -22,7 +30,7 @@ import pandas as pd
 
 from .. import vocabulary
 from .plots import figure_bytes, render_figures  # the figures' one home; re-exported for callers of this module
-from .summary import weight_note
+from .summary import flagged_rows, format_estimate, format_interval, format_mdd, headline_metric, weight_note
 
 __all__ = ["render_figures", "figure_bytes", "render_html", "write_report"]
 
@@ -42,6 +50,11 @@ pre { background: #f8f8f8; padding: 0.8em; overflow-x: auto; font-size: 0.8em; }
 details { margin: 0.4em 0; } summary { cursor: pointer; font-weight: 600; }
 .meta td, .meta th { text-align: left; } .note { color: #7a4b00; }
 nav a { margin-right: 1em; }
+.run { color: #444; margin: 0.2em 0 0.6em 0; } .ci { color: #666; font-size: 0.92em; }
+td.fail { background: #fde2dd; } td.fail-clear { background: #f7b9ad; font-weight: 600; }
+tr.worse td { background: #fde2dd; } tr.better td { background: #e3f1e6; } tr.differs td { background: #fff4e0; }
+.legend { font-size: 0.8em; color: #555; margin: -0.6em 0 0.8em 0; }
+h2.first { margin-top: 0.8em; }
 """
 
 _IMAGE_CHECK = """
@@ -235,6 +248,228 @@ def _versions_table(manifest: Mapping[str, Any] | None) -> str:
     return f'<h3>Package versions</h3><table class="meta" data-table="versions" data-key="versions">{body}</table>'
 
 
+def _with_ci(estimate: float, low: float, high: float, *, signed: bool = False) -> str:
+    return (f"{format_estimate(estimate, signed=signed)} "
+            f'<span class="ci">{format_interval(low, high, signed=signed)}</span>')  # fmt: skip
+
+
+def _run_line(result: Any, input_path: Any) -> str:
+    """One line on the run: rows, models, attributes, intervals, seed, and the weights in bold."""
+    options = result.options
+    name = html.escape(Path(input_path).name) + ": " if input_path is not None else ""
+    models = ", ".join(options.scores)
+    weighted = weight_note(options)
+    text = (f"{name}{result.n_rows:,} rows; model{'s' if len(options.scores) != 1 else ''} {html.escape(models)}; "
+            f"slices of {html.escape(' x '.join(options.groups))}; {float(options.confidence):.0%} intervals, "
+            f"{options.n_resamples:,} paired bootstrap resamples, seed {options.seed}")  # fmt: skip
+    if weighted:
+        text += f"; <b>{html.escape(weighted)}</b>"
+    return f'<p class="run" data-run="line">{text}.</p>'
+
+
+_OVERVIEW_COLUMNS = (
+    ("demographic_parity_difference", "Demographic parity difference"),
+    ("demographic_parity_ratio", "Demographic parity ratio"),
+    ("equalized_odds_difference", "Equalized odds difference"),
+    ("equalized_odds_ratio", "Equalized odds ratio"),
+    ("largest_gap", "Largest gap"),
+)
+
+
+def _ratio_class(record: Mapping[str, Any]) -> str:
+    if not record["reported"] or not str(record["statistic"]).endswith("ratio"):
+        return ""
+    return "fail-clear" if record["interval_outside"] else ("fail" if record["disparity"] else "")
+
+
+def _fairness_section(result: Any) -> str:
+    """The fairness summary: per model a row per family of slices (docs/audit.md, "Fairness summary")."""
+    table = getattr(result, "fairness", None)
+    if table is None or table.empty:
+        return ""
+    low, high = vocabulary.FOUR_FIFTHS_BAND
+    parts = ['<h2 id="fairness" class="first">Fairness summary</h2>']
+    for model in _ordered(table["model"], result.options.scores):
+        rows = table[(table["model"] == model) & (table["statistic"] != "disparity_ratio")]
+        gap_metric = rows.loc[rows["statistic"] == "largest_gap", "metric"]
+        titles = dict(_OVERVIEW_COLUMNS)
+        if len(gap_metric):
+            titles["largest_gap"] = (
+                f"Largest gap, {vocabulary.METRIC_LABELS.get(gap_metric.iloc[0], gap_metric.iloc[0])}"
+            )
+        present = [k for k, _ in _OVERVIEW_COLUMNS if k in set(rows["statistic"])]
+        head = '<th class="text">family</th>' + "".join(f"<th>{html.escape(titles[k])}</th>" for k in present)
+        body = []
+        for family, group in rows.groupby("attribute", sort=False):
+            cells = [f'<td class="text">{html.escape(str(family))}</td>']
+            indexed = {r["statistic"]: r for r in group.to_dict("records")}
+            for k in present:
+                r = indexed.get(k)
+                if r is None:
+                    cells.append("<td></td>")
+                    continue
+                estimate = r["estimate"] if r["reported"] else float("nan")
+                tip = (f"{r['slice']} (highest) vs {r['reference']} (lowest); {r['members']} reported slices"
+                       if r["slice"] else str(r["reason"]))  # fmt: skip
+                cls = _ratio_class(r)
+                cells.append(f'<td class="{cls}" title="{html.escape(tip)}">'
+                             f"{_with_ci(estimate, r['ci_low'], r['ci_high'])}</td>")  # fmt: skip
+            body.append(f"<tr>{''.join(cells)}</tr>")
+        parts.append(f"<h3>{html.escape(str(model))}</h3>" if len(result.options.scores) > 1 else "")
+        parts.append(f'<table data-table="fairness" data-key="{html.escape(str(model))}" data-rows="{len(body)}">'
+                     f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")  # fmt: skip
+    parts.append(
+        f'<p class="legend">Over each family\'s reported slices, with {float(result.options.confidence):.0%} paired '
+        "bootstrap intervals. Demographic parity: the selection rate's largest minus smallest value and smallest over "
+        "largest (fairlearn); equalized odds: the larger of the true and false positive rates' gaps, the smaller of "
+        f"their ratios. Shaded: a ratio outside [{low:g}, {high:g}] (the four-fifths rule); dark: its whole interval "
+        "too. A largest gap is biased upwards for small slices (it picks the extremes); hover a cell for the slices.</p>"
+    )
+    return "\n".join(p for p in parts if p)
+
+
+def _verdict(difference: float, flagged: bool, metric: str) -> tuple[str, str]:
+    """(text, row class) of a slice's difference from overall."""
+    if not flagged:
+        return "no flag", ""
+    direction = "above" if difference > 0 else "below"
+    better = vocabulary.METRIC_HIGHER_IS_BETTER.get(metric)
+    if better is None:
+        return f"{direction} overall", "differs"
+    worse = (difference < 0) if better else (difference > 0)
+    return f"{'worse' if worse else 'better'} ({direction} overall)", "worse" if worse else "better"
+
+
+def _headline_section(result: Any) -> str:
+    """The headline metric's slices: what differs from overall, by how much, and what the size can detect."""
+    options = result.options
+    alpha = 1.0 - float(options.confidence)
+    detect = getattr(result, "detectability", None)
+    parts = []
+    for model in list(options.scores):
+        metric = headline_metric(result, model)
+        if metric is None:
+            continue
+        rows = result.slices[(result.slices["model"] == model) & (result.slices["metric"] == metric)]
+        rows = rows[rows["slice"] != vocabulary.OVERALL]
+        comps = result.comparisons
+        comps = comps[(comps["model"] == model) & (comps["metric"] == metric) & (comps["kind"] == "vs_overall")]
+        flags = flagged_rows(comps, alpha) if len(comps) else pd.Series(dtype=bool)
+        comps = comps.assign(_flag=flags).set_index("slice")
+        mdd = {}
+        if detect is not None and len(detect):
+            d = detect[(detect["model"] == model) & (detect["metric"] == metric)]
+            mdd = {r.slice: format_mdd(float(r.mdd_above), float(r.mdd_below)) for r in d.itertuples(index=False)}
+        overall = result.slices[(result.slices["model"] == model) & (result.slices["metric"] == metric)
+                                & (result.slices["slice"] == vocabulary.OVERALL)]  # fmt: skip
+        label = vocabulary.METRIC_LABELS.get(metric, metric)
+        records, withheld = [], []
+        for r in rows.to_dict("records"):
+            if not r["reported"]:
+                withheld.append(f"{html.escape(str(r['slice']))} ({html.escape(str(r['reason']))})")
+                continue
+            c = comps.loc[r["slice"]] if r["slice"] in comps.index else None
+            difference = float(c["difference"]) if c is not None else float("nan")
+            flagged = bool(c["_flag"]) if c is not None else False
+            verdict, cls = _verdict(difference, flagged, metric)
+            p_adj = c["p_adjusted"] if c is not None else float("nan")
+            records.append((0 if cls == "worse" else 1 if cls else 2, -abs(difference) if flagged else 0.0, cls, [
+                f'<td class="text">{html.escape(str(r["slice"]))}</td>',
+                f"<td>{int(r['n']):,}</td>",
+                f"<td>{_with_ci(r['estimate'], r['ci_low'], r['ci_high'])}</td>",
+                f"<td>{_with_ci(difference, c['ci_low'], c['ci_high'], signed=True) if c is not None else ''}</td>",
+                f"<td>{_cell(p_adj, 'p_adjusted')}</td>",
+                f"<td>{html.escape(mdd.get(r['slice'], ''))}</td>",
+                f'<td class="text">{html.escape(verdict)}</td>',
+            ]))  # fmt: skip
+        records.sort(key=lambda x: (x[0], x[1]))
+        body = "".join(f'<tr class="{cls}">{"".join(cells)}</tr>' if cls else f"<tr>{''.join(cells)}</tr>"
+                       for _, _, cls, cells in records)  # fmt: skip
+        head = "".join(f'<th class="{"text" if h in ("slice", "verdict") else "num"}">{h}</th>' for h in (
+            "slice", "n", f"estimate [{float(options.confidence):.0%} CI]", "difference from overall [CI]",
+            "p (adjusted)", "detectable (MDD)", "verdict"))  # fmt: skip
+        size = int(comps["family_size"].max()) if len(comps) and "family_size" in comps else 0
+        overall_text = (_with_ci(overall.iloc[0]["estimate"], overall.iloc[0]["ci_low"], overall.iloc[0]["ci_high"])
+                        if len(overall) else "")  # fmt: skip
+        parts.append(f'<h2 id="headline-{html.escape(str(model))}">{html.escape(label)} of {html.escape(str(model))}: '
+                     f"which slices differ from overall ({overall_text})</h2>")  # fmt: skip
+        parts.append(f'<table data-table="headline" data-key="{html.escape(str(model))}" data-rows="{len(records)}">'
+                     f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")  # fmt: skip
+        family = (f"adjusted within the family of {size} slice-vs-overall tests ({options.adjust})" if size
+                  else "no tests: flagged when the interval of the difference excludes 0")  # fmt: skip
+        note = (f"Flag: adjusted p &lt; {alpha:g}, {family}. MDD: the smallest difference from overall the slice's "
+                f"size lets that test detect with {float(options.power):.0%} power; a slice without a flag and a large "
+                "MDD has no flag <i>at this size</i>, which is no evidence of no gap.")  # fmt: skip
+        if withheld:
+            note += " Withheld (too few rows or cases): " + "; ".join(withheld) + "."
+        parts.append(f'<p class="legend">{note}</p>')
+    return "\n".join(parts)
+
+
+def _disparity_section(result: Any) -> str:
+    table = getattr(result, "fairness", None)
+    if table is None or table.empty:
+        return ""
+    rows = table[table["statistic"] == "disparity_ratio"]
+    parts = ['<details id="disparities"><summary>Disparity ratios to a reference slice (Aequitas; four-fifths '
+             "rule)</summary>",
+             "<p>Each slice's selection rate, false positive rate and false negative rate over its family's "
+             "reference slice (the largest unless <code>--reference</code> names one); shaded rows fail the "
+             "four-fifths rule. Columns as in <code>fairness.csv</code>.</p>"]  # fmt: skip
+    cls = lambda r: "flagged" if r["disparity"] else ""
+    parts.append(_html_table(rows, kind="fairness-disparities", key="all", row_class=cls))
+    parts.append("</details>")
+    return "\n".join(parts)
+
+
+def _calibration_section(result: Any, figures) -> str:
+    summary = getattr(result, "calibration_summary", None)
+    if summary is None or summary.empty:
+        return ""
+    parts = ['<details id="calibration"><summary>Calibration per slice: expected calibration error, '
+             "observed/expected ratio, calibration curves</summary>",
+             "<p>Quantile bins of each model's score over the whole file; the expected calibration error (ECE) "
+             "weighs each bin's gap between the observed rate and the mean predicted risk by its share of the "
+             "slice. ECE is positive on a small slice even for a calibrated model; read it with its interval and "
+             "against overall (<code>vs_overall</code>). Columns as in <code>calibration_summary.csv</code> and "
+             "<code>calibration.csv</code>.</p>"]  # fmt: skip
+    parts.append(_html_table(summary, kind="calibration_summary", key="all", row_class=_withheld_class))
+    parts += [_figure_html(n, s, b) for n, (s, b) in figures.items() if s.get("kind") == "calibration"]
+    parts.append("<details><summary>Observed rate per bin and slice</summary>")
+    parts.append(_html_table(result.calibration, kind="calibration", key="all", row_class=_withheld_class))
+    parts.append("</details></details>")
+    return "\n".join(parts)
+
+
+def _thresholds_section(result: Any, figures) -> str:
+    table = getattr(result, "thresholds", None)
+    if table is None or table.empty:
+        return ""
+    parts = ['<details id="thresholds"><summary>Threshold analysis: selection rate, true and false positive rates '
+             "across thresholds</summary>",
+             "<p>One line per slice, its Wilson interval shaded; overall black and dashed. Columns as in "
+             "<code>thresholds.csv</code>.</p>"]  # fmt: skip
+    parts += [_figure_html(n, s, b) for n, (s, b) in figures.items() if s.get("kind") == "thresholds"]
+    parts.append("<details><summary>Table</summary>")
+    parts.append(_html_table(table, kind="thresholds", key="all", row_class=_withheld_class))
+    parts.append("</details></details>")
+    return "\n".join(parts)
+
+
+def _detectability_section(result: Any) -> str:
+    table = getattr(result, "detectability", None)
+    if table is None or table.empty:
+        return ""
+    return "\n".join([
+        '<details id="detectability"><summary>What the data can detect: minimum detectable differences and rows '
+        "needed, every slice and metric</summary>",
+        "<p>Columns as in <code>detectability.csv</code>; the method is in docs/method.md (\"What the data can "
+        'detect").</p>',
+        _html_table(table, kind="detectability", key="all", row_class=_withheld_class),
+        "</details>",
+    ])  # fmt: skip
+
+
 def render_html(
     result: Any,
     *,
@@ -268,31 +503,48 @@ def render_html(
         f"<title>Disaggregated evaluation: {html.escape(name)}</title>",
         f"<style>{_CSS}</style></head><body>",
         f"<h1>Disaggregated evaluation: {html.escape(name)}</h1>",
-        '<nav><a href="#summary">Summary</a><a href="#forest">Forest plots</a>'
-        '<a href="#controlled">T<sub>a</sub> plots</a><a href="#slices">Slices</a>'
+        _run_line(result, input_path),
+        # ---- the first screen: the fairness summary and what differs, by how much, and what the data can tell
+        _fairness_section(result),
+        _headline_section(result),
+        # ---- everything else, collapsible
+        '<nav><a href="#fairness">Fairness</a><a href="#disparities">Disparity ratios</a>'
+        '<a href="#calibration">Calibration</a><a href="#thresholds">Thresholds</a>'
+        '<a href="#forest">Forest plots</a><a href="#controlled">T<sub>a</sub> plots</a><a href="#slices">Slices</a>'
         '<a href="#comparisons">Comparisons</a><a href="#controlled-tables">Controlled tables</a>'
-        '<a href="#options">Options</a></nav>',
-        _meta_table(result, manifest, input_path),
-        f"<ul>{notes}</ul>" if notes else "",
-        '<h2 id="reading">How to read this report</h2>',
-        _READING_GUIDE,
-        '<h2 id="summary">Summary</h2>',
-        f'<pre data-summary="terminal">{html.escape(summary)}</pre>',
-        '<h2 id="forest">Forest plots (one per metric)</h2>',
+        '<a href="#options">Run and options</a></nav>',
+        f"<details open><summary>Notes ({len(result.notes)})</summary><ul>{notes}</ul></details>" if notes else "",
+        _disparity_section(result),
+        _detectability_section(result),
+        _calibration_section(result, figures),
+        _thresholds_section(result, figures),
+        '<details id="forest"><summary>Forest plots (one per metric)</summary>',
         "<p>Each row is a slice: the point is its estimate, the line its interval; the dashed vertical "
         "line is the overall value. Withheld slices (grey, dashed) show only their interval. The right "
         "margin gives each slice's number of rows.</p>",
         *(_figure_html(n, s, b) for n, s, b in forest),
-        '<h2 id="controlled">Controlled differences (one figure per control variable)</h2>',
+        "</details>",
+        '<details id="controlled"><summary>Controlled differences (one figure per control variable)</summary>',
         "<p>T<sub>a</sub> = slice metric &minus; M<sub>a</sub>, with intervals; 0 (dashed) means no "
         "difference once the population is re-weighted to the slice's distribution of V.</p>",
         *(_figure_html(n, s, b) for n, s, b in controlled),
+        "</details>",
+        '<details id="reading"><summary>How to read this report</summary>',
+        _READING_GUIDE,
+        "</details>",
+        '<details id="summary"><summary>Terminal summary</summary>',
+        f'<pre data-summary="terminal">{html.escape(summary)}</pre>',
+        "</details>",
+        '<details id="tables"><summary>Slices, comparisons and controlled tables</summary>',
         _slices_section(result),
         _comparisons_section(result),
         _controlled_section(result),
-        '<h2 id="options">Options</h2>',
+        "</details>",
+        '<details id="options"><summary>Run, options and package versions</summary>',
+        _meta_table(result, manifest, input_path),
         _options_table(result),
         _versions_table(manifest),
+        "</details>",
         f"<script>{_IMAGE_CHECK}</script>",
         "</body></html>",
     ]

@@ -1,6 +1,6 @@
 """The result of an audit: tidy tables and the methods that show them.
 
-:class:`AuditResult` holds three tidy tables (one row per estimate) whose columns are fixed here, in
+:class:`AuditResult` holds tidy tables (one row per estimate) whose columns are fixed here, in
 one place (``docs/audit.md`` documents them):
 
 - ``slices`` (:data:`SLICE_COLUMNS`): every metric of every model on every slice, with its
@@ -11,7 +11,11 @@ one place (``docs/audit.md`` documents them):
   paired intervals, permutation p-values and adjusted p-values;
 - ``controlled`` (:data:`CONTROLLED_COLUMNS`): the subgroup metric, the weighted population metric
   ``M_a``, the controlled difference ``T_a`` and the shared-space metric per slice and control
-  variable (paper section 4.2, Supplementary A.1).
+  variable (paper section 4.2, Supplementary A.1);
+- the summary analyses (:data:`SUMMARY_TABLES`): ``fairness`` (demographic parity, equalized odds,
+  disparity ratios with the four-fifths rule), ``calibration`` and ``calibration_summary`` (per-slice
+  calibration and expected calibration error), ``thresholds`` (rates across decision thresholds) and
+  ``detectability`` (the smallest difference each slice can detect).
 
 The plotting, report, output and summary methods delegate to :mod:`.plots`, :mod:`.report`,
 :mod:`.outputs` and :mod:`.summary` (imported lazily: matplotlib is slow to import). In a notebook an
@@ -33,7 +37,19 @@ import pandas as pd
 
 from .options import AuditOptions
 
-__all__ = ["AuditResult", "SLICE_COLUMNS", "COMPARISON_COLUMNS", "CONTROLLED_COLUMNS", "COMPARISON_KINDS"]
+__all__ = [
+    "AuditResult",
+    "SLICE_COLUMNS",
+    "COMPARISON_COLUMNS",
+    "CONTROLLED_COLUMNS",
+    "COMPARISON_KINDS",
+    "FAIRNESS_COLUMNS",
+    "CALIBRATION_BIN_COLUMNS",
+    "CALIBRATION_SUMMARY_COLUMNS",
+    "THRESHOLD_COLUMNS",
+    "DETECTABILITY_COLUMNS",
+    "SUMMARY_TABLES",
+]
 
 #: Columns of :attr:`AuditResult.slices`, in order.
 SLICE_COLUMNS: tuple[str, ...] = (
@@ -105,6 +121,121 @@ CONTROLLED_COLUMNS: tuple[str, ...] = (
     "reason",
 )
 
+#: Columns of :attr:`AuditResult.fairness` (the fairness summary), in order.
+FAIRNESS_COLUMNS: tuple[str, ...] = (
+    "model",
+    "attribute",
+    "statistic",
+    "metric",
+    "slice",
+    "reference",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "interval",
+    "members",
+    "disparity",
+    "interval_outside",
+    "n_undefined",
+    "reported",
+    "reason",
+    "caveat",
+)
+
+#: Columns of :attr:`AuditResult.calibration` (observed rate per score bin and slice), in order.
+CALIBRATION_BIN_COLUMNS: tuple[str, ...] = (
+    "model",
+    "slice",
+    "attribute",
+    "bin",
+    "score_low",
+    "score_high",
+    "n",
+    "mean_predicted",
+    "observed",
+    "ci_low",
+    "ci_high",
+    "interval",
+    "reported",
+    "reason",
+)
+
+#: Columns of :attr:`AuditResult.calibration_summary` (ECE and observed/expected ratio per slice), in order.
+CALIBRATION_SUMMARY_COLUMNS: tuple[str, ...] = (
+    "model",
+    "slice",
+    "attribute",
+    "statistic",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "interval",
+    "vs_overall",
+    "vs_overall_low",
+    "vs_overall_high",
+    "n",
+    "n_bins",
+    "n_undefined",
+    "reported",
+    "reason",
+    "caveat",
+)
+
+#: Columns of :attr:`AuditResult.thresholds` (rates per slice across decision thresholds), in order.
+THRESHOLD_COLUMNS: tuple[str, ...] = (
+    "model",
+    "slice",
+    "attribute",
+    "threshold",
+    "metric",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "interval",
+    "n",
+    "n_denominator",
+    "reported",
+    "reason",
+)
+
+#: Columns of :attr:`AuditResult.detectability` (what each slice's size can detect), in order.
+DETECTABILITY_COLUMNS: tuple[str, ...] = (
+    "model",
+    "slice",
+    "attribute",
+    "metric",
+    "method",
+    "n",
+    "n_effective",
+    "overall",
+    "difference",
+    "flagged",
+    "alpha",
+    "family_size",
+    "power",
+    "mdd_above",
+    "mdd_below",
+    "detect_gap",
+    "rows_needed",
+    "reported",
+    "reason",
+)
+
+#: The tables of the summary analyses (fields of :class:`AuditResult` after the three core tables)
+#: and their columns.
+SUMMARY_TABLES: dict[str, tuple[str, ...]] = {
+    "fairness": FAIRNESS_COLUMNS,
+    "calibration": CALIBRATION_BIN_COLUMNS,
+    "calibration_summary": CALIBRATION_SUMMARY_COLUMNS,
+    "thresholds": THRESHOLD_COLUMNS,
+    "detectability": DETECTABILITY_COLUMNS,
+}
+
+
+def empty_table(columns: Sequence[str]) -> pd.DataFrame:
+    """An empty table with these columns (the default of a table an audit did not compute)."""
+    return pd.DataFrame({c: [] for c in columns})
+
 
 #: Columns of :attr:`AuditResult.slices` that name a row rather than hold a value.
 _KEY_COLUMNS = ("model", "slice", "attribute", "metric", "control")
@@ -137,6 +268,22 @@ class AuditResult:
         of a controlled evaluation, ...).
     n_rows : int
         Rows audited (after any rows dropped for a missing attribute).
+    fairness : pandas.DataFrame
+        Columns :data:`FAIRNESS_COLUMNS`: demographic parity and equalized odds differences and
+        ratios, the largest gap of the headline metric per family, and each slice's disparity ratios
+        to a reference slice, with paired intervals (:mod:`.fairness`).
+    calibration : pandas.DataFrame
+        Columns :data:`CALIBRATION_BIN_COLUMNS`: per model, slice and quantile bin of the score, the
+        mean predicted risk and the observed rate with its Wilson interval (:mod:`.calibration_table`).
+    calibration_summary : pandas.DataFrame
+        Columns :data:`CALIBRATION_SUMMARY_COLUMNS`: the expected calibration error and the
+        observed/expected ratio per slice, and their differences from overall, with paired intervals.
+    thresholds : pandas.DataFrame
+        Columns :data:`THRESHOLD_COLUMNS`: selection rate, true and false positive rates per slice at
+        each threshold of the option ``thresholds`` (empty without it; :mod:`.thresholds`).
+    detectability : pandas.DataFrame
+        Columns :data:`DETECTABILITY_COLUMNS`: per slice and metric, the minimum detectable difference
+        from overall and the rows needed to detect ``detect_gap`` (:mod:`.detectability`).
     """
 
     slices: pd.DataFrame
@@ -145,6 +292,11 @@ class AuditResult:
     options: AuditOptions
     notes: list[str] = field(default_factory=list)
     n_rows: int = 0
+    fairness: pd.DataFrame = field(default_factory=lambda: empty_table(FAIRNESS_COLUMNS))
+    calibration: pd.DataFrame = field(default_factory=lambda: empty_table(CALIBRATION_BIN_COLUMNS))
+    calibration_summary: pd.DataFrame = field(default_factory=lambda: empty_table(CALIBRATION_SUMMARY_COLUMNS))
+    thresholds: pd.DataFrame = field(default_factory=lambda: empty_table(THRESHOLD_COLUMNS))
+    detectability: pd.DataFrame = field(default_factory=lambda: empty_table(DETECTABILITY_COLUMNS))
 
     def plot(
         self,
@@ -154,8 +306,10 @@ class AuditResult:
         model: str | None = None,
         control: str | None = None,
         ax: Any = None,
+        family: str | None = None,
     ):
-        """A figure of the result (forest plot of the slices, or controlled differences).
+        """A figure of the result: ``kind`` ``"forest"`` (the slices of a metric), ``"controlled"`` (``T_a``),
+        ``"calibration"`` or ``"thresholds"`` (the slices of one ``family``, e.g. ``"race"``).
 
         Delegates to :func:`disaggregated_eval.audit.plots.plot_result`.
 
@@ -165,7 +319,7 @@ class AuditResult:
         """
         from .plots import plot_result
 
-        return plot_result(self, kind, metric=metric, model=model, control=control, ax=ax)
+        return plot_result(self, kind, metric=metric, model=model, control=control, ax=ax, family=family)
 
     def to_html(self, path: str | Path) -> Path:
         """Write a self-contained HTML report to ``path`` (:func:`.report.write_report`)."""

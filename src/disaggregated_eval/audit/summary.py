@@ -1,10 +1,14 @@
 """The terminal summary of an audit: compact tables in the style of a disaggregated evaluation.
 
-One table per model for the headline metric (:func:`headline_metric`: with the default metrics the
-first computed of :data:`HEADLINE_ORDER`, the false positive rate first; else the first of
-``--metrics``): slice, ``n``, estimate, 95% interval, its width and flags (withheld slices,
+After the run's lines (and ``estimates weighted by column W`` under sample weights), each model's part
+opens with its fairness summary (:func:`fairness_overview`: demographic parity and equalized odds per
+family of slices, the largest gap of the headline metric; :func:`disparity_table`: each slice's
+disparity ratios to its family's reference, four-fifths marks), then the table of its headline
+metric (:func:`headline_metric`: with the default metrics the first computed of
+:data:`HEADLINE_ORDER`, the false positive rate first; else the first of ``--metrics``): slice, ``n``, estimate, 95% interval, its width and flags (withheld slices,
 differences from the overall value that survive the multiple-comparison adjustment, resamples where
-the metric was undefined);
+the metric was undefined) and, before the flags, the minimum detectable difference of each slice
+(``MDD``, :func:`detectable_texts`);
 a one-line digest of every other metric; and, when the audit has control variables, a table of the
 controlled differences ``T_a`` (paper section 4.2) of the headline metric. The full tables are in
 the output files (``docs/audit.md``).
@@ -32,6 +36,12 @@ __all__ = [
     "model_digest",
     "headline_metric",
     "weight_note",
+    "flagged_rows",
+    "fairness_overview",
+    "disparity_table",
+    "detectable_texts",
+    "detectability_note",
+    "format_mdd",
     "HEADLINE_ORDER",
     "summary_text",
 ]
@@ -66,6 +76,12 @@ def _render(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequenc
         parts = [str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right, strict=True)]
         lines.append("  ".join(parts).rstrip())
     return "\n".join(lines)
+
+
+def flagged_rows(comparisons: pd.DataFrame, alpha: float) -> pd.Series:
+    """Which comparisons carry a flag: adjusted p-value below ``alpha`` (or, without p-values, an interval
+    that excludes 0), never a withheld one. Boolean Series aligned with ``comparisons``."""
+    return _significant(comparisons, alpha)
 
 
 def _significant(comparisons: pd.DataFrame, alpha: float) -> pd.Series:
@@ -125,6 +141,7 @@ def slice_table(
     metric: str,
     alpha: float = 0.05,
     level: float = 0.95,
+    detectable: dict[str, str] | None = None,
 ) -> str:
     """One metric of one model as a text table: slice, n, estimate, interval, width, flags.
 
@@ -139,6 +156,9 @@ def slice_table(
         audit computed no p-values: when the interval of the difference excludes 0).
     level : float
         Confidence level, for the column title.
+    detectable : dict of str to str, optional
+        Text of a column ``MDD`` before the flags (the minimum detectable difference of each slice,
+        :func:`detectable_texts`); no such column when None.
 
     Returns
     -------
@@ -157,10 +177,19 @@ def slice_table(
             format_estimate(float(row.estimate)),
             format_interval(float(row.ci_low), float(row.ci_high)),
             format_estimate(float(width)),
+            *([detectable.get(str(row.slice), "")] if detectable is not None else []),
             flag,
         ])  # fmt: skip
-    header = ["slice", "n", "estimate", f"{level:.0%} CI", "width", "flags"]
-    return _render(header, body, [False, True, True, False, True, False])
+    header = [
+        "slice",
+        "n",
+        "estimate",
+        f"{level:.0%} CI",
+        "width",
+        *(["MDD"] if detectable is not None else []),
+        "flags",
+    ]
+    return _render(header, body, [False, True, True, False, True, *([True] if detectable is not None else []), False])
 
 
 def controlled_table(
@@ -306,6 +335,153 @@ def family_note(comparisons: pd.DataFrame, *, model: str, metric: str, alpha: fl
     )
 
 
+def _cell(estimate: float, low: float, high: float, mark: str = "") -> str:
+    """``0.372 [0.330, 0.490]`` plus a mark (``*``)."""
+    return f"{format_estimate(estimate)} {format_interval(low, high)}{mark}"
+
+
+def _ratio_mark(row: Any) -> str:
+    """``**`` when the whole interval is outside the four-fifths band, ``*`` when only the estimate is."""
+    if not bool(row["reported"]) or not str(row["statistic"]).endswith("ratio"):
+        return ""
+    return "**" if bool(row["interval_outside"]) else ("*" if bool(row["disparity"]) else "")
+
+
+#: Family statistics of the fairness overview: (statistic, short column title).
+_OVERVIEW = (
+    ("demographic_parity_difference", "DP difference"),
+    ("demographic_parity_ratio", "DP ratio"),
+    ("equalized_odds_difference", "EO difference"),
+    ("equalized_odds_ratio", "EO ratio"),
+    ("largest_gap", "largest gap"),
+)
+FOUR_FIFTHS_NOTE = (
+    "* ratio outside [{low:g}, {high:g}] (fails the four-fifths rule), ** its interval too (the data can tell)"
+)
+
+
+def fairness_overview(fairness: pd.DataFrame, *, model: str, level: float = 0.95) -> str:
+    """The fairness statistics of one model: a row per family, a column per statistic (with intervals).
+
+    Columns: the demographic-parity difference and ratio of the selection rate, the equalized-odds
+    difference and ratio, and the largest gap of the headline metric (``docs/audit.md``, "Fairness
+    summary"); ratios outside the four-fifths band are marked ``*`` (``**`` when the whole interval is).
+    Empty text when ``fairness`` has no row of the model.
+    """
+    rows = fairness[(fairness["model"] == model) & (fairness["statistic"] != "disparity_ratio")]
+    if rows.empty:
+        return ""
+    gap_metric = rows.loc[rows["statistic"] == "largest_gap", "metric"]
+    titles = [title for _, title in _OVERVIEW]
+    if len(gap_metric):
+        titles[-1] = f"largest gap, {_metric_label(str(gap_metric.iloc[0]))}"
+    body = []
+    for family, group in rows.groupby("attribute", sort=False):
+        indexed = group.set_index("statistic")
+        cells = [str(family)]
+        for statistic, _ in _OVERVIEW:
+            if statistic not in indexed.index:
+                cells.append("")
+                continue
+            r = indexed.loc[statistic]
+            estimate = float(r["estimate"]) if bool(r["reported"]) else float("nan")
+            cells.append(
+                _cell(
+                    estimate,
+                    float(r["ci_low"]),
+                    float(r["ci_high"]),
+                    _ratio_mark(r.to_dict() | {"statistic": statistic}),
+                )
+            )
+        body.append(cells)
+    present = [i for i, (statistic, _) in enumerate(_OVERVIEW) if statistic in set(rows["statistic"])]
+    header = ["family"] + [titles[i] for i in present]
+    body = [[cells[0]] + [cells[i + 1] for i in present] for cells in body]
+    return _render(header, body, [False] * len(header))
+
+
+def disparity_table(fairness: pd.DataFrame, *, model: str) -> str:
+    """Each reported slice's disparity ratios to its family's reference slice: selection rate, FPR, FNR.
+
+    One row per slice (but the references), the reference in the second column; ``*`` / ``**`` as in
+    :func:`fairness_overview`. Empty text when there is none.
+    """
+    rows = fairness[(fairness["model"] == model) & (fairness["statistic"] == "disparity_ratio")]
+    rows = rows[rows["reported"].astype(bool)]
+    if rows.empty:
+        return ""
+    metrics = list(vocabulary.DISPARITY_METRICS)
+    body = []
+    for (name, reference), group in rows.groupby(["slice", "reference"], sort=False):
+        indexed = group.set_index("metric")
+        cells = [str(name), str(reference)]
+        for metric in metrics:
+            if metric in indexed.index:
+                r = indexed.loc[metric]
+                cells.append(
+                    _cell(float(r["estimate"]), float(r["ci_low"]), float(r["ci_high"]), _ratio_mark(r.to_dict()))
+                )
+            else:
+                cells.append("")
+        body.append(cells)
+    header = ["slice", "reference", "selection rate", "false positive rate", "false negative rate"]
+    return _render(header, body, [False] * len(header))
+
+
+def detectable_texts(detectability: pd.DataFrame | None, *, model: str, metric: str) -> dict[str, str] | None:
+    """The minimum detectable difference of every slice of one model and metric, as text.
+
+    ``0.033`` when both directions are (nearly) the same, ``+0.036/-0.030`` otherwise, ``-`` when no
+    difference could be detected; None when the audit has no detectability rows for the metric.
+    """
+    if detectability is None or detectability.empty:
+        return None
+    rows = detectability[(detectability["model"] == model) & (detectability["metric"] == metric)]
+    if rows.empty:
+        return None
+    out = {}
+    for r in rows.itertuples(index=False):
+        out[str(r.slice)] = format_mdd(float(r.mdd_above), float(r.mdd_below))
+    return out
+
+
+def format_mdd(above: float, below: float) -> str:
+    """A minimum detectable difference in both directions as short text (see :func:`detectable_texts`).
+
+    ``0.033`` when the two directions agree to 0.0015, ``+0.036/-0.030`` when they do not, ``+0.634``
+    (``-0.296``) when only one direction is possible, ``-`` when neither is.
+    """
+    have_above, have_below = not math.isnan(above), not math.isnan(below)
+    if have_above and have_below:
+        if abs(above - below) <= 0.0015:
+            return format_estimate(max(above, below))
+        return f"{format_estimate(above, signed=True)}/{format_estimate(-below, signed=True)}"
+    if have_above:
+        return format_estimate(above, signed=True)
+    if have_below:
+        return format_estimate(-below, signed=True)
+    return _WITHHELD
+
+
+def detectability_note(detectability: pd.DataFrame | None, *, model: str, metric: str) -> str:
+    """One line: what the ``MDD`` column means (its level, family and power)."""
+    if detectability is None or detectability.empty:
+        return ""
+    rows = detectability[(detectability["model"] == model) & (detectability["metric"] == metric)]
+    if rows.empty:
+        return ""
+    r = rows.iloc[0]
+    size = int(r["family_size"])
+    level = f"level {float(r['alpha']):.2g}" + (
+        f" (alpha / {size} tests: the adjustment's strictest step)" if size > 1 else ""
+    )
+    return (
+        f"MDD: smallest difference from overall that the slice's size lets the test detect with {float(r['power']):.0%} "
+        f"power at {level}, {r['method']}; a slice without a flag and with a large MDD has no flag at this size, "
+        f"which is not evidence of no gap"
+    )
+
+
 def summary_text(
     result: Any,
     *,
@@ -363,14 +539,48 @@ def summary_text(
             continue
         # A model of hard 0/1 predictions has no score metrics: its headline is its own first one.
         metric = headline if headline in present else headline_metric(result, model)
+        fairness = getattr(result, "fairness", None)
+        if fairness is not None and len(fairness):
+            overview = fairness_overview(fairness, model=model, level=options.confidence)
+            if overview:
+                lines.append("")
+                lines.append(
+                    f"Fairness summary of {t(model)} ({options.confidence:.0%} intervals from the paired bootstrap; over "
+                    f"each family's reported slices)"
+                )
+                lines.append(overview)
+                lines.append(
+                    "DP: demographic parity of the selection rate (max - min, min / max); EO: equalized odds (the "
+                    "larger of the TPR and FPR gaps, the smaller of their ratios)"
+                )
+                low, high = vocabulary.FOUR_FIFTHS_BAND
+                lines.append(FOUR_FIFTHS_NOTE.format(low=low, high=high))
+            ratios = disparity_table(fairness, model=model)
+            if ratios:
+                lines.append("")
+                lines.append(
+                    f"Disparity ratios of {t(model)} to each family's reference slice (Aequitas; * and ** as above)"
+                )
+                lines.append(ratios)
+        detectability = getattr(result, "detectability", None)
+        detectable = detectable_texts(detectability, model=model, metric=metric)
         lines.append("")
         lines.append(f"{_metric_label(metric)} of {t(model)} by slice")
         lines.append(
             slice_table(
-                result.slices, result.comparisons, model=model, metric=metric, alpha=alpha, level=options.confidence
+                result.slices,
+                result.comparisons,
+                model=model,
+                metric=metric,
+                alpha=alpha,
+                level=options.confidence,
+                detectable=detectable,
             )
         )
         lines.append(family_note(result.comparisons, model=model, metric=metric, alpha=alpha, adjust=options.adjust))
+        note = detectability_note(detectability, model=model, metric=metric)
+        if note:
+            lines.append(note)
         if model != options.scores[0]:
             lines.append(model_digest(result.comparisons, model=model, reference=options.scores[0], metric=metric))
         others = [m for m in options.metrics if m != metric and m in present]

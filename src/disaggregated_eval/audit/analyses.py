@@ -1,0 +1,209 @@
+"""The summary analyses of an audit, run after its core tables: fairness, calibration, thresholds, detectability.
+
+:func:`summary_analyses` is called once by :func:`disaggregated_eval.audit.audit`, after the slices,
+comparisons and controlled tables, and returns the tables of :data:`.result.SUMMARY_TABLES`:
+
+* ``fairness`` (:mod:`.fairness`): on the audit's own paired bootstrap when it computed the selection
+  rate, the false positive rate and the true (or false negative) rate; otherwise on a bootstrap of
+  these four rates of its own (seed path ``("audit", "fairness")``, same resamples scheme), with a note;
+* ``calibration`` and ``calibration_summary`` (:mod:`.calibration_table`): a bootstrap of the
+  per-(slice, score bin) sums on the engine's resampling (seed path ``("audit", "calibration")``);
+* ``thresholds`` (:mod:`.thresholds`): counts at each threshold of the option ``thresholds``;
+* ``detectability`` (:mod:`.detectability`): from the counts, the comparisons' families and the
+  bootstrap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import seeds
+from ..engine.resampling import strata_for
+from ..engine.sums import metric_slots
+from ..memory import check_bytes
+from .calibration_table import calibration_analysis
+from .detectability import detectability_table
+from .estimates import AuditEstimates, estimate_all, n_outputs
+from .fairness import FAIRNESS_METRICS, fairness_table, metric_sources, missing_fairness_metrics, resolve_references
+from .inputs import AuditInput, AuditInputError
+from .options import AuditOptions
+from .slices import SlicePlan
+from .summary import flagged_rows, headline_metric
+from .tallies import SliceTallies
+from .thresholds import parse_thresholds, thresholds_table
+
+__all__ = ["SummaryAnalyses", "check_references", "summary_analyses"]
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class SummaryAnalyses:
+    """The tables of the summary analyses (keyword arguments of :class:`.result.AuditResult`) and notes."""
+
+    tables: dict[str, pd.DataFrame]
+    notes: list[str] = field(default_factory=list)
+
+
+def check_references(plan: SlicePlan, options: AuditOptions) -> dict[int, int]:
+    """The reference slice of each family named by the option ``reference`` (family -> slice index).
+
+    Raises
+    ------
+    AuditInputError
+        For a reference that is not a slice of the data (the message lists the family's slices).
+    """
+    try:
+        return resolve_references(plan, options.reference)
+    except ValueError as error:
+        raise AuditInputError(str(error)) from None
+
+
+def _stage(progress: Progress | None, name: str):
+    return None if progress is None else (lambda done, total: progress(name, done, total))
+
+
+def summary_analyses(
+    plan: SlicePlan,
+    prepared: AuditInput,
+    options: AuditOptions,
+    *,
+    estimates: AuditEstimates,
+    tallies: SliceTallies,
+    reasons: np.ndarray,
+    slices: pd.DataFrame,
+    comparisons: pd.DataFrame,
+    metric_ok: np.ndarray,
+    model_names: Sequence[str],
+    reasons_for: Callable[[AuditEstimates, list[str]], np.ndarray],
+    max_bytes: float,
+    progress: Progress | None = None,
+) -> SummaryAnalyses:
+    """Every summary analysis of an audit (module docstring).
+
+    Parameters
+    ----------
+    plan, prepared, options
+        The audit's slice plan, coded input and resolved options.
+    estimates, tallies, reasons, slices, comparisons, metric_ok
+        The audit's paired bootstrap, counts, withholding reasons (n_models, n_slices, n_metrics),
+        slices and comparisons tables, and which metrics each model reports.
+    model_names : sequence of str
+    reasons_for : callable
+        ``reasons_for(estimates, metrics)``: the withholding reasons of another bootstrap's metrics.
+    max_bytes : float
+        Largest size of a bootstrap's replicates.
+    progress : callable, optional
+        ``progress(stage, done, total)``.
+
+    Returns
+    -------
+    SummaryAnalyses
+    """
+    references = check_references(plan, options)
+    metrics = list(options.metrics)
+    scores = [prepared.scores[m] for m in model_names]
+    odds = options.preference_threshold / (1.0 - options.preference_threshold)
+    notes: list[str] = []
+
+    # ---- fairness summary ----------------------------------------------------------------------
+    sources = [metric_sources(estimates, reasons, metrics, m) for m in range(len(model_names))]
+    missing = missing_fairness_metrics(metrics)
+    if missing:
+        extra_metrics = list(FAIRNESS_METRICS)
+        size = 8 * options.n_resamples * n_outputs(plan, len(model_names), []) * len(extra_metrics)
+        check_bytes(size, max_bytes, what=f"the fairness summary's bootstrap would hold {size / 2**30:.1f} GiB",
+                    advice="give fewer n_resamples or intersections", error=AuditInputError)  # fmt: skip
+        extra = estimate_all(
+            plan,
+            prepared.y,
+            scores,
+            prepared.weight,
+            [],
+            metrics=extra_metrics,
+            slots=metric_slots(extra_metrics),
+            threshold=options.threshold,
+            odds=odds,
+            n_resamples=options.n_resamples,
+            seed=seeds.seed_sequence(options.seed, "audit", "fairness"),
+            strata=strata_for(options.resampling, plan.cell_codes),
+            n_threads=options.n_threads,
+            progress=_stage(progress, "fairness bootstrap"),
+        )
+        extra_reasons = reasons_for(extra, extra_metrics)
+        for m in range(len(model_names)):
+            sources[m] = {**sources[m], **metric_sources(extra, extra_reasons, extra_metrics, m)}
+        notes.append(
+            f"fairness summary: {', '.join(missing)} not among the metrics, so the selection rate, true and false "
+            f"positive rates and false negative rate were bootstrapped for it separately (seed path audit/fairness): "
+            f"its intervals are paired among themselves, not with the slices table's"
+        )
+    frame = SimpleNamespace(slices=slices, options=options)
+    headline = [headline_metric(frame, model) for model in model_names]
+    fairness = fairness_table(plan, sources, model_names, headline=headline, references=references,
+                              confidence=options.confidence)  # fmt: skip
+
+    # ---- calibration per slice -------------------------------------------------------------------
+    observed_expected = slices[slices["metric"] == "observed_expected_ratio"]
+    calibration, calibration_summary = calibration_analysis(
+        plan,
+        prepared.y,
+        scores,
+        prepared.weight,
+        model_names,
+        hard=[bool(prepared.hard[m]) for m in model_names],
+        n_bins=options.calibration_bins,
+        confidence=options.confidence,
+        min_group_size=options.min_group_size,
+        n_resamples=options.n_resamples,
+        seed=seeds.seed_sequence(options.seed, "audit", "calibration"),
+        resampling=options.resampling,
+        n_threads=options.n_threads,
+        observed_expected=observed_expected if len(observed_expected) else None,
+        progress=_stage(progress, "calibration bootstrap"),
+    )
+
+    # ---- thresholds ------------------------------------------------------------------------------
+    thresholds = thresholds_table(
+        plan,
+        prepared.y,
+        scores,
+        prepared.weight,
+        parse_thresholds(options.thresholds),
+        model_names,
+        confidence=options.confidence,
+        min_group_size=options.min_group_size,
+        min_denominator=options.min_denominator,
+    )
+
+    # ---- detectability ---------------------------------------------------------------------------
+    alpha = 1.0 - float(options.confidence)
+    detectability = detectability_table(
+        plan,
+        tallies,
+        estimates,
+        reasons,
+        metric_ok,
+        model_names,
+        metrics,
+        comparisons,
+        flagged_rows(comparisons, alpha) if len(comparisons) else pd.Series(dtype=bool),
+        confidence=options.confidence,
+        power=options.power,
+        detect_gap=options.detect_gap,
+        adjusted=options.adjust != "none" and options.n_permutations > 0,
+    )
+    tables: dict[str, Any] = dict(
+        fairness=fairness,
+        calibration=calibration,
+        calibration_summary=calibration_summary,
+        thresholds=thresholds,
+        detectability=detectability,
+    )
+    return SummaryAnalyses(tables=tables, notes=notes)

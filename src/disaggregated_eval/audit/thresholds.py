@@ -1,0 +1,179 @@
+"""Threshold analysis: selection rate, true and false positive rates of every slice across thresholds.
+
+Every rate of a classifier depends on its decision threshold. For each threshold of the option
+``thresholds`` (a list of values, or grids ``start:stop:step``), each model and slice, the selection
+rate (``predicted_positive_rate``), the true positive rate (``sensitivity``) and the false positive
+rate, each with the interval the slices table gives a proportion: Wilson's score interval on the
+slice's own counts (Kish's effective size under sample weights), from the counts of
+:func:`.tallies.tally_slices` at that threshold. At the audit's own threshold the rows equal the slices
+table's. The minimum-size rules (:mod:`.withheld`) apply at each threshold (the predicted positives
+change with it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import vocabulary
+from ..engine.sums import FN, FP, TP
+from ..intervals import interval_method, wilson_interval
+from .result import THRESHOLD_COLUMNS
+from .slices import SlicePlan
+from .tallies import tally_slices
+from .withheld import withheld_reasons
+
+__all__ = ["MAX_THRESHOLDS", "parse_thresholds", "thresholds_table"]
+
+#: Most thresholds of one threshold analysis (each adds a row per model, slice and rate).
+MAX_THRESHOLDS = 200
+
+
+def _number(text: str, item: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(
+            f"thresholds item {item!r}: {text.strip()!r} is not a number; give values such as 0.1,0.2,0.3 or a grid "
+            f"start:stop:step such as 0.05:0.95:0.05"
+        ) from None
+
+
+def parse_thresholds(items: Sequence[str | float]) -> np.ndarray:
+    """The thresholds of the option ``thresholds``: values and grids, sorted, without repeats.
+
+    Parameters
+    ----------
+    items : sequence of str or float
+        Each a value (``0.3``) or a grid ``start:stop:step`` (``0.05:0.95:0.05``: start, start + step,
+        ... up to stop included, within 1e-9 steps; values rounded to 12 decimals so that the grid
+        gives 0.15, not 0.15000000000000002).
+
+    Returns
+    -------
+    ndarray of shape (n_thresholds,), float64
+        Increasing, each in (0, 1); empty for no items.
+
+    Raises
+    ------
+    ValueError
+        For an item that is not a number or a grid, a grid with a step that is not positive or a stop
+        below its start, a threshold outside (0, 1), or more than :data:`MAX_THRESHOLDS` thresholds
+        (the message names the item).
+    """
+    values: list[float] = []
+    texts = []
+    for item in items:
+        if isinstance(item, bool):
+            raise ValueError(f"thresholds must be numbers or grids start:stop:step; got {item!r}")
+        texts += [part for part in str(item).split(",") if part.strip()]  # "0.1,0.2" given as one text
+    for text in texts:
+        text = text.strip()
+        if ":" in text:
+            parts = text.split(":")
+            if len(parts) != 3:
+                raise ValueError(f"thresholds item {text!r}: a grid is start:stop:step (e.g. 0.05:0.95:0.05)")
+            start, stop, step = (_number(p, text) for p in parts)
+            if not step > 0 or stop < start:
+                raise ValueError(
+                    f"thresholds item {text!r}: a grid start:stop:step needs step > 0 and stop >= start; got step "
+                    f"{step:g}, start {start:g}, stop {stop:g}"
+                )
+            count = int(np.floor((stop - start) / step + 1e-9)) + 1
+            if count > MAX_THRESHOLDS:
+                raise ValueError(f"thresholds item {text!r} has {count} values, more than {MAX_THRESHOLDS}")
+            values.extend(np.round(start + step * np.arange(count), 12).tolist())
+        else:
+            values.append(_number(text, text))
+    out = np.unique(np.asarray(values, dtype=np.float64))
+    bad = out[~((out > 0.0) & (out < 1.0))]
+    if bad.size:
+        raise ValueError(
+            f"thresholds must lie in (0, 1) (score >= threshold is predicted positive); got {bad.tolist()}"
+        )
+    if out.size > MAX_THRESHOLDS:
+        raise ValueError(f"thresholds gives {out.size} thresholds, more than {MAX_THRESHOLDS}")
+    return out
+
+
+def thresholds_table(
+    plan: SlicePlan,
+    y: np.ndarray,
+    scores: Sequence[np.ndarray],
+    weight: np.ndarray | None,
+    thresholds: np.ndarray,
+    model_names: Sequence[str],
+    *,
+    confidence: float,
+    min_group_size: int,
+    min_denominator: int,
+) -> pd.DataFrame:
+    """The ``thresholds`` table (:data:`.result.THRESHOLD_COLUMNS`), ordered by model, slice, threshold, metric.
+
+    Parameters
+    ----------
+    plan : SlicePlan
+    y : ndarray of shape (n_rows,)
+        Labels 0/1.
+    scores : sequence of ndarray of shape (n_rows,)
+        Each model's scores.
+    weight : ndarray of shape (n_rows,) or None
+        Sample weights.
+    thresholds : ndarray of shape (n_thresholds,)
+        From :func:`parse_thresholds` (empty: an empty table).
+    model_names : sequence of str
+    confidence : float
+        Level of the Wilson intervals.
+    min_group_size, min_denominator : int
+        The minimum-size rules.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``estimate`` NaN where withheld (``reason`` says why); the interval is given all the same.
+    """
+    frames = []
+    names = np.array(plan.names, dtype=object)
+    attributes = np.array([plan.attribute_of(s) for s in range(plan.n_slices)], dtype=object)
+    for t in np.asarray(thresholds, dtype=np.float64):
+        tallies = tally_slices(plan, y, list(scores), weight, float(t))
+        count = tallies.count
+        n = count.sum(-1)
+        n_pos = count[..., [FN, TP]].sum(-1)
+        n_pp = count[..., [FP, TP]].sum(-1)
+        for metric in vocabulary.THRESHOLD_METRICS:
+            p, n_eff, _, n_den = tallies.proportion(metric)
+            low, high = wilson_interval(p, n_eff, confidence)
+            for m, model in enumerate(model_names):
+                reasons = withheld_reasons(metric, n[m], n_pos[m], n[m] - n_pos[m], n_pp[m], p[m],
+                                           min_group_size=min_group_size, min_denominator=min_denominator)  # fmt: skip
+                reported = reasons == ""
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            "model": model,
+                            "slice": names,
+                            "attribute": attributes,
+                            "threshold": float(t),
+                            "metric": metric,
+                            "estimate": np.where(reported, p[m], np.nan),
+                            "ci_low": low[m],
+                            "ci_high": high[m],
+                            "interval": interval_method(metric),
+                            "n": n[m].astype(np.int64),
+                            "n_denominator": n_den[m].astype(np.int64),
+                            "reported": reported,
+                            "reason": reasons.astype(str),
+                            "_m": m,
+                            "_s": np.arange(plan.n_slices),
+                            "_q": vocabulary.THRESHOLD_METRICS.index(metric),
+                        }
+                    )
+                )
+    if not frames:
+        return pd.DataFrame({c: [] for c in THRESHOLD_COLUMNS})
+    table = pd.concat(frames, ignore_index=True)
+    table = table.sort_values(["_m", "_s", "threshold", "_q"], kind="stable")
+    return table[list(THRESHOLD_COLUMNS)].reset_index(drop=True)
