@@ -24,7 +24,7 @@ same seeds, unit counts and strata rules as every bootstrap of the audit, seed p
 ``("audit", "calibration")``): rows that share their cell, label, weight and every model's score are
 one unit (:mod:`disaggregated_eval.engine.units`) and each resample's unit counts give the sums of every
 (cell, bin) as one sparse product; when the rows do not compress (continuous scores) the resamples are
-row indices, as the engine draws them, counted and summed in row order by a small numba kernel; the
+row indices, as the engine draws them, summed by the engine's :func:`~disaggregated_eval.engine.sums.keyed_draw_sums`; the
 cells add up into slices. ECE is an absolute value of noisy
 sums: on a small slice it is positive even for a perfectly calibrated model (``docs/method.md``,
 "Calibration per slice").
@@ -34,7 +34,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numba
 import numpy as np
 import pandas as pd
 from scipy import sparse
@@ -43,6 +42,7 @@ from .. import vocabulary
 from ..calibration import _quantile_bins
 from ..derived import Replicated, difference, summarise
 from ..engine.resampling import default_batch_size, make_strata, run_batches, strata_for
+from ..engine.sums import keyed_draw_sums
 from ..engine.units import find_units
 from ..intervals import bca_interval, caveats, degenerate, effective_size, wilson_interval
 from .result import CALIBRATION_BIN_COLUMNS, CALIBRATION_SUMMARY_COLUMNS
@@ -200,7 +200,7 @@ def calibration_analysis(
         values = np.stack([u_w * (u_y - u_r), u_w, u_w * u_y, u_w * u_r], axis=1)  # D, W, Y, R per unit
         per_model[m] = dict(
             k=k_bins,
-            key=key,
+            keys=np.ascontiguousarray(np.stack([key] + [j * n_cells + n_cells * k_bins + u_cell for j in range(3)], axis=1)),
             values=np.ascontiguousarray(values),
             matrix=sparse.hstack([unit_matrix(key, values[:, 0], n_cells * k_bins)]
                                  + [unit_matrix(u_cell, values[:, j], n_cells) for j in (1, 2, 3)]).T.tocsr(),
@@ -214,7 +214,7 @@ def calibration_analysis(
         for m, mats in per_model.items():
             k = mats["k"]
             if rows:
-                sums = _row_sums(draws, mats["key"], u_cell, mats["values"], n_cells * k, n_cells).T
+                sums = keyed_draw_sums(draws, mats["keys"], mats["values"], n_cells * k + 3 * n_cells).T
             else:
                 sums = np.asarray(mats["matrix"] @ np.ascontiguousarray(draws.T, dtype=np.float64))
             d_cells = sums[: n_cells * k].reshape(n_cells, k * b)
@@ -334,30 +334,6 @@ def calibration_analysis(
         _q=summary["statistic"].map({s: i for i, s in enumerate(vocabulary.CALIBRATION_STATISTICS)}),
     ).sort_values(["_m", "_s", "_q"], kind="stable")
     return bins_table, summary[list(CALIBRATION_SUMMARY_COLUMNS)].reset_index(drop=True)
-
-
-@numba.njit(parallel=True, cache=True)
-def _row_sums(draws, key, cell, values, n_keys, n_cells):  # pragma: no cover - compiled
-    """Per resample (row of ``draws``: row indices), the sums of ``values[:, 0]`` per key (cell x bin) and of
-    ``values[:, 1:]`` per cell: shape (n_draws, n_keys + 3 n_cells)."""
-    b, n = draws.shape
-    out = np.zeros((b, n_keys + 3 * n_cells))
-    for j in numba.prange(b):
-        # counts first (random writes into one small array), then one pass in row order: far fewer cache
-        # misses than gathering each drawn row's values (the engine's walk reads counts the same way)
-        counts = np.zeros(n, dtype=np.int32)
-        for i in range(n):
-            counts[draws[j, i]] += 1
-        for r in range(n):
-            k = counts[r]
-            if k == 0:
-                continue
-            out[j, key[r]] += k * values[r, 0]
-            c = cell[r]
-            out[j, n_keys + c] += k * values[r, 1]
-            out[j, n_keys + n_cells + c] += k * values[r, 2]
-            out[j, n_keys + 2 * n_cells + c] += k * values[r, 3]
-    return out
 
 
 def _per_slice_bin(plan: SlicePlan, key: np.ndarray, values: np.ndarray | None, k: int) -> np.ndarray:

@@ -36,6 +36,7 @@ from .. import vocabulary
 from .options import (
     CLI_KEYS,
     FLAG_NAMES,
+    OPTION_SECTIONS,
     REQUIRED_OPTIONS,
     UsageError,
     convert_option,
@@ -75,31 +76,6 @@ PROG = "disagg-eval"
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: Ctrl-C
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: kill, timeout, docker stop, a cluster's pre-emption
-#: argparse sections: field -> section title (fields not listed go to "other options").
-_SECTIONS: dict[str, str] = {
-    "label": "columns", "scores": "columns", "groups": "columns", "positive_label": "columns",
-    "sample_weight": "columns",
-    "intersections": "slices", "min_group_size": "slices", "min_denominator": "slices",
-    "missing_group": "slices", "strip_levels": "slices",
-    "threshold": "metrics", "preference_threshold": "metrics", "metrics": "metrics",
-    "n_resamples": "intervals and tests", "resampling": "intervals and tests",
-    "confidence": "intervals and tests", "seed": "intervals and tests", "adjust": "intervals and tests",
-    "n_permutations": "intervals and tests",
-    "controls": "controlled evaluation", "features": "controlled evaluation",
-    "max_leaf_nodes": "controlled evaluation", "cv_folds": "controlled evaluation",
-    "crossfit_folds": "controlled evaluation",
-    "n_threads": "computation",
-}  # fmt: skip
-_SECTION_ORDER = ("columns", "slices", "metrics", "intervals and tests", "controlled evaluation", "computation")
-#: Short placeholders in the usage line.
-_METAVARS: dict[str, str] = {
-    "label": "COL", "scores": "COL", "groups": "COL", "features": "COL", "sample_weight": "COL",
-    "positive_label": "VALUE", "intersections": "K", "min_group_size": "N", "min_denominator": "N",
-    "missing_group": "POLICY", "threshold": "T", "preference_threshold": "T", "metrics": "METRIC",
-    "n_resamples": "B", "resampling": "SCHEME", "confidence": "LEVEL", "seed": "S", "adjust": "METHOD",
-    "n_permutations": "P", "controls": "V", "max_leaf_nodes": "N", "cv_folds": "K",
-    "crossfit_folds": "K", "n_threads": "N",
-}  # fmt: skip
 _AUDIT_DESCRIPTION = (
     "Disaggregated and controlled evaluation of the predictions in FILE: every metric for every level "
     "of every --group attribute and their intersections, with paired bootstrap intervals, comparisons "
@@ -192,7 +168,7 @@ def _add_option(group, field_) -> None:
     if "(default" not in help_text:  # the help may state its default in words already
         help_text += f" ({default})" if default == "required" else f" (default: {default})"
     help_text = help_text.replace("%", "%%")
-    metavar = _METAVARS.get(field_.name, field_.name.upper())
+    metavar = field_.metadata.get("metavar") or field_.name.upper()
     if element is bool and kind == "scalar":
         group.add_argument(*names, dest=field_.name, action=argparse.BooleanOptionalAction,
                            default=argparse.SUPPRESS, help=help_text)  # fmt: skip
@@ -234,14 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "min_group_size: 50, and file, out); flags given here win (default: none)")  # fmt: skip
     audit.add_argument("--quiet", action="store_true", default=False,
                        help="print no summary and no progress, only warnings and errors (default: no)")  # fmt: skip
-    sections = {title: audit.add_argument_group(title) for title in _SECTION_ORDER}
+    sections = {title: audit.add_argument_group(title) for title in OPTION_SECTIONS}
     for field_ in option_fields():
-        title = _SECTIONS.get(field_.name)
-        if title is None:
-            title = "other options"
-            if title not in sections:
-                sections[title] = audit.add_argument_group(title)
-        _add_option(sections[title], field_)
+        _add_option(sections[field_.metadata["section"]], field_)
     return parser
 
 

@@ -49,13 +49,23 @@ __all__ = [
     "convert_option",
     "options_from_mapping",
     "read_config_file",
+    "OPTION_SECTIONS",
 ]
 
 #: Seed used when none is given (printed by the CLI and written to the manifest).
 DEFAULT_SEED = 20250101
 
 
-def _opt(default, help: str, **kwargs):
+#: Sections of ``disagg-eval audit --help``, in order; every option names its own (``section`` metadata).
+OPTION_SECTIONS = ("columns", "slices", "metrics", "intervals and tests", "summary analyses",
+                   "controlled evaluation", "computation")  # fmt: skip
+
+
+def _opt(default, help: str, *, section: str, metavar: str | None = None, **kwargs):
+    """A field of :class:`AuditOptions`: default, help text, ``--help`` section and usage placeholder."""
+    if section not in OPTION_SECTIONS:
+        raise ValueError(f"section {section!r} is not one of {OPTION_SECTIONS}")
+    kwargs.update(section=section, metavar=metavar)
     if isinstance(default, (list, dict, tuple)):
         value = default
         return field(default_factory=lambda: type(value)(value), metadata={"help": help, **kwargs})
@@ -67,100 +77,179 @@ class AuditOptions:
     """Every option of an audit, with its default (see ``docs/audit.md``)."""
 
     label: str = _opt(
-        "", "column holding the binary label (0/1, or two values such as yes/no given with --positive-label)"
+        "",
+        "column holding the binary label (0/1, or two values such as yes/no given with --positive-label)",
+        section="columns",
+        metavar="COL",
     )
     scores: list[str] = _opt(
         [],
         "column(s) holding each model's score in [0, 1] (or hard 0/1 predictions); several columns are several models, compared with the first",
+        section="columns",
+        metavar="COL",
     )
-    groups: list[str] = _opt([], "protected attribute column(s); every level and every intersection becomes a slice")
-    positive_label: str | None = _opt(None, "value of the label column that means 1, when the label is not 0/1")
+    groups: list[str] = _opt(
+        [],
+        "protected attribute column(s); every level and every intersection becomes a slice",
+        section="columns",
+        metavar="COL",
+    )
+    positive_label: str | None = _opt(
+        None, "value of the label column that means 1, when the label is not 0/1", section="columns", metavar="VALUE"
+    )
     intersections: int | None = _opt(
-        None, "largest number of attributes crossed in an intersection (default: all of them; 1 = no intersections)"
+        None,
+        "largest number of attributes crossed in an intersection (default: all of them; 1 = no intersections)",
+        section="slices",
+        metavar="K",
     )
-    min_group_size: int = _opt(30, "a slice with fewer rows gets no point estimate, only its interval")
+    min_group_size: int = _opt(
+        30, "a slice with fewer rows gets no point estimate, only its interval", section="slices", metavar="N"
+    )
     min_denominator: int = _opt(
         10,
         "a metric whose own denominator (positives, negatives, predicted positives, or the smaller class for AUC) is smaller gets no point estimate",
+        section="slices",
+        metavar="N",
     )
-    threshold: float = _opt(0.5, "decision threshold: predicted positive when score >= threshold")
+    threshold: float = _opt(
+        0.5, "decision threshold: predicted positive when score >= threshold", section="metrics", metavar="T"
+    )
     preference_threshold: float | None = _opt(
         None,
         "preference threshold t of the net benefit (odds t / (1 - t) weigh false positives against true positives; "
         "default: the decision threshold, as in decision-curve analysis)",
+        section="metrics",
+        metavar="T",
     )
-    metrics: list[str] = _opt(list(vocabulary.METRICS), "metrics to compute")
+    metrics: list[str] = _opt(list(vocabulary.METRICS), "metrics to compute", section="metrics", metavar="METRIC")
     n_resamples: int = _opt(
-        10_000, "bootstrap resamples (paired: every slice, metric, model and comparison on the same resamples)"
+        10_000,
+        "bootstrap resamples (paired: every slice, metric, model and comparison on the same resamples)",
+        section="intervals and tests",
+        metavar="B",
     )
     resampling: str = _opt(
         "population",
         "bootstrap scheme: population (whole file, slice sizes vary) or within_group (within each intersection cell, sizes fixed)",
         choices=vocabulary.RESAMPLING_SCHEMES,
+        section="intervals and tests",
+        metavar="SCHEME",
     )
-    confidence: float = _opt(0.95, "level of the percentile intervals and of the simultaneous bands")
-    seed: int = _opt(DEFAULT_SEED, "root seed of every random draw (bootstrap, permutations, cross-fitting)")
+    confidence: float = _opt(
+        0.95,
+        "level of the percentile intervals and of the simultaneous bands",
+        section="intervals and tests",
+        metavar="LEVEL",
+    )
+    seed: int = _opt(
+        DEFAULT_SEED,
+        "root seed of every random draw (bootstrap, permutations, cross-fitting)",
+        section="intervals and tests",
+        metavar="S",
+    )
     adjust: str = _opt(
         "holm",
         "multiple-comparison adjustment of the p-values within each family (one model, kind of comparison and metric; "
         "see adjust_scope): holm controls the family-wise error, bh the false discovery rate",
         choices=("holm", "bh", "none"),
+        section="intervals and tests",
+        metavar="METHOD",
     )
     adjust_scope: str = _opt(
         "metric",
         "family of the adjustment: metric (one model, kind and metric) or model (one model and kind, all metrics together)",
         choices=("metric", "model"),
+        section="intervals and tests",
+        metavar="SCOPE",
     )
     n_permutations: int = _opt(
         10_000,
         "most permutations per Monte-Carlo test, stopped early once a p-value is clearly large (0: no p-values; "
         "unweighted proportions get exact p-values without permutations)",
+        section="intervals and tests",
+        metavar="P",
     )
     pairwise_max_levels: int | None = _opt(
-        12, "pairwise comparisons within families of at most this many slices (all: every family)"
+        12,
+        "pairwise comparisons within families of at most this many slices (all: every family)",
+        section="intervals and tests",
+        metavar="K",
     )
     reference: list[str] = _opt(
         [],
         "reference slice of a family for the disparity ratios of the fairness summary, by its slice name "
         "(race=Caucasian; race=Caucasian & sex=Male for an intersection), at most one per family "
         "(default: each family's largest slice)",
+        section="summary analyses",
+        metavar="SLICE",
     )
     thresholds: list[str] = _opt(
         [],
         "decision thresholds of the threshold analysis (selection rate, TPR and FPR per slice at each): values "
         "(0.1,0.2,0.3) and/or grids start:stop:step (0.05:0.95:0.05, both ends included); none: no threshold analysis",
+        section="summary analyses",
+        metavar="T",
     )
     calibration_bins: int = _opt(
-        10, "quantile bins of each model's score (over the whole file) of the calibration table and of the ECE"
+        10,
+        "quantile bins of each model's score (over the whole file) of the calibration table and of the ECE",
+        section="summary analyses",
+        metavar="B",
     )
     detect_gap: float | None = _opt(
         None,
         "a difference from overall in the metric's units (e.g. 0.05): the detectability table gives the rows each "
         "slice would need to detect it",
+        section="summary analyses",
+        metavar="GAP",
     )
-    power: float = _opt(0.8, "power of the minimum detectable differences (and of the rows needed for detect_gap)")
+    power: float = _opt(
+        0.8,
+        "power of the minimum detectable differences (and of the rows needed for detect_gap)",
+        section="summary analyses",
+        metavar="POWER",
+    )
     controls: list[str] = _opt(
-        ["none"], "control variables V of the controlled evaluation, among none, X, Y, R (X needs --features)"
+        ["none"],
+        "control variables V of the controlled evaluation, among none, X, Y, R (X needs --features)",
+        section="controlled evaluation",
+        metavar="V",
     )
-    features: list[str] = _opt([], "feature columns for the control variable X")
-    sample_weight: str | None = _opt(None, "column of non-negative row weights (every metric is weighted)")
+    features: list[str] = _opt(
+        [], "feature columns for the control variable X", section="controlled evaluation", metavar="COL"
+    )
+    sample_weight: str | None = _opt(
+        None, "column of non-negative row weights (every metric is weighted)", section="columns", metavar="COL"
+    )
     strip_levels: bool = _opt(
         True,
         "remove leading and trailing whitespace from text levels of the group columns (levels that differ "
         "only by it are merged, with a note; a value of whitespace only is missing)",
+        section="slices",
     )
     missing_group: str = _opt(
         "level",
         "rows with a missing attribute value: level (a level of its own, named 'missing') or drop (reported)",
         choices=("level", "drop"),
+        section="slices",
+        metavar="POLICY",
     )
     max_leaf_nodes: list[int] = _opt(
         [10, 25, 50],
         "grid of max_leaf_nodes of the HistGradientBoosting weight models P(A | V) (paper Supplementary A.3)",
+        section="controlled evaluation",
+        metavar="N",
     )
-    cv_folds: int = _opt(5, "folds of the grid search of each weight model")
-    crossfit_folds: int = _opt(5, "outer folds of the cross-fitting of P(A | V) on the file")
-    n_threads: int = _opt(1, "threads of the bootstrap and of the weight-model fits")
+    cv_folds: int = _opt(
+        5, "folds of the grid search of each weight model", section="controlled evaluation", metavar="K"
+    )
+    crossfit_folds: int = _opt(
+        5, "outer folds of the cross-fitting of P(A | V) on the file", section="controlled evaluation", metavar="K"
+    )
+    n_threads: int = _opt(
+        1, "threads of the bootstrap and of the weight-model fits", section="computation", metavar="N"
+    )
 
 
 def option_help() -> dict[str, str]:

@@ -44,6 +44,7 @@ __all__ = [
     "row_terms",
     "metrics_from_sums",
     "score_segments",
+    "keyed_draw_sums",
 ]
 
 # ----------------------------------------------------------------------------------------------
@@ -352,3 +353,43 @@ def score_segments(r_sorted: np.ndarray, thresholds: Sequence[float]) -> tuple[n
     is_tie = np.isin(bounds[:-1], tie_start)
     splits = np.searchsorted(bounds, cuts, side="left").astype(np.int64)
     return bounds, is_tie, splits
+
+
+@numba.njit(parallel=True, cache=True)
+def keyed_draw_sums(draws, keys, values, n_out):  # pragma: no cover - compiled
+    """Weighted sums by key of every resample drawn as row indices.
+
+    For each resample ``j`` (row of ``draws``) and output slot ``o``, ``out[j, o] = sum_r c_jr
+    sum_{k: keys[r, k] = o} values[r, k]`` with ``c_jr`` the times row ``r`` is drawn: several sums
+    per row (one per column of ``keys``/``values``) into one flat output, e.g. per (cell, bin) and per
+    cell. Rows that compress use a sparse product of unit counts instead (:mod:`.units`).
+
+    Parameters
+    ----------
+    draws : ndarray of shape (n_draws, n_rows), int32
+        Row indices of each resample (:func:`.resampling.run_batches`).
+    keys : ndarray of shape (n_rows, n_sums), int64
+        Output slot of each row's sums, in ``0 .. n_out - 1``.
+    values : ndarray of shape (n_rows, n_sums), float64
+    n_out : int
+
+    Returns
+    -------
+    ndarray of shape (n_draws, n_out), float64
+    """
+    b, n = draws.shape
+    n_sums = keys.shape[1]
+    out = np.zeros((b, n_out))
+    for j in numba.prange(b):
+        # counts first (random writes into one small array), then one pass in row order: fewer cache
+        # misses than gathering each drawn row's values (the walk reads its counts the same way)
+        counts = np.zeros(n, dtype=np.int32)
+        for i in range(n):
+            counts[draws[j, i]] += 1
+        for r in range(n):
+            c = counts[r]
+            if c == 0:
+                continue
+            for k in range(n_sums):
+                out[j, keys[r, k]] += c * values[r, k]
+    return out
