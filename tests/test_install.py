@@ -83,6 +83,7 @@ def test_wheel_without_extras_runs_an_audit_in_a_fresh_venv(tmp_path):
     assert sorted(p.name for p in (out / "figures").glob("*.png")) == sorted(
         [f"controlled_{c}.png" for c in ("none", "Y", "R")]
         + [f"forest_{m}.png" for m in ("auc", "false_positive_rate", "precision")]
+        + [f"calibration_{a}.png" for a in ("race", "sex", "race_x_sex")]
     )
     slices = pd.read_csv(out / "slices.csv")
     assert {"race=African-American", "sex=Female"} <= set(slices["slice"])

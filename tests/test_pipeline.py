@@ -116,7 +116,7 @@ def test_audit_code_files_hold_every_module_an_audit_job_runs(tmp_path):
         data = pd.read_csv({str(REPO / "examples" / "data" / "compas.csv")!r}).head(600)
         data.to_csv("compas.csv", index=False)
         result = audit(data, label="two_year_recid", scores=["compas_score"], groups=["race"],
-                       metrics=["false_positive_rate", "auc"], controls=["none", "R"], n_resamples=20,
+                       metrics=["false_positive_rate", "auc"], controls=["none", "R"], n_resamples=200,
                        n_permutations=20, max_leaf_nodes=[10], cv_folds=2, crossfit_folds=2, seed=1)
         write_outputs(result, {str(tmp_path / "out")!r}, input_path="compas.csv")
         print(json.dumps(sorted(getattr(m, "__file__", None) or "" for n, m in sys.modules.items()

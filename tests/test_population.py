@@ -562,7 +562,8 @@ def _mc_metrics(
     total = wp + wn
     pp = tp + fp
     tn = wn - fp
-    precision = np.divide(tp, pp, out=np.zeros_like(tp), where=pp > 0)
+    # undefined (NaN) without positive predictions, as compute_metrics
+    precision = np.divide(tp, pp, out=np.full_like(tp, np.nan), where=pp > 0)
     metric_values = {
         "log_loss": loss / total,
         "auc": auc,
@@ -650,6 +651,8 @@ def test_population_controlled_differences_match_monte_carlo(setting):
                 ):
                     mean, se = mc.mean(axis=0), mc.std(axis=0, ddof=1) / math.sqrt(MC_CHUNKS)
                     got = exact.loc[list(METRICS), name].to_numpy()
+                    # an undefined metric (precision without positive predictions) is NaN in both
+                    assert np.array_equal(np.isnan(got), np.isnan(mean)), (m, control, g, name, got, mean)
                     bad = np.abs(got - mean) > 5.5 * se + 1e-9
                     assert not bad.any(), (
                         f"{m} {control} group {g} {name}: {np.array(METRICS)[bad]} integral {got[bad]} "

@@ -101,12 +101,12 @@ def test_undefined_and_degenerate_cells_do_not_count_as_covering_zero():
     assert list(cov.columns)[-2:] == ["caveat", "covers_zero"]
 
 
-def test_tables_without_the_caveat_column_warn_and_count_as_ordinary():
+def test_tables_without_the_caveat_column_are_refused():
+    # a table written before the caveat column cannot tell a degenerate interval from an ordinary one
     row = _ta("X", 0.0, 0.0, 0.0, "")
     del row["caveat"]
-    with pytest.warns(UserWarning, match="no 'caveat' column"):
-        cov = theory_coverage(pd.DataFrame([row]))
-    assert cov["caveat"].tolist() == [""] and cov["covers_zero"].tolist() == [True]
+    with pytest.raises(ValueError, match=r"lacks the columns \['caveat'\]"):
+        theory_coverage(pd.DataFrame([row]))
 
 
 def test_missing_columns_raise():

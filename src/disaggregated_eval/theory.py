@@ -99,8 +99,8 @@ def theory_coverage(metrics_table: pd.DataFrame) -> pd.DataFrame:
     metrics_table : pandas.DataFrame
         Tidy metrics table of the simulation study (:func:`disaggregated_eval.evaluation.controlled_evaluation`
         concatenated over settings), with rows of ``comparison == "controlled_difference"`` and its
-        ``caveat`` column (``""``, ``"undefined"`` or ``"degenerate"``). A table written before that
-        column existed is read as if every row were ordinary, with a ``UserWarning``.
+        ``caveat`` column (``""``, ``"undefined"`` or ``"degenerate"``); a table written before that
+        column existed is refused (rerun the rule that wrote it).
 
     Returns
     -------
@@ -114,7 +114,7 @@ def theory_coverage(metrics_table: pd.DataFrame) -> pd.DataFrame:
     Raises
     ------
     ValueError
-        If the table lacks the tidy columns.
+        If the table lacks the tidy columns (``caveat`` included).
     """
     needed = {"dataset", "model", "comparison", "control", "weight_source", "group", "metric",
               "estimate", "ci_low", "ci_high", "caveat"}  # fmt: skip

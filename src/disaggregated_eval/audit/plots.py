@@ -50,6 +50,7 @@ or calling this module never changes global matplotlib settings.
 from __future__ import annotations
 
 import functools
+import gc
 import io
 import multiprocessing
 import os
@@ -1067,6 +1068,22 @@ def _renderers(n_figures: int, n_jobs: int | None) -> int:
     return wanted
 
 
+def _close_fonts() -> None:
+    """Close the font files this process holds open, before it forks renderers.
+
+    matplotlib keeps each font it has used open (``font_manager._get_font``'s cache). A forked
+    child shares every open file's offset with its parent, so parent and child drawing text at once
+    can read each other's glyph bytes (FreeType's "invalid outline"). With no font open at the
+    fork, each process opens its own files.
+    """
+    from matplotlib import font_manager
+
+    clear = getattr(getattr(font_manager, "_get_font", None), "cache_clear", None)
+    if clear is not None:
+        clear()
+        gc.collect()  # the cached FT2Font objects close their files when collected
+
+
 def _ignore_interrupts() -> None:
     """Worker initializer: Ctrl-C is the caller's to handle (it stops the workers), not each worker's."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -1083,6 +1100,7 @@ class _Rendering:
         self._futures: dict[int, Future] = {}
         renderers = _renderers(len(self._specs), n_jobs)
         if renderers > 1:
+            _close_fonts()
             with warnings.catch_warnings():
                 # Python >= 3.12 warns that forking a process with threads may deadlock the child;
                 # the children only draw with Agg and never touch the parent's thread pools or locks.
