@@ -5,7 +5,7 @@ Two quantities of a simulation setting (:mod:`disaggregated_eval.simulate`) and 
 1. **The oracle** ``P(A = a | R = r)`` (paper Algorithm 1, control ``V = R``), built once per
    (setting, model) by :func:`score_oracle` and applied to any score vector:
 
-   * a fitted model (:class:`~disaggregated_eval.models.OutcomeModels`; every model type is a
+   * a fitted model (:class:`~disaggregated_eval.outcome_models.OutcomeModels`; every model type is a
      histogram gradient boosting model of the single feature ``x``) is, in each group, a step
      function of ``x``: constant between consecutive bin thresholds of its bin mapper (a value
      equal to a threshold goes to the lower bin, as in scikit-learn's ``x <= threshold`` rule).
@@ -26,6 +26,8 @@ Two quantities of a simulation setting (:mod:`disaggregated_eval.simulate`) and 
      refined by safeguarded Newton steps (:class:`SmoothScoreOracle`).
 
    ``f(x, a)`` is always the *full* population (the test data), also for the selection settings.
+   :func:`oracle_weights` assembles the oracle weights of a test set for every control: the
+   closed-form ``P(A | X)``, ``P(A | Y)`` of the DGP and one ``P(A | R)`` block per score.
 
 2. **Population metrics** (:func:`population_controlled_differences`): for each group ``a``, the
    subgroup metric, the weighted population metric ``M_a`` (the population reweighted by the
@@ -54,7 +56,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,9 +64,10 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from . import simulate, vocabulary
-from ._validation import check_choice, check_int, check_scores
+from ._validation import check_binary_codes, check_choice, check_columns, check_int, check_scores
 from .metrics import compute_metrics
-from .models import OutcomeModels
+from .outcome_models import OutcomeModels
+from .weight_table import concat_weight_tables, weight_table
 
 __all__ = [
     "StepScore",
@@ -73,6 +76,7 @@ __all__ = [
     "StepScoreOracle",
     "SmoothScoreOracle",
     "score_oracle",
+    "oracle_weights",
     "PopulationRows",
     "population_rows",
     "population_controlled_differences",
@@ -545,6 +549,78 @@ def score_oracle(setting_id: str, model: str, *, fitted: OutcomeModels | None = 
     if fitted is None:
         raise ValueError(f"fitted (the OutcomeModels) is needed for the oracle P(A | R) of model {model!r}")
     return StepScoreOracle(setting_id, model, step_score(fitted, model))
+
+
+def oracle_weights(
+    setting_id: str,
+    test: pd.DataFrame,
+    *,
+    test_scores: Mapping[str, np.ndarray],
+    fitted: OutcomeModels | None = None,
+    oracles: Mapping[str, ScoreOracle] | None = None,
+) -> pd.DataFrame:
+    """Oracle weights ``P(A = a | V)`` of the test rows (paper Algorithm 1).
+
+    * ``V = X``: the DGP's ``p_a_given_x`` (closed form), model ``"*"``.
+    * ``V = Y``: the DGP's ``p_a_given_y`` (closed form), model ``"*"``.
+    * ``V = R``, one block per model in ``test_scores``: ``P(A = a | R = r)`` computed from the
+      DGP without sampling or binning (:func:`score_oracle`): for a
+      fitted model (a step function of ``x`` in each group) the population mass of each group on
+      the ``x`` intervals mapped to the score value ``r``; for a Bayes-optimal score, the change
+      of variables ``x -> r`` over the preimages of ``r``.
+
+    All weights refer to the full (test) population, also for the selection settings.
+
+    Parameters
+    ----------
+    setting_id : str
+    test : pandas.DataFrame of shape (n_test, >= 3)
+        The test set, columns ``x``, ``a``, ``y``; its row order defines ``row``.
+    test_scores : mapping of str to ndarray of shape (n_test,)
+        Scores of each model on ``test``: keys among ``x``, ``xa``, ``xa_stratified`` (predicted by
+        ``fitted``) and ``bayes_x``, ``bayes_xa`` (:func:`~disaggregated_eval.simulate.bayes_scores`).
+        Block order follows it.
+    fitted : OutcomeModels, optional
+        The fitted outcome models; needed for the fitted model types (unless ``oracles`` has them).
+    oracles : mapping of str to ScoreOracle, optional
+        Prebuilt :func:`score_oracle` objects to reuse (e.g. across
+        many test sets of one setting); models not in it are built here.
+
+    Returns
+    -------
+    pandas.DataFrame of shape ((2 + len(test_scores)) * n_test, 6)
+        Long weight table (:func:`disaggregated_eval.weight_table.weight_table`):
+        ``weight_source`` (``"oracle"``), ``control`` (``X``, ``Y``, ``R``), ``model`` (``"*"`` for
+        X and Y), ``row`` (int64), ``p_0``, ``p_1`` (float64, rows sum to 1).
+
+    Raises
+    ------
+    ValueError
+        If ``setting_id`` is unknown, a column is missing, ``a`` or ``y`` is not 0/1, a model name
+        is unknown, a score array has the wrong length or values outside [0, 1], a fitted model
+        type is given without ``fitted``, or a score is not a value the model produces.
+    """
+    dgp = simulate.get_dgp(setting_id)
+    check_columns(test, ("x", "a", "y"), "test")
+    n_test = len(test)
+    x = test["x"].to_numpy(dtype=np.float64)
+    y = check_binary_codes(test["y"].to_numpy(), "test['y']")
+    check_binary_codes(test["a"].to_numpy(), "test['a']")
+    oracles = dict(oracles or {})
+    checked: dict[str, np.ndarray] = {}
+    for model, scores in test_scores.items():
+        check_choice(model, "model (a key of test_scores)", vocabulary.SIMULATION_MODELS)
+        checked[model] = check_scores(scores, n_test, f"test_scores[{model!r}]")
+        if model in vocabulary.MODEL_TYPES and fitted is None and model not in oracles:
+            raise ValueError(f"fitted (the OutcomeModels) is needed for the oracle P(A | R) of model {model!r}")
+    blocks = [
+        weight_table(dgp.p_a_given_x(x), weight_source="oracle", control="X"),
+        weight_table(dgp.p_a_given_y(y), weight_source="oracle", control="Y"),
+    ]
+    for model, scores in checked.items():
+        oracle = oracles.get(model) or score_oracle(setting_id, model, fitted=fitted)
+        blocks.append(weight_table(oracle(scores), weight_source="oracle", control="R", model=model))
+    return concat_weight_tables(blocks)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import time
 import joblib
 import pandas as pd
 
-from disaggregated_eval import io, simulate, vocabulary
+from disaggregated_eval import io, population, vocabulary
 
 log = io.rule_logger(snakemake.log[0], "compute_oracle_weights")  # noqa: F821 (snakemake is injected)
 
@@ -17,7 +17,7 @@ setting = snakemake.wildcards.dataset
 start = time.perf_counter()
 test = io.read_table(snakemake.input.test)
 scores = pd.concat([io.read_table(snakemake.input.scores), io.read_table(snakemake.input.bayes_scores)], axis=1)
-weights = simulate.oracle_weights(
+weights = population.oracle_weights(
     setting,
     test,
     test_scores={m: scores[m].to_numpy() for m in vocabulary.SIMULATION_MODELS},

@@ -4,7 +4,7 @@ import json
 
 import pandas as pd
 
-from disaggregated_eval import io, models
+from disaggregated_eval import io, weight_models
 
 log = io.rule_logger(snakemake.log[0], "fit_weight_models")  # noqa: F821 (snakemake is injected)
 
@@ -18,7 +18,7 @@ if "bayes_scores" in snakemake.input.keys():  # noqa: SIM118 (Namedlist: `in` lo
     score_tables.append(io.read_table(snakemake.input.bayes_scores))
 scores = pd.concat(score_tables, axis=1)
 log.info("P(A | X), P(A | Y) fitted on %s; P(A | R) cross-fitted on test", params.fit_xy_on)
-weights, selection = models.fit_weight_models(
+weights, selection = weight_models.fit_weight_models(
     io.read_table(snakemake.input.train),
     io.read_table(snakemake.input.test),
     {model: scores[model].to_numpy() for model in scores.columns},

@@ -39,7 +39,7 @@ import pandas as pd
 from .. import seeds
 from ..bootstrap import percentile_interval
 from ..evaluation import controlled_evaluation
-from ..models import crossfit_group_proba, score_frame
+from ..weight_models import crossfit_group_proba, score_frame
 from ..weight_table import concat_weight_tables, weight_table
 from .inputs import AuditInput
 from .options import AuditOptions
