@@ -81,6 +81,9 @@ __all__ = [
     "population_rows",
     "population_controlled_differences",
     "RESULT_COLUMNS",
+    "group_prior_keep",
+    "shift_group_proba",
+    "sample_with_group_prior",
 ]
 
 #: Columns of :func:`population_controlled_differences`.
@@ -951,6 +954,7 @@ def population_controlled_differences(
     group_labels: Sequence[str] = vocabulary.SIMULATION_GROUP_LABELS,
     cell_width: float = 0.05,
     n_nodes: int = 8,
+    group_prior: Sequence[float] | None = None,
 ) -> pd.DataFrame:
     """Population subgroup metrics, weighted population metrics ``M_a`` and ``T_a`` with oracle weights.
 
@@ -977,6 +981,11 @@ def population_controlled_differences(
         Labels of the ``group`` column (the simulations' ``schema.json`` labels).
     cell_width, n_nodes : float, int
         Quadrature of :func:`population_rows`.
+    group_prior : sequence of 2 float, optional
+        The population with ``P(A)`` changed to ``group_prior`` and ``P(X, Y | A)`` kept (the
+        setting thinned by :func:`sample_with_group_prior`): pseudo-row masses times
+        :func:`group_prior_keep` and every oracle ``P(A | V)`` through :func:`shift_group_proba`.
+        ``None``: the setting's own population.
 
     Returns
     -------
@@ -1000,14 +1009,22 @@ def population_controlled_differences(
         setting_id, model, fitted=fitted, oracle=oracle, threshold=threshold, cell_width=cell_width, n_nodes=n_nodes
     )
 
+    keep = np.ones(2) if group_prior is None else group_prior_keep(setting_id, group_prior)
+    scale = keep[rows.a]
+
     def evaluate(weight: np.ndarray) -> dict[str, float]:
-        return rows.metrics(weight, metrics=metrics, threshold=threshold, preference_threshold=preference_threshold)
+        return rows.metrics(
+            scale * weight, metrics=metrics, threshold=threshold, preference_threshold=preference_threshold
+        )
+
+    def shifted(proba: np.ndarray) -> np.ndarray:
+        return proba if group_prior is None else shift_group_proba(proba, keep)
 
     weights = {
         "none": np.ones((rows.x.size, 2)),
-        "X": dgp.p_a_given_x(rows.x),
-        "Y": dgp.p_a_given_y(rows.y),
-        "R": rows.oracle(rows.score) if "R" in controls else None,
+        "X": shifted(dgp.p_a_given_x(rows.x)),
+        "Y": shifted(dgp.p_a_given_y(rows.y)),
+        "R": shifted(rows.oracle(rows.score)) if "R" in controls else None,
     }
     overall = evaluate(np.ones(rows.x.size)) if "none" in controls else None
     subgroups = [evaluate((rows.a == a).astype(np.float64)) for a in (0, 1)]
@@ -1030,3 +1047,102 @@ def population_controlled_differences(
                     )
                 )
     return pd.DataFrame.from_records(records, columns=list(RESULT_COLUMNS))
+
+
+# ----------------------------------------------------------------------------------------------
+# A setting with other group shares: P(A) changed, P(X, Y | A) kept
+# ----------------------------------------------------------------------------------------------
+
+
+def group_prior_keep(setting_id: str, group_prior: Sequence[float]) -> np.ndarray:
+    """Thinning probabilities that turn a setting's ``P(A)`` into ``group_prior``.
+
+    Keeping a row of group ``a`` with probability ``keep_a`` proportional to
+    ``group_prior_a / P(A = a)`` (the largest 1) gives a population with ``P(A) = group_prior`` and
+    the setting's ``P(X, Y | A)``: a setting with a small group, whose oracles follow exactly from
+    the setting's (:func:`shift_group_proba`).
+
+    Parameters
+    ----------
+    setting_id : str
+        A simulation setting (its full population's ``P(A)``, also for the selection settings).
+    group_prior : sequence of 2 float
+        The new ``P(A = 0), P(A = 1)``: positive, summing to 1.
+
+    Returns
+    -------
+    ndarray of shape (2,)
+        ``keep_a`` in (0, 1], the largest equal to 1.
+
+    Raises
+    ------
+    ValueError
+        If the setting is unknown or ``group_prior`` is not two positive numbers summing to 1.
+    """
+    prior = np.asarray(group_prior, dtype=np.float64)
+    if prior.shape != (2,) or not np.isfinite(prior).all() or (prior <= 0).any() or abs(prior.sum() - 1.0) > 1e-12:
+        raise ValueError(f"group_prior must be two positive numbers summing to 1; got {group_prior!r}")
+    ratio = prior / simulate.get_dgp(setting_id).p_a()
+    return ratio / ratio.max()
+
+
+def shift_group_proba(proba, keep) -> np.ndarray:
+    """``P(A = a | V)`` after thinning group ``a`` with probability ``keep_a``: proportional to
+    ``keep_a P(A = a | V)`` (Bayes' rule; thinning depends on ``A`` only, so ``P(V | A)`` is kept).
+
+    Parameters
+    ----------
+    proba : array-like of shape (n, K)
+        ``P(A = a | V)`` of the setting (any control ``V``).
+    keep : array-like of shape (K,)
+        Thinning probabilities (:func:`group_prior_keep`).
+
+    Returns
+    -------
+    ndarray of shape (n, K)
+        Rows sum to 1.
+    """
+    shifted = np.asarray(proba, dtype=np.float64) * np.asarray(keep, dtype=np.float64)[None, :]
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+def sample_with_group_prior(
+    setting_id: str, n: int, *, group_prior: Sequence[float], rng: np.random.Generator
+) -> pd.DataFrame:
+    """Draw ``n`` rows of a setting's full population with ``P(A)`` changed to ``group_prior``.
+
+    Rows of the setting's population (:meth:`~disaggregated_eval.simulate.DGP.sample`) are kept
+    independently with probability :func:`group_prior_keep` of their group, in batches, until
+    ``n`` are kept; the first ``n`` kept rows are i.i.d. from the thinned population.
+
+    Parameters
+    ----------
+    setting_id : str
+    n : int
+        Rows to draw (positive).
+    group_prior : sequence of 2 float
+        The new ``P(A)``.
+    rng : numpy.random.Generator
+        Source of randomness (:func:`disaggregated_eval.seeds.generator`).
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n, 3)
+        Columns ``x``, ``a``, ``y`` as the setting's test data.
+
+    Raises
+    ------
+    ValueError
+        If the setting is unknown, ``n`` is not a positive integer or ``group_prior`` is invalid.
+    """
+    n = check_int(n, "n", minimum=1)
+    keep = group_prior_keep(setting_id, group_prior)
+    dgp = simulate.get_dgp(setting_id)
+    rate = float(np.dot(dgp.p_a(), keep))
+    kept, total = [], 0
+    while total < n:
+        batch = dgp.sample(math.ceil(1.1 * (n - total) / rate) + 16, rng)
+        batch = batch[rng.random(len(batch)) < keep[batch["a"].to_numpy()]]
+        kept.append(batch)
+        total += len(batch)
+    return pd.concat(kept, ignore_index=True).iloc[:n].reset_index(drop=True)

@@ -34,7 +34,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 from sklearn.ensemble import HistGradientBoostingClassifier
-from sklearn.model_selection import StratifiedKFold
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, StratifiedKFold
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import SplineTransformer
+from threadpoolctl import threadpool_limits
 
 from . import seeds
 from ._validation import (
@@ -49,6 +53,7 @@ from ._validation import (
     check_scores,
     check_seed,
     check_unique_labels,
+    check_weights,
 )
 from .outcome_models import (
     _MAX_CATEGORY_CODE,
@@ -63,6 +68,7 @@ from .outcome_models import (
     _report,
     _row_requirement,
     _selected,
+    _worker_threads,
 )
 from .vocabulary import WEIGHT_CONTROLS
 from .weight_table import ANY_MODEL, concat_weight_tables, weight_table
@@ -79,6 +85,23 @@ __all__ = [
     "crossfit_group_proba",
     "fit_weight_models",
     "selected_max_leaf_nodes",
+    "MAX_CELLS",
+    "cell_codes",
+    "crossfit_cell_frequency",
+    "SPLINE_KNOTS",
+    "SPLINE_C_GRID",
+    "crossfit_spline_logistic",
+    "WEIGHT_METHODS",
+    "GroupProba",
+    "choose_weight_method",
+    "group_proba_for_control",
+    "POOR_BALANCE_SMD",
+    "NO_OVERLAP_REST_SHARE",
+    "kish_effective_sample_size",
+    "standardized_mean_differences",
+    "overlap_reasons",
+    "DIAGNOSTIC_COLUMNS",
+    "weight_diagnostics",
 ]
 
 #: Name of the single feature ``logit(clip(R))`` of the cross-fitted ``P(A | R)`` models.
@@ -232,10 +255,12 @@ def _plan_crossfit(
     variable: str,
     context: str,
     labels: Sequence[str] | None,
+    inner: bool = True,
 ) -> _Crossfit:
     """Outer folds of ``groups``, checked before any fit: every group needs ``crossfit_folds`` rows,
-    and ``n_splits`` rows (2 with a given ``max_leaf_nodes``) in the training part of every outer
-    fold. Errors name the group (with its label), the fold and the control variable.
+    and (``inner``: models with an inner cross-validation) ``n_splits`` rows (2 with a given
+    ``max_leaf_nodes``) in the training part of every outer fold. Errors name the group (with its
+    label), the fold and the control variable.
     """
     counts = np.bincount(groups, minlength=n_groups)
     for code in range(n_groups):
@@ -246,7 +271,7 @@ def _plan_crossfit(
             )
     fold_ids = _fold_ids(groups, crossfit_folds, seeds.sklearn_seed(seed))
     min_rows, need = _row_requirement(n_splits, max_leaf_nodes is not None)
-    for k in range(crossfit_folds):
+    for k in range(crossfit_folds if inner else 0):
         counts = np.bincount(groups[fold_ids != k], minlength=n_groups)
         for code in range(n_groups):
             if counts[code] < min_rows:
@@ -893,3 +918,937 @@ def selected_max_leaf_nodes(selection: pd.DataFrame) -> dict[tuple[str, str], in
         values, counts = np.unique(chosen, return_counts=True)
         out[(str(control), str(model))] = int(values[np.argmax(counts)])
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Discrete V: P(A | V) as the cross-fitted cell frequency
+# ----------------------------------------------------------------------------------------------
+
+#: Most distinct values (cells) a control variable may take for ``P(A | V)`` to be estimated by
+#: :func:`crossfit_cell_frequency` under ``method="auto"`` (:func:`group_proba_for_control`): a
+#: binary label, a score in deciles or percentiles, a few categorical features. With 50 cells and
+#: the cross-fitting's 80% of the rows, a cell holds on average 1.6% of them (320 of 20,000 rows).
+MAX_CELLS = 50
+
+
+def _as_frame(V, name: str = "V") -> pd.DataFrame:
+    """A control variable as a DataFrame: a frame as is, an array of shape (n,) or (n, d) as columns
+    ``v`` or ``v0 .. v{d-1}``."""
+    if isinstance(V, pd.DataFrame):
+        return V
+    array = np.asarray(V)
+    if array.ndim == 1:
+        return pd.DataFrame({"v": array})
+    if array.ndim == 2:
+        return pd.DataFrame(array, columns=[f"v{j}" for j in range(array.shape[1])])
+    raise ValueError(f"{name} must be a DataFrame or an array of shape (n,) or (n, d); got shape {array.shape}")
+
+
+def cell_codes(V) -> tuple[np.ndarray, int]:
+    """The cell of every row of a discrete control variable: rows with equal values share a cell.
+
+    Parameters
+    ----------
+    V : DataFrame of shape (n_samples, n_columns), or array of shape (n_samples,) or (n_samples, d)
+        The control variable (one or several columns). A missing value (NaN) is a value of its own.
+
+    Returns
+    -------
+    codes : ndarray of shape (n_samples,), int64
+        Cell ``0..n_cells-1`` of each row, numbered in the sorted order of the distinct values.
+    n_cells : int
+        Number of distinct values (rows) of ``V``.
+
+    Raises
+    ------
+    ValueError
+        If ``V`` has no columns or more than two dimensions.
+    """
+    frame = _as_frame(V)
+    if frame.shape[1] == 0:
+        raise ValueError("V must have at least one column")
+    if len(frame) == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    codes = frame.groupby(list(frame.columns), sort=True, dropna=False).ngroup().to_numpy(dtype=np.int64)
+    return codes, int(codes.max()) + 1
+
+
+def crossfit_cell_frequency(
+    V,
+    groups,
+    *,
+    n_groups: int,
+    crossfit_folds: int = 5,
+    seed: int | np.random.SeedSequence,
+    group_labels: Sequence[str] | None = None,
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """Cross-fitted ``P(A = a | V)`` of a discrete control variable: the group shares of its cell.
+
+    Where ``V`` takes few distinct values (a binary label, a score in deciles), ``P(A | V)`` is a
+    contingency table and its estimate is the cell frequency: exact, without a model or a grid
+    search (``docs/method.md``, "Weights"). Cross-fitting as in :func:`crossfit_group_proba`, with
+    the same outer split for the same ``seed`` (:func:`crossfit_fold_ids`, ``random_state =
+    sklearn_seed(seed)``, stratified by group): the row of outer fold ``k`` with value ``v`` gets the
+    group shares among the rows of the *other* folds with value ``v``, so no row is weighted by
+    its own label.
+
+    A value of ``V`` that occurs in fold ``k`` but in none of the other folds (at most a few rows:
+    such a value has no row in 80% of the data with 5 folds) has no rows to estimate from; its
+    rows get the group shares of all the other folds' rows (the marginal ``P(A)``, the estimate
+    when ``V`` tells nothing). This keeps the weights a probability distribution and leaves every
+    other cell's frequency untouched (smoothing every cell towards the marginal would bias the small
+    cells); the number of such rows per fold is reported in ``table``.
+
+    Parameters
+    ----------
+    V : DataFrame of shape (n_samples, n_columns), or array of shape (n_samples,) or (n_samples, d)
+        The control variable; each distinct value (row) is a cell (:func:`cell_codes`; NaN is a
+        value of its own).
+    groups : array-like of shape (n_samples,)
+        Group codes ``0..n_groups-1``.
+    n_groups : int
+        Number of groups ``K`` (2..255).
+    crossfit_folds : int, default=5
+        Outer folds (>= 2).
+    seed : int or numpy.random.SeedSequence
+        Seed branch of the outer split (as in :func:`crossfit_group_proba`: a root seed, or
+        ``seeds.seed_sequence(root, *path)``).
+    group_labels : sequence of str, optional
+        Display labels of the groups, used in error messages.
+
+    Returns
+    -------
+    proba : ndarray of shape (n_samples, n_groups)
+        Column ``k`` holds the estimated ``P(A = k | V)`` of the row; rows sum to 1.
+    table : DataFrame of shape (crossfit_folds, 4)
+        One row per outer fold: ``fold``, ``n_fit_rows`` (rows of the other folds), ``n_cells``
+        (distinct values of ``V`` among them) and ``n_unseen_rows`` (rows of the fold whose value
+        is absent from the other folds and which got the marginal group shares), all int64.
+
+    Raises
+    ------
+    ValueError
+        If ``groups`` has the wrong length or codes outside ``0..n_groups-1``, a group has fewer than
+        ``crossfit_folds`` rows (the message names it), or an argument is invalid.
+    """
+    frame = _as_frame(V)
+    codes, n_cells = cell_codes(frame)
+    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=_MAX_CATEGORY_CODE + 1)
+    a = check_group_codes(groups, "groups", n_groups)
+    check_length(a, len(frame), "groups", reference="V")
+    labels = _check_group_labels(group_labels, n_groups)
+    crossfit_folds = check_int(crossfit_folds, "crossfit_folds", minimum=2)
+    plan = _plan_crossfit(
+        a,
+        n_groups=n_groups,
+        crossfit_folds=crossfit_folds,
+        n_splits=2,
+        max_leaf_nodes=None,
+        seed=_seed_branch(seed),
+        where="V",
+        variable="V",
+        context="cell frequency",
+        labels=labels,
+        inner=False,
+    )
+    return _cell_frequency(codes, n_cells, a, plan.fold_ids, n_groups)
+
+
+def _cell_frequency(
+    codes: np.ndarray, n_cells: int, groups: np.ndarray, fold_ids: np.ndarray, n_groups: int
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """:func:`crossfit_cell_frequency` on checked inputs."""
+    proba = np.empty((codes.shape[0], n_groups), dtype=np.float64)
+    records = []
+    for k in range(int(fold_ids.max()) + 1):
+        held_out = fold_ids == k
+        fit = ~held_out
+        counts = np.bincount(codes[fit] * n_groups + groups[fit], minlength=n_cells * n_groups)
+        counts = counts.reshape(n_cells, n_groups).astype(np.float64)
+        totals = counts.sum(axis=1)
+        marginal = np.bincount(groups[fit], minlength=n_groups) / fit.sum()
+        seen = totals > 0
+        table = np.where(seen[:, None], counts / np.where(seen, totals, 1.0)[:, None], marginal[None, :])
+        proba[held_out] = table[codes[held_out]]
+        records.append((k, int(fit.sum()), int(seen.sum()), int((~seen[codes[held_out]]).sum())))
+    table = pd.DataFrame.from_records(records, columns=["fold", "n_fit_rows", "n_cells", "n_unseen_rows"])
+    return proba, table.astype(np.int64)
+
+
+# ----------------------------------------------------------------------------------------------
+# Continuous V (a score): spline logistic regression
+# ----------------------------------------------------------------------------------------------
+
+#: Knots of the cubic B-spline basis of :func:`crossfit_spline_logistic`: at these quantiles of ``V``
+#: (the minimum, the maximum and 8 between), from the rows each model is fitted on.
+SPLINE_KNOTS = 10
+#: Candidate inverse L2 penalties ``C`` of the spline logistic regression (chosen by cross-validated
+#: log loss).
+SPLINE_C_GRID: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0, 100.0)
+#: Iterations of the lbfgs solver (the fits converge in a few dozen on 16,000 rows).
+_SPLINE_MAX_ITER = 1000
+
+
+def _spline_knots(v: np.ndarray, n_knots: int) -> np.ndarray:
+    """Knots at ``n_knots`` equally spaced quantiles of ``v`` (ties merged), shape (k, 1)."""
+    return np.unique(np.quantile(v, np.linspace(0.0, 1.0, n_knots)))[:, None]
+
+
+def _fit_spline_logistic(
+    v: np.ndarray,
+    groups: np.ndarray,
+    *,
+    n_knots: int,
+    C_grid: list[float],
+    n_splits: int,
+    random_state: int,
+    n_jobs: int,
+) -> tuple[GridSearchCV, pd.DataFrame]:
+    """One grid search of the spline logistic regression of ``groups`` on ``v`` (shape (n,))."""
+    knots = _spline_knots(v, n_knots)
+    pipeline = Pipeline(
+        [
+            ("spline", SplineTransformer(knots=knots, degree=3, extrapolation="linear")),
+            ("logistic", LogisticRegression(max_iter=_SPLINE_MAX_ITER)),
+        ]
+    )
+    search = GridSearchCV(
+        pipeline,
+        {"logistic__C": C_grid},
+        scoring="neg_log_loss",
+        cv=StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=random_state),
+        refit=True,
+        n_jobs=n_jobs,
+        error_score="raise",
+    )
+    # One BLAS thread: the matrices are small (rows x ~12 columns), so threads only wait for each
+    # other (measured: 8x the wall time with 2 threads on a busy machine), and a fixed thread count
+    # keeps the summation order, hence the bits, the same on every machine.
+    with _worker_threads(n_jobs), threadpool_limits(limits=1, user_api="blas"):
+        search.fit(v[:, None], groups)
+    results = search.cv_results_
+    table = pd.DataFrame(
+        {
+            "n_knots": np.full(len(C_grid), knots.shape[0], dtype=np.int64),
+            "C": np.asarray(C_grid, dtype=np.float64),
+            "mean_cv_log_loss": -np.asarray(results["mean_test_score"], dtype=np.float64),
+            "std_cv_log_loss": np.asarray(results["std_test_score"], dtype=np.float64),
+            "selected": np.arange(len(C_grid)) == search.best_index_,
+        }
+    )
+    return search, table
+
+
+def crossfit_spline_logistic(
+    V,
+    groups,
+    *,
+    n_groups: int,
+    n_knots: int = SPLINE_KNOTS,
+    C_grid: Sequence[float] = SPLINE_C_GRID,
+    n_splits: int = 5,
+    crossfit_folds: int = 5,
+    seed: int | np.random.SeedSequence,
+    group_labels: Sequence[str] | None = None,
+    n_jobs: int = 1,
+    progress: Callable[[str], object] | None = None,
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """Cross-fitted ``P(A = a | V)`` of a continuous one-column ``V`` by spline logistic regression.
+
+    For a score, ``V`` is :func:`score_frame` of it (``logit(clip(R))``). In each outer fold a
+    multinomial logistic regression of the group on a cubic B-spline basis of ``V``
+    (:class:`sklearn.preprocessing.SplineTransformer`, knots at :data:`SPLINE_KNOTS` quantiles of
+    the fold's fit rows, linear beyond the outer knots) is fitted on the other folds, its L2
+    penalty ``C`` chosen from ``C_grid`` by stratified ``n_splits``-fold cross-validated log loss
+    (:class:`sklearn.model_selection.GridSearchCV`), and predicts the held-out fold. Unlike the
+    gradient boosting of :func:`crossfit_group_proba`, whose leaves of at least 20 rows and
+    early-stopped shrinkage flatten ``P(A | R)`` where a small group lives (the tails of the score),
+    the spline follows the log-odds there and continues them linearly beyond the data: the
+    simulation of ``benchmarks/bench_weight_calibration.py`` measures both against the exact
+    oracle (``docs/method.md``, "Weights").
+
+    Seeds as in :func:`crossfit_group_proba`: the outer split from ``sklearn_seed(seed)`` (the same
+    folds for the same ``seed``), the inner cross-validation of fold ``k`` from
+    ``sklearn_seed(seed, k)``; the lbfgs fits are deterministic.
+
+    Parameters
+    ----------
+    V : DataFrame of shape (n_samples, 1), or array of shape (n_samples,)
+        One numeric column without missing values, with at least 3 distinct values.
+    groups : array-like of shape (n_samples,)
+        Group codes ``0..n_groups-1``.
+    n_groups : int
+        Number of groups ``K`` (2..255).
+    n_knots : int, default=SPLINE_KNOTS
+        Knots of the spline basis (>= 3; ties of the quantiles are merged).
+    C_grid : sequence of float, default=SPLINE_C_GRID
+        Candidate inverse penalties (positive).
+    n_splits : int, default=5
+        Folds of each inner cross-validation (>= 2).
+    crossfit_folds : int, default=5
+        Outer folds (>= 2).
+    seed : int or numpy.random.SeedSequence
+        Seed branch.
+    group_labels : sequence of str, optional
+        Display labels of the groups, used in error messages.
+    n_jobs : int, default=1
+        Parallel fits of each grid search (worker processes).
+    progress : callable, optional
+        Called with one log line per outer fold.
+
+    Returns
+    -------
+    proba : ndarray of shape (n_samples, n_groups)
+        Column ``k`` holds the estimated ``P(A = k | V)``; rows sum to 1.
+    table : DataFrame
+        One row per outer fold and ``C``: ``fold``, ``n_knots`` (int64), ``C``,
+        ``mean_cv_log_loss``, ``std_cv_log_loss`` (float64), ``selected`` (bool).
+
+    Raises
+    ------
+    ValueError
+        If ``V`` has not exactly one numeric column, has missing or infinite values or fewer than 3
+        distinct values (use :func:`crossfit_cell_frequency`); if ``groups`` has the wrong length or
+        codes outside ``0..n_groups-1``; if a group has fewer than ``crossfit_folds`` rows or fewer
+        than ``n_splits`` rows in the training part of an outer fold (the message names it); or if
+        another argument is invalid.
+    """
+    frame = _as_frame(V)
+    v = _check_continuous(frame)
+    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=_MAX_CATEGORY_CODE + 1)
+    a = check_group_codes(groups, "groups", n_groups)
+    check_length(a, len(frame), "groups", reference="V")
+    labels = _check_group_labels(group_labels, n_groups)
+    n_knots = check_int(n_knots, "n_knots", minimum=3)
+    C_grid = _check_C_grid(C_grid)
+    n_splits = check_int(n_splits, "n_splits", minimum=2)
+    crossfit_folds = check_int(crossfit_folds, "crossfit_folds", minimum=2)
+    n_jobs = check_int(n_jobs, "n_jobs")
+    variable = str(frame.columns[0])
+    plan = _plan_crossfit(
+        a,
+        n_groups=n_groups,
+        crossfit_folds=crossfit_folds,
+        n_splits=n_splits,
+        max_leaf_nodes=None,
+        seed=_seed_branch(seed),
+        where="V",
+        variable=variable,
+        context=f"V = {variable}, spline logistic",
+        labels=labels,
+    )
+    return _crossfit_spline(
+        v, a, plan, n_groups=n_groups, n_knots=n_knots, C_grid=C_grid, n_splits=n_splits, n_jobs=n_jobs,
+        variable=variable, progress=progress,
+    )  # fmt: skip
+
+
+def _check_continuous(frame: pd.DataFrame) -> np.ndarray:
+    if frame.shape[1] != 1:
+        raise ValueError(f"V must have exactly one column for the spline logistic model; got {frame.shape[1]}")
+    name = frame.columns[0]
+    if not pd.api.types.is_numeric_dtype(frame[name].dtype):
+        raise ValueError(f"V column {name!r} must be numeric; got dtype {frame[name].dtype}")
+    v = frame[name].to_numpy(dtype=np.float64, na_value=np.nan)
+    if not np.isfinite(v).all():
+        raise ValueError(f"V column {name!r} must be finite (no missing values) for the spline logistic model")
+    if np.unique(v).size < 3:
+        raise ValueError(
+            f"V column {name!r} has {np.unique(v).size} distinct value(s); a spline needs at least 3 "
+            "(use crossfit_cell_frequency for a discrete V)"
+        )
+    return np.ascontiguousarray(v)
+
+
+def _check_C_grid(C_grid) -> list[float]:
+    message = "C_grid must be a non-empty sequence of distinct positive numbers"
+    if isinstance(C_grid, (str, bytes)) or not isinstance(C_grid, Sequence) or not len(C_grid):
+        raise ValueError(f"{message}; got {C_grid!r}")
+    values = []
+    for c in C_grid:
+        if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, float, np.integer, np.floating)):
+            raise ValueError(f"{message}; got {C_grid!r}")
+        if not np.isfinite(c) or c <= 0:
+            raise ValueError(f"{message}; got {C_grid!r}")
+        values.append(float(c))
+    if len(set(values)) != len(values):
+        raise ValueError(f"{message}; got {C_grid!r}")
+    return values
+
+
+def _crossfit_spline(
+    v: np.ndarray,
+    groups: np.ndarray,
+    plan: _Crossfit,
+    *,
+    n_groups: int,
+    n_knots: int,
+    C_grid: list[float],
+    n_splits: int,
+    n_jobs: int,
+    variable: str,
+    progress: Callable[[str], object] | None,
+) -> tuple[np.ndarray, pd.DataFrame]:
+    proba = np.full((v.shape[0], n_groups), np.nan, dtype=np.float64)
+    tables = []
+    for k in range(int(plan.fold_ids.max()) + 1):
+        held_out = plan.fold_ids == k
+        start = time.perf_counter()
+        search, table = _fit_spline_logistic(
+            v[~held_out],
+            groups[~held_out],
+            n_knots=n_knots,
+            C_grid=C_grid,
+            n_splits=n_splits,
+            random_state=plan.fold_seed(k),
+            n_jobs=n_jobs,
+        )
+        classes = np.asarray(search.classes_).astype(np.int64)
+        proba[held_out] = 0.0
+        with threadpool_limits(limits=1, user_api="blas"):
+            proba[np.ix_(held_out, classes)] = search.predict_proba(v[held_out, None])
+        chosen = float(table.loc[table["selected"], "C"].iloc[0])
+        _report(
+            progress,
+            f"weight model P(A | {variable}) spline logistic, outer fold {k}: fit on {int((~held_out).sum())} rows, "
+            f"predict {int(held_out.sum())} rows, C={chosen:g}, {time.perf_counter() - start:.1f} s",
+        )
+        table.insert(0, "fold", k)
+        tables.append(table)
+    out = pd.concat(tables, ignore_index=True)
+    out["fold"] = out["fold"].astype(np.int64)
+    return proba, out
+
+
+# ----------------------------------------------------------------------------------------------
+# One entry point: the estimator of P(A | V) that fits the control variable
+# ----------------------------------------------------------------------------------------------
+
+#: Estimators of ``P(A | V)`` of :func:`group_proba_for_control`.
+WEIGHT_METHODS: tuple[str, ...] = ("cell_frequency", "spline_logistic", "gradient_boosting")
+
+
+@dataclass(frozen=True)
+class GroupProba:
+    """Cross-fitted ``P(A = a | V)`` of every row and how it was estimated.
+
+    Attributes
+    ----------
+    proba : ndarray of shape (n_samples, n_groups)
+        Column ``k`` holds ``P(A = k | V)`` of the row; rows sum to 1.
+    method : str
+        One of :data:`WEIGHT_METHODS`.
+    table : DataFrame
+        The estimator's per-fold table (:func:`crossfit_cell_frequency`,
+        :func:`crossfit_spline_logistic` or :func:`crossfit_group_proba`).
+    note : str
+        One sentence on the estimate for a practitioner's notes (the method, and for cell
+        frequencies the rows whose value of ``V`` only occurs in their own fold).
+    """
+
+    proba: np.ndarray
+    method: str
+    table: pd.DataFrame
+    note: str
+
+
+def choose_weight_method(V, *, categorical: Sequence[str] = (), max_cells: int = MAX_CELLS) -> str:
+    """The estimator ``method="auto"`` of :func:`group_proba_for_control` uses for ``V``.
+
+    - ``"cell_frequency"`` if ``V`` has at most ``max_cells`` distinct values (rows): a binary
+      label, a score in deciles, a few categorical features;
+    - ``"spline_logistic"`` if ``V`` is one numeric, non-categorical column without missing values
+      (a continuous score, or one numeric feature);
+    - ``"gradient_boosting"`` otherwise (several features, missing values, many categories).
+
+    Parameters
+    ----------
+    V : DataFrame of shape (n_samples, n_columns), or array of shape (n_samples,) or (n_samples, d)
+    categorical : sequence of str, default=()
+        Categorical columns of ``V``.
+    max_cells : int, default=MAX_CELLS
+
+    Returns
+    -------
+    str
+        One of :data:`WEIGHT_METHODS`.
+    """
+    frame = _as_frame(V)
+    _, n_cells = cell_codes(frame)
+    if n_cells <= check_int(max_cells, "max_cells", minimum=1):
+        return "cell_frequency"
+    if frame.shape[1] == 1 and frame.columns[0] not in categorical:
+        column = frame.iloc[:, 0]
+        if (
+            pd.api.types.is_numeric_dtype(column.dtype)
+            and np.isfinite(column.to_numpy(np.float64, na_value=np.nan)).all()
+        ):
+            return "spline_logistic"
+    return "gradient_boosting"
+
+
+def group_proba_for_control(
+    V,
+    groups,
+    *,
+    n_groups: int,
+    method: str = "auto",
+    max_cells: int = MAX_CELLS,
+    categorical: Sequence[str] = (),
+    grid: Sequence[int] = (10, 25, 50),
+    max_leaf_nodes: int | None = None,
+    n_knots: int = SPLINE_KNOTS,
+    C_grid: Sequence[float] = SPLINE_C_GRID,
+    n_splits: int = 5,
+    crossfit_folds: int = 5,
+    seed: int | np.random.SeedSequence,
+    group_labels: Sequence[str] | None = None,
+    n_jobs: int = 1,
+    n_threads: int | None = None,
+    progress: Callable[[str], object] | None = None,
+) -> GroupProba:
+    """Cross-fitted ``P(A = a | V)`` with the estimator that fits ``V`` (``docs/method.md``, "Weights").
+
+    ``method="auto"`` (:func:`choose_weight_method`): the cell frequency
+    (:func:`crossfit_cell_frequency`) for a ``V`` with at most ``max_cells`` distinct values (exact,
+    instant); the spline logistic regression (:func:`crossfit_spline_logistic`) for one continuous
+    column, e.g. a score's :func:`score_frame`; the grid-searched gradient boosting
+    (:func:`crossfit_group_proba`) for several features. Every method uses the same outer folds for
+    the same ``seed``, so no row is weighted by a model that saw it.
+
+    Parameters
+    ----------
+    V : DataFrame of shape (n_samples, n_columns), or array of shape (n_samples,) or (n_samples, d)
+        The control variable: covariates, the label, or :func:`score_frame` of a score.
+    groups : array-like of shape (n_samples,)
+        Group codes ``0..n_groups-1``.
+    n_groups : int
+        Number of groups ``K``.
+    method : {"auto", "cell_frequency", "spline_logistic", "gradient_boosting"}, default="auto"
+    max_cells : int, default=MAX_CELLS
+        Largest number of distinct values of ``V`` for the cell frequency under ``"auto"``.
+    categorical : sequence of str, default=()
+        Categorical columns of ``V`` (gradient boosting; excluded from the spline).
+    grid, max_leaf_nodes
+        Of the gradient boosting (:func:`crossfit_group_proba`).
+    n_knots, C_grid
+        Of the spline logistic regression (:func:`crossfit_spline_logistic`).
+    n_splits : int, default=5
+        Folds of the inner cross-validation (spline, gradient boosting).
+    crossfit_folds : int, default=5
+        Outer folds.
+    seed : int or numpy.random.SeedSequence
+        Seed branch (outer split at the branch, fold ``k``'s inner search at ``branch + (k,)``).
+    group_labels : sequence of str, optional
+        Display labels of the groups, used in error messages.
+    n_jobs, n_threads, progress
+        As in :func:`crossfit_group_proba` (``n_threads`` only concerns the gradient boosting);
+        ``progress`` is called once per outer fold by every method.
+
+    Returns
+    -------
+    GroupProba
+        ``proba`` of shape (n_samples, n_groups), the ``method`` used, its per-fold ``table`` and
+        a ``note``.
+
+    Raises
+    ------
+    ValueError
+        If ``method`` is unknown, or as the chosen estimator raises (checked before any fit).
+    """
+    method = check_choice(method, "method", ("auto",) + WEIGHT_METHODS)
+    frame = _as_frame(V)
+    if method == "auto":
+        method = choose_weight_method(frame, categorical=categorical, max_cells=max_cells)
+    if method == "cell_frequency":
+        proba, table = crossfit_cell_frequency(
+            frame, groups, n_groups=n_groups, crossfit_folds=crossfit_folds, seed=seed, group_labels=group_labels
+        )
+        for fold in table.itertuples():
+            _report(
+                progress,
+                f"weight model P(A | V) cell frequency, outer fold {fold.fold}: {fold.n_cells} value(s) of V in "
+                f"{fold.n_fit_rows} rows, {fold.n_unseen_rows} held-out row(s) with an unseen value",
+            )
+        unseen = int(table["n_unseen_rows"].sum())
+        _, n_cells = cell_codes(frame)
+        note = f"P(A | V) is the cross-fitted cell frequency over the {n_cells} distinct value(s) of V"
+        if unseen:
+            note += (
+                f"; {unseen} row(s) have a value of V that occurs only in their own outer fold and get the "
+                "group shares of the other folds"
+            )
+        return GroupProba(proba, method, table, note)
+    if method == "spline_logistic":
+        proba, table = crossfit_spline_logistic(
+            frame, groups, n_groups=n_groups, n_knots=n_knots, C_grid=C_grid, n_splits=n_splits,
+            crossfit_folds=crossfit_folds, seed=seed, group_labels=group_labels, n_jobs=n_jobs, progress=progress,
+        )  # fmt: skip
+        note = "P(A | V) is a cross-fitted logistic regression on a cubic spline basis of V"
+        return GroupProba(proba, method, table, note)
+    proba, table = crossfit_group_proba(
+        frame, groups, n_groups=n_groups, categorical=categorical, grid=grid, max_leaf_nodes=max_leaf_nodes,
+        n_splits=n_splits, crossfit_folds=crossfit_folds, seed=seed, group_labels=group_labels, n_jobs=n_jobs,
+        n_threads=n_threads, progress=progress,
+    )  # fmt: skip
+    note = "P(A | V) is a cross-fitted, grid-searched gradient boosting classifier"
+    return GroupProba(proba, method, table, note)
+
+
+# ----------------------------------------------------------------------------------------------
+# Diagnostics of the weights: balance, effective sample size, overlap
+# ----------------------------------------------------------------------------------------------
+
+#: A standardised mean difference of ``V`` above this (in absolute value) between a slice and its
+#: re-weighted population is poor balance: the usual rule of thumb of propensity-score weighting
+#: (Austin 2009, Statistics in Medicine 28:3083; Stuart 2010, Statistical Science 25:1).
+POOR_BALANCE_SMD = 0.1
+#: A slice has no overlap with the rest when the rest's rows carry less than this share of the
+#: weight they would carry if ``V`` said nothing about the slice (:func:`overlap_reasons`).
+NO_OVERLAP_REST_SHARE = 0.01
+
+
+def kish_effective_sample_size(weights, *, axis: int = 0) -> np.ndarray | float:
+    """Kish's effective sample size ``(sum w)^2 / sum w^2`` of non-negative weights.
+
+    Kish (1965), *Survey Sampling*: the number of equally weighted rows that give a weighted mean
+    the same variance (for uncorrelated rows of equal variance). Equal weights give the number of
+    rows with positive weight; ``P(A = a | V) = 1[A = a]`` gives the slice's size.
+
+    Parameters
+    ----------
+    weights : array-like
+        Non-negative weights, e.g. ``P(A = a | V)`` of every row (times sample weights).
+    axis : int, default=0
+        Axis of the rows.
+
+    Returns
+    -------
+    float or ndarray
+        The effective sample size along ``axis`` (NaN where every weight is 0).
+
+    Raises
+    ------
+    ValueError
+        If a weight is negative or not finite.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError("weights must be finite and non-negative")
+    total = w.sum(axis=axis)
+    squares = (w * w).sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(squares > 0, total * total / np.where(squares > 0, squares, 1.0), np.nan)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def _balance_terms(frame: pd.DataFrame, categorical: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """The columns whose means are compared: a numeric column as is (rows with NaN left out of it,
+    plus a missing-value indicator if any), a categorical column as one indicator per level."""
+    terms, names = [], []
+    for name in frame.columns:
+        values = frame[name]
+        if name in categorical or not pd.api.types.is_numeric_dtype(values.dtype):
+            codes, levels = pd.factorize(values, sort=True, use_na_sentinel=False)
+            for j, level in enumerate(levels):
+                terms.append((codes == j).astype(np.float64))
+                names.append(f"{name}={level}")
+            continue
+        x = values.to_numpy(dtype=np.float64, na_value=np.nan)
+        terms.append(x)
+        names.append(str(name))
+        missing = np.isnan(x)
+        if missing.any():
+            terms.append(missing.astype(np.float64))
+            names.append(f"{name} (missing)")
+    return np.column_stack(terms) if terms else np.zeros((len(frame), 0)), names
+
+
+def _weighted_moments(x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted mean and variance of every column of ``x`` (rows with NaN left out per column)."""
+    valid = ~np.isnan(x)
+    ww = np.where(valid, w[:, None], 0.0)
+    xx = np.where(valid, x, 0.0)
+    total = ww.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = (ww * xx).sum(axis=0) / total
+        var = (ww * (xx - mean) ** 2).sum(axis=0) / total
+    return mean, var
+
+
+def standardized_mean_differences(
+    V,
+    groups,
+    proba,
+    *,
+    n_groups: int,
+    categorical: Sequence[str] = (),
+    sample_weight=None,
+) -> tuple[np.ndarray, list[str]]:
+    """Balance of ``V`` between each slice and its re-weighted population (standardised mean difference).
+
+    The weighted population metric ``M_a`` weights every row by ``P(A = a | V)``; if the weights
+    are right, the re-weighted population has slice ``a``'s distribution of ``V`` (paper 4.2), so
+    the means of ``V`` agree. For each group ``a`` and each term ``j`` of ``V``,
+    ``SMD = (mean_a - mean_w) / sqrt((var_a + var_w) / 2)``: ``mean_a``, ``var_a`` over the slice's
+    rows, ``mean_w``, ``var_w`` over all rows weighted by ``P(A = a | V)`` (both times
+    ``sample_weight``), the standardised difference of propensity-score weighting (Austin 2009,
+    Statistics in Medicine 28:3083). ``|SMD| > POOR_BALANCE_SMD`` (0.1) is poor balance.
+
+    Parameters
+    ----------
+    V : DataFrame of shape (n_samples, n_columns), or array of shape (n_samples,) or (n_samples, d)
+        The control variable as the weights were fitted on (e.g. :func:`score_frame` of a score).
+        Numeric columns are compared as they are (rows with NaN left out of that column, plus a
+        term for the missing-value indicator when there are any); ``categorical`` and non-numeric
+        columns as one indicator per level.
+    groups : array-like of shape (n_samples,)
+        Group codes ``0..n_groups-1``.
+    proba : array-like of shape (n_samples, n_groups)
+        ``P(A = a | V)`` of every row (e.g. from :func:`group_proba_for_control`).
+    n_groups : int
+        Number of groups ``K``.
+    categorical : sequence of str, default=()
+        Columns of ``V`` to treat as categorical.
+    sample_weight : array-like of shape (n_samples,), optional
+        Non-negative row weights of the evaluation.
+
+    Returns
+    -------
+    smd : ndarray of shape (n_groups, n_terms)
+        The standardised mean difference of every group and term; 0 where both variances are 0 and
+        the means agree, +-inf where they differ, NaN for a group without rows or weight.
+    terms : list of str
+        The term names: a column's name, ``"name (missing)"``, ``"name=level"``.
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not match, a group code is out of range, or a weight or probability is
+        negative or not finite.
+    """
+    frame = _as_frame(V)
+    a, p, sw = _check_diagnostic_inputs(frame, groups, proba, n_groups, sample_weight)
+    x, names = _balance_terms(frame, list(categorical))
+    smd = np.full((n_groups, x.shape[1]), np.nan)
+    for g in range(n_groups):
+        in_slice = sw * (a == g)
+        if in_slice.sum() <= 0 or (sw * p[:, g]).sum() <= 0:
+            continue
+        mean_a, var_a = _weighted_moments(x, in_slice)
+        mean_w, var_w = _weighted_moments(x, sw * p[:, g])
+        diff = mean_a - mean_w
+        scale = np.sqrt((var_a + var_w) / 2.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            smd[g] = np.where(
+                scale > 0, diff / np.where(scale > 0, scale, 1.0), np.where(diff == 0, 0.0, np.sign(diff) * np.inf)
+            )
+    return smd, names
+
+
+def _check_diagnostic_inputs(frame, groups, proba, n_groups, sample_weight):
+    n = len(frame)
+    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=_MAX_CATEGORY_CODE + 1)
+    a = check_group_codes(groups, "groups", n_groups)
+    check_length(a, n, "groups", reference="V")
+    p = np.asarray(proba, dtype=np.float64)
+    if p.shape != (n, n_groups):
+        raise ValueError(f"proba must have shape ({n}, {n_groups}) (rows of V, n_groups); got {p.shape}")
+    if not np.isfinite(p).all() or (p < 0).any():
+        raise ValueError("proba must be finite and non-negative")
+    if sample_weight is None:
+        sw = np.ones(n)
+    else:
+        sw = check_weights(sample_weight, n, "sample_weight")
+    return a, p, sw
+
+
+def _separated(inside: np.ndarray, outside: np.ndarray) -> str:
+    """``"above"`` or ``"below"`` if every value of ``inside`` lies above or below every value of
+    ``outside``, else ``""``."""
+    if inside.min() > outside.max():
+        return "above"
+    if inside.max() < outside.min():
+        return "below"
+    return ""
+
+
+def _rest_share(sw: np.ndarray, p: np.ndarray, inside: np.ndarray) -> float:
+    """Share of the weight ``sw * p`` on rows outside the slice, relative to that if ``p`` were
+    constant (``V`` independent of ``A``): ``(1 - s) / (1 - pi)``; NaN if undefined."""
+    w = sw * p
+    total, rows = w.sum(), sw.sum()
+    pi = sw[inside].sum() / rows if rows > 0 else np.nan
+    if not total > 0 or not pi < 1:
+        return float("nan")
+    return float((w[~inside].sum() / total) / (1.0 - pi))
+
+
+def overlap_reasons(
+    V,
+    groups,
+    proba,
+    *,
+    n_groups: int,
+    sample_weight=None,
+    max_cells: int = MAX_CELLS,
+    min_rest_share: float = NO_OVERLAP_REST_SHARE,
+) -> list[str]:
+    """Why a slice's ``T_a`` has no overlap to stand on, or ``""``: one reason per group.
+
+    ``T_a = metric(A = a) - M_a`` compares the slice with the other rows that have the same ``V``.
+    When ``V`` (nearly) determines membership (features that contain the attribute, such as age
+    for an age group; a score that takes different values in each group), no such rows exist:
+    ``M_a`` is made of the slice's own rows and ``T_a`` is 0 by construction, not evidence of
+    anything. Checked, in this order:
+
+    1. a discrete ``V`` (at most ``max_cells`` distinct values): the slice and the rest share no
+       value of ``V``;
+    2. a single numeric column: every value of the slice lies above (or below) every value of
+       the rest;
+    3. with the weights ``w = P(A = a | V)`` (times ``sample_weight``): the rest's rows carry
+       ``rest_share = (1 - s) / (1 - pi)`` of the weight they would carry if ``V`` said nothing
+       about the slice, with ``s`` the slice's share of ``sum w`` and ``pi`` its share of the rows
+       (``rest_share`` is 1 when ``V`` is independent of ``A`` and 0 when ``V`` determines it);
+       below ``min_rest_share`` (1%) the slice has no overlap. This measures what matters for
+       ``M_a`` (how much of it comes from other rows) and, unlike counting rows with
+       ``P(A = a | V)`` near 0 or 1, does not flag a small slice whose weights are all small.
+
+    Parameters
+    ----------
+    V : DataFrame of shape (n_samples, n_columns), or array of shape (n_samples,) or (n_samples, d)
+        The control variable (as the weights were fitted on).
+    groups : array-like of shape (n_samples,)
+        Group codes ``0..n_groups-1``.
+    proba : array-like of shape (n_samples, n_groups)
+        ``P(A = a | V)`` of every row.
+    n_groups : int
+        Number of groups ``K``.
+    sample_weight : array-like of shape (n_samples,), optional
+        Non-negative row weights of the evaluation.
+    max_cells : int, default=MAX_CELLS
+        ``V`` with at most this many distinct values is discrete (check 1).
+    min_rest_share : float, default=NO_OVERLAP_REST_SHARE
+        Threshold of check 3, in [0, 1).
+
+    Returns
+    -------
+    list of str
+        ``n_groups`` strings for a ``reason`` column: ``""`` where the slice overlaps the rest,
+        else a sentence starting with ``"no overlap: "``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`standardized_mean_differences`, or if ``max_cells`` or ``min_rest_share`` is
+        invalid.
+    """
+    frame = _as_frame(V)
+    a, p, sw = _check_diagnostic_inputs(frame, groups, proba, n_groups, sample_weight)
+    max_cells = check_int(max_cells, "max_cells", minimum=1)
+    if not isinstance(min_rest_share, (int, float)) or not 0 <= min_rest_share < 1:
+        raise ValueError(f"min_rest_share must be a number in [0, 1); got {min_rest_share!r}")
+    codes, n_cells = cell_codes(frame)
+    single = frame.shape[1] == 1 and pd.api.types.is_numeric_dtype(frame.iloc[:, 0].dtype)
+    values = frame.iloc[:, 0].to_numpy(dtype=np.float64, na_value=np.nan) if single else None
+    reasons = []
+    for g in range(n_groups):
+        inside = (a == g) & (sw > 0)
+        outside = (a != g) & (sw > 0)
+        if not inside.any() or not outside.any():
+            reasons.append("")
+            continue
+        if n_cells <= max_cells and not np.intersect1d(codes[inside], codes[outside]).size:
+            reasons.append(
+                f"no overlap: the slice and the rest share no value of V ({np.unique(codes[inside]).size} "
+                f"value(s) in the slice, {np.unique(codes[outside]).size} in the rest)"
+            )
+            continue
+        separated = single and not np.isnan(values).any() and _separated(values[inside], values[outside])
+        if separated:
+            reasons.append(f"no overlap: every value of V in the slice lies {separated} every value in the rest")
+            continue
+        rest = _rest_share(sw, p[:, g], a == g)
+        if rest < min_rest_share:
+            reasons.append(
+                f"no overlap: V nearly determines the slice (the other rows carry {100 * rest:.2g}% of the "
+                f"weight they would carry if V said nothing about it), so M_a is the slice's own metric"
+            )
+            continue
+        reasons.append("")
+    return reasons
+
+
+#: Columns of :func:`weight_diagnostics`.
+DIAGNOSTIC_COLUMNS: tuple[str, ...] = (
+    "group",
+    "n_rows",
+    "balance_smd",
+    "balance_term",
+    "poor_balance",
+    "effective_sample_size",
+    "rest_share",
+    "overlap_reason",
+)
+
+
+def weight_diagnostics(
+    V,
+    groups,
+    proba,
+    *,
+    n_groups: int,
+    categorical: Sequence[str] = (),
+    sample_weight=None,
+    max_cells: int = MAX_CELLS,
+    min_rest_share: float = NO_OVERLAP_REST_SHARE,
+) -> pd.DataFrame:
+    """Balance, effective sample size and overlap of the weights ``P(A = a | V)``, one row per group.
+
+    Parameters
+    ----------
+    V, groups, proba, n_groups, categorical, sample_weight
+        As in :func:`standardized_mean_differences`.
+    max_cells, min_rest_share
+        As in :func:`overlap_reasons`.
+
+    Returns
+    -------
+    DataFrame of shape (n_groups, 8)
+        Columns :data:`DIAGNOSTIC_COLUMNS`: ``group`` (code, int64), ``n_rows`` (rows of the slice,
+        int64), ``balance_smd`` (the standardised mean difference of largest absolute value over
+        the terms of ``V``, float64), ``balance_term`` (its term), ``poor_balance``
+        (``|balance_smd| > POOR_BALANCE_SMD``), ``effective_sample_size`` (Kish's, of the weights
+        ``P(A = a | V)`` times ``sample_weight`` over all rows: between the slice's size when ``V``
+        determines ``A`` and all rows when it says nothing; :func:`kish_effective_sample_size`),
+        ``rest_share`` (check 3 of :func:`overlap_reasons`) and ``overlap_reason`` (``""`` or the
+        reason of :func:`overlap_reasons`).
+
+    Raises
+    ------
+    ValueError
+        As :func:`standardized_mean_differences` and :func:`overlap_reasons`.
+    """
+    frame = _as_frame(V)
+    a, p, sw = _check_diagnostic_inputs(frame, groups, proba, n_groups, sample_weight)
+    smd, names = standardized_mean_differences(
+        frame, a, p, n_groups=n_groups, categorical=categorical, sample_weight=sw
+    )
+    reasons = overlap_reasons(
+        frame, a, p, n_groups=n_groups, sample_weight=sw, max_cells=max_cells, min_rest_share=min_rest_share
+    )
+    w = sw[:, None] * p
+    ess = kish_effective_sample_size(w, axis=0)
+    rows = []
+    for g in range(n_groups):
+        finite = np.where(np.isnan(smd[g]), -1.0, np.abs(smd[g]))
+        j = int(np.argmax(finite)) if smd.shape[1] else -1
+        value = float(smd[g, j]) if j >= 0 else np.nan
+        inside = a == g
+        rest = _rest_share(sw, p[:, g], inside)
+        rows.append(
+            (g, int(inside.sum()), value, names[j] if j >= 0 else "", bool(abs(value) > POOR_BALANCE_SMD),
+             float(ess[g]), float(rest), reasons[g])
+        )  # fmt: skip
+    out = pd.DataFrame.from_records(rows, columns=list(DIAGNOSTIC_COLUMNS))
+    return out.astype({"group": np.int64, "n_rows": np.int64})
