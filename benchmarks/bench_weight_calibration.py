@@ -13,15 +13,18 @@ shifted by Bayes' rule (``population.shift_group_proba``), and the population ``
 numerical integration (``population.population_controlled_differences(..., group_prior=...)``,
 quadrature error about 1e-11).
 
-Per replicate (``--replicates`` independent test sets of ``--n`` rows), ``V = R``:
+Per replicate (``--replicates`` independent test sets of ``--n`` rows), ``V = R``, all cross-fitted on
+the same outer folds (same seed branch):
 
-* **old**: ``weight_models.crossfit_group_proba`` on ``score_frame(R)``, the audit's estimator
-  (grid-searched HistGradientBoosting, ``max_leaf_nodes`` in {10, 25, 50}, 5 x 5 folds);
-* **new**: ``weight_models.crossfit_spline_logistic`` (cubic B-splines of ``logit(R)``, ``C`` by
-  cross-validated log loss), with the same outer folds (same seed);
+* **boosting**: ``weight_models.crossfit_group_proba`` on ``score_frame(R)``, the audit's estimator
+  so far (grid-searched HistGradientBoosting, ``max_leaf_nodes`` in {10, 25, 50}, 5 x 5 folds);
+* **spline**: ``weight_models.crossfit_spline_logistic`` (a lightly penalised linear term plus
+  cubic B-splines of ``logit(R)``, ``C`` by cross-validated log loss);
+* **spline0**: the same spline without the linear term (built here with scikit-learn: the ablation
+  that shows why the linear term is there; its penalty shrinks towards a constant);
 * **oracle**: the exact ``P(A | R)``.
 
-Printed: (1) the calibration of the estimated ``P(A = 1 | R)`` against the oracle by decile of the
+Printed: (1) the calibration of each estimated ``P(A = 1 | R)`` against the oracle by decile of the
 oracle (mean over rows and replicates; the top deciles are where the small group lives), with the
 Monte-Carlo standard error of the difference over replicates; (2) the expected calibration error
 against the oracle, ``sum_b (n_b / n) |mean_b(estimate) - mean_b(oracle)|`` over the oracle's
@@ -42,13 +45,18 @@ import time
 
 import numpy as np
 import pandas as pd
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, StratifiedKFold
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import SplineTransformer
 from threadpoolctl import threadpool_limits
 
 from disaggregated_eval import evaluation, population, seeds, simulate, vocabulary, weight_models
 from disaggregated_eval.weight_table import concat_weight_tables, weight_table
 
 METRICS = ("false_positive_rate", "sensitivity", "accuracy", "log_loss")
-ESTIMATES = ("oracle", "old", "new")
+ESTIMATES = ("oracle", "boosting", "spline", "spline0")
+FITTED = ESTIMATES[1:]
 N_DECILES = 10
 
 
@@ -61,8 +69,31 @@ def ece(estimate: np.ndarray, oracle: np.ndarray, bins: np.ndarray) -> float:
     return total
 
 
+def spline_without_linear_term(v: np.ndarray, a: np.ndarray, branch: np.random.SeedSequence) -> np.ndarray:
+    """The ablation: ``crossfit_spline_logistic``'s model without its linear term, same folds and seeds."""
+    folds = weight_models.crossfit_fold_ids(a, crossfit_folds=5, random_state=seeds.sklearn_seed(branch))
+    proba = np.empty((v.shape[0], 2))
+    for k in range(5):
+        fit = folds != k
+        knots = np.unique(np.quantile(v[fit], np.linspace(0, 1, weight_models.SPLINE_KNOTS)))[:, None]
+        pipeline = Pipeline(
+            [
+                ("spline", SplineTransformer(knots=knots, degree=3, extrapolation="linear")),
+                ("logistic", LogisticRegression(max_iter=1000)),
+            ]
+        )
+        search = GridSearchCV(
+            pipeline,
+            {"logistic__C": list(weight_models.SPLINE_C_GRID)},
+            scoring="neg_log_loss",
+            cv=StratifiedKFold(n_splits=5, shuffle=True, random_state=seeds.sklearn_seed(branch, k)),
+        )
+        proba[~fit] = search.fit(v[fit, None], a[fit]).predict_proba(v[~fit, None])
+    return proba
+
+
 def replicate(setting: str, model: str, share: float, n: int, r: int, args, oracle, keep) -> dict:
-    """One test set: the three P(A | R), their calibration and the small group's T_a with intervals."""
+    """One test set: every P(A | R), its calibration and the small group's T_a with intervals."""
     prior = (1.0 - share, share)
     test = population.sample_with_group_prior(
         setting, n, group_prior=prior, rng=seeds.generator(args.seed, "bench_weight_calibration", setting, "test", r)
@@ -72,13 +103,16 @@ def replicate(setting: str, model: str, share: float, n: int, r: int, args, orac
     V = weight_models.score_frame(score)
     branch = seeds.seed_sequence(args.seed, "bench_weight_calibration", setting, "weights", r)
     proba = {"oracle": population.shift_group_proba(oracle(score), keep)}
+    fits = {
+        "boosting": lambda: weight_models.crossfit_group_proba(V, a, n_groups=2, seed=branch)[0],
+        "spline": lambda: weight_models.crossfit_spline_logistic(V, a, n_groups=2, seed=branch)[0],
+        "spline0": lambda: spline_without_linear_term(V.iloc[:, 0].to_numpy(), a, branch),
+    }
     seconds = {}
-    start = time.perf_counter()
-    proba["old"], _ = weight_models.crossfit_group_proba(V, a, n_groups=2, seed=branch)
-    seconds["old"] = time.perf_counter() - start
-    start = time.perf_counter()
-    proba["new"], _ = weight_models.crossfit_spline_logistic(V, a, n_groups=2, seed=branch)
-    seconds["new"] = time.perf_counter() - start
+    for name, fit in fits.items():
+        start = time.perf_counter()
+        proba[name] = fit()
+        seconds[name] = time.perf_counter() - start
 
     p1 = proba["oracle"][:, 1]
     edges = np.quantile(p1, np.linspace(0, 1, N_DECILES + 1)[1:-1])
@@ -105,8 +139,8 @@ def replicate(setting: str, model: str, share: float, n: int, r: int, args, orac
         seed=seeds.seed_sequence(args.seed, "bench_weight_calibration", setting, "bootstrap", r),
     )
     label = vocabulary.SIMULATION_GROUP_LABELS[1]
-    # Two evaluations on the same resamples (same seed): oracle and old weights, then the new ones.
-    for sources in ({"oracle": "oracle", "estimated": "old"}, {"estimated": "new"}):
+    # One evaluation per estimate, all on the same resamples (same seed); the oracle rides along.
+    for sources in ({"oracle": "oracle", "estimated": "boosting"}, {"estimated": "spline"}, {"estimated": "spline0"}):
         blocks = [
             weight_table(proba[name], weight_source=source, control="R", model=model)
             for source, name in sources.items()
@@ -127,22 +161,20 @@ def report(setting: str, model: str, share: float, args, results: list[dict], tr
     ta = pd.DataFrame([c for res in results for c in res["ta"]],
                       columns=["rep", "estimate", "metric", "value", "low", "high"])  # fmt: skip
     print(f"\n=== {setting}, score {model}, small group A = 1 at {share:.0%}, n = {args.n}, {k} replicates ===")
-    print("(1) P(A = 1 | R) by decile of the oracle: mean over rows and replicates; difference to the oracle")
+    print("(1) P(A = 1 | R) by decile of the oracle: mean over rows and replicates; estimate - oracle")
     print("    (+- Monte-Carlo standard error over replicates)")
-    print(f"{'decile':>6s} {'oracle':>8s} {'old':>8s} {'new':>8s} {'old - oracle':>18s} {'new - oracle':>18s}")
+    print(f"{'decile':>6s} {'oracle':>7s} " + " ".join(f"{name:>18s}" for name in FITTED))
     for d in range(N_DECILES):
         part = cal[cal["decile"] == d]
-        o = part[part["estimate"] == "oracle"]["oracle"].mean()
         cells = []
-        for name in ("old", "new"):
+        for name in FITTED:
             diff = part[part["estimate"] == name]["diff"]
             cells.append(f"{diff.mean():+.4f} +- {diff.std(ddof=1) / np.sqrt(k):.4f}")
-        old_v = part[part["estimate"] == "old"]["value"].mean()
-        new_v = part[part["estimate"] == "new"]["value"].mean()
-        print(f"{d + 1:>6d} {o:8.4f} {old_v:8.4f} {new_v:8.4f} {cells[0]:>18s} {cells[1]:>18s}")
+        oracle_mean = part[part["estimate"] == "oracle"]["oracle"].mean()
+        print(f"{d + 1:>6d} {oracle_mean:7.4f} " + " ".join(f"{c:>18s}" for c in cells))
     print("(2) calibration error against the oracle (mean over replicates +- Monte-Carlo standard error)")
     print(f"{'estimate':>8s} {'ECE all rows':>20s} {'ECE small group':>20s} {'MAE small group':>20s}")
-    for name in ("old", "new"):
+    for name in FITTED:
         part = summary[summary["estimate"] == name]
         cells = [
             f"{part[c].mean():.4f} +- {part[c].std(ddof=1) / np.sqrt(k):.4f}"
@@ -151,7 +183,7 @@ def report(setting: str, model: str, share: float, args, results: list[dict], tr
         print(f"{name:>8s} {cells[0]:>20s} {cells[1]:>20s} {cells[2]:>20s}")
     print("(3) T_a of the small group (V = R): bias against the population truth, SD over replicates, coverage of")
     print(f"    the 95% interval ({args.resamples} resamples); +- Monte-Carlo standard error")
-    print(f"{'metric':>20s} {'truth':>8s} {'weights':>7s} {'bias':>18s} {'SD':>7s} {'bias/SD':>8s} {'coverage':>15s}")
+    print(f"{'metric':>20s} {'truth':>8s} {'weights':>8s} {'bias':>18s} {'SD':>7s} {'bias/SD':>8s} {'coverage':>15s}")
     for metric in METRICS:
         for name in ESTIMATES:
             part = ta[(ta["metric"] == metric) & (ta["estimate"] == name)]
@@ -161,12 +193,11 @@ def report(setting: str, model: str, share: float, args, results: list[dict], tr
             covered = ((part["low"] - 1e-9 <= t) & (t <= part["high"] + 1e-9)).to_numpy()
             cov = covered.mean()
             print(
-                f"{metric:>20s} {t:+8.4f} {name:>7s} {bias:+.4f} +- {sd / np.sqrt(k):.4f} {sd:7.4f} {bias / sd:+8.2f} "
+                f"{metric:>20s} {t:+8.4f} {name:>8s} {bias:+.4f} +- {sd / np.sqrt(k):.4f} {sd:7.4f} {bias / sd:+8.2f} "
                 f"{cov:6.1%} +- {np.sqrt(cov * (1 - cov) / k):.1%}"
             )
-    seconds = {name: np.mean([res["seconds"][name] for res in results]) for name in ("old", "new")}
-    print(f"(4) seconds per cross-fitting: old {seconds['old']:.1f}, new {seconds['new']:.1f}; "
-          f"load average {os.getloadavg()}")  # fmt: skip
+    seconds = ", ".join(f"{name} {np.mean([res['seconds'][name] for res in results]):.1f}" for name in FITTED)
+    print(f"(4) seconds per cross-fitting: {seconds}; load average {os.getloadavg()}")
 
 
 def main() -> None:

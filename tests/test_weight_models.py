@@ -158,9 +158,9 @@ def test_spline_logistic_is_calibrated_where_the_small_group_lives():
     is 10% of 10,000 rows, V = R of the Bayes-optimal score, exact P(A | R) from the oracle.
 
     Measured on 6 replicates of this design (seeds 7/0..5): mean absolute error of P(A = 1 | R) on
-    the small group's rows 0.031-0.045 for the gradient boosting and 0.009-0.018 for the spline
-    (ratio at most 0.52). The bounds (0.025; ratio 0.7) leave room for other seeds while failing
-    an estimator as flat as the gradient boosting.
+    the small group's rows 0.031-0.045 for the gradient boosting and 0.003-0.011 for the spline
+    (ratio at most 0.33). The bounds (0.02; ratio 0.5) leave room for other seeds while failing an
+    estimator as flat as the gradient boosting (or the spline without its linear term: 0.009-0.018).
     """
     setting, share = "covariate_shift", 0.1
     prior = (1 - share, share)
@@ -178,8 +178,8 @@ def test_spline_logistic_is_calibrated_where_the_small_group_lives():
     small = a == 1
     error_old = np.abs(old[small, 1] - oracle[small]).mean()
     error_new = np.abs(new[small, 1] - oracle[small]).mean()
-    assert error_new < 0.025, error_new
-    assert error_new < 0.7 * error_old, (error_new, error_old)
+    assert error_new < 0.02, error_new
+    assert error_new < 0.5 * error_old, (error_new, error_old)
     assert table.groupby("fold")["selected"].sum().tolist() == [1] * 5
     assert set(table["n_knots"]) == {weight_models.SPLINE_KNOTS}
 
@@ -194,6 +194,12 @@ def test_spline_logistic_is_deterministic_and_validated():
     pd.testing.assert_frame_equal(t1, t2)
     np.testing.assert_allclose(one.sum(axis=1), 1.0, atol=1e-12)
     assert list(t1.columns) == ["fold", "n_knots", "C", "mean_cv_log_loss", "std_cv_log_loss", "selected"]
+    # three groups: a multinomial model, one column per group
+    three = np.where(v > 0.8, 2, a)
+    proba, _ = weight_models.crossfit_spline_logistic(v, three, n_groups=3, seed=3, C_grid=[10.0])
+    assert proba.shape == (800, 3)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, atol=1e-12)
+    assert proba[v > 1.5, 2].mean() > 0.9 and proba[v < 0, 2].mean() < 0.1
     with pytest.raises(ValueError, match=r"V must have exactly one column"):
         weight_models.crossfit_spline_logistic(np.column_stack([v, v]), a, n_groups=2, seed=3)
     with pytest.raises(ValueError, match=r"has 2 distinct value\(s\); a spline needs at least 3"):
