@@ -1,4 +1,5 @@
-"""Tests of the estimators of P(A | V) that fit the control variable, and of the weight diagnostics.
+"""Tests of the estimators of P(A | V) that fit the control variable (weight_models), and of the weight
+diagnostics (weight_diagnostics).
 
 Known truth comes from the simulation settings (``simulate``, ``population``): closed-form
 ``P(A | Y)`` and ``P(A, lo < X <= hi)``, and the exact ``P(A | R)`` of a Bayes-optimal score, also in
@@ -13,7 +14,7 @@ import pandas as pd
 import pytest
 from threadpoolctl import threadpool_limits
 
-from disaggregated_eval import population, seeds, simulate, weight_models
+from disaggregated_eval import population, seeds, simulate, weight_diagnostics, weight_models
 
 SEED = 11
 
@@ -274,7 +275,7 @@ def test_dispatcher_returns_what_the_chosen_estimator_returns():
 
 
 def test_kish_effective_sample_size():
-    ess = weight_models.kish_effective_sample_size
+    ess = weight_diagnostics.kish_effective_sample_size
     assert ess(np.ones(7)) == pytest.approx(7.0)
     assert ess([1.0, 0.0, 0.0]) == pytest.approx(1.0)
     assert ess([1.0, 1.0, 2.0]) == pytest.approx(16.0 / 6.0)
@@ -287,7 +288,7 @@ def test_standardized_mean_difference_by_hand():
     V = pd.DataFrame({"v": [0.0, 1.0, 2.0, 4.0], "c": ["u", "u", "w", "w"]})
     groups = np.array([0, 0, 1, 1])
     proba = np.array([[0.9, 0.1], [0.6, 0.4], [0.5, 0.5], [0.2, 0.8]])
-    smd, terms = weight_models.standardized_mean_differences(V, groups, proba, n_groups=2)
+    smd, terms = weight_diagnostics.standardized_mean_differences(V, groups, proba, n_groups=2)
     assert terms == ["v", "c=u", "c=w"]
 
     def expected(x, inside, w):
@@ -312,12 +313,12 @@ def test_balance_is_good_with_the_true_weights_and_poor_without():
     _, test = simulate.simulate_setting(setting, n_train=10, n_test=40_000, seed=SEED)
     a, x = test["a"].to_numpy(), test[["x"]]
     truth = simulate.get_dgp(setting).p_a_given_x(x["x"].to_numpy())
-    table = weight_models.weight_diagnostics(x, a, truth, n_groups=2)
-    assert list(table.columns) == list(weight_models.DIAGNOSTIC_COLUMNS)
+    table = weight_diagnostics.weight_diagnostics(x, a, truth, n_groups=2)
+    assert list(table.columns) == list(weight_diagnostics.DIAGNOSTIC_COLUMNS)
     assert (table["balance_smd"].abs() < 0.05).all() and not table["poor_balance"].any()
     assert (table["overlap_reason"] == "").all()
     flat = np.tile(np.bincount(a) / len(a), (len(a), 1))
-    table = weight_models.weight_diagnostics(x, a, flat, n_groups=2)
+    table = weight_diagnostics.weight_diagnostics(x, a, flat, n_groups=2)
     np.testing.assert_allclose(table["balance_smd"], [-0.816, 0.816], atol=0.03)
     assert table["poor_balance"].all()
     # constant weights: Kish's effective sample size is every row
@@ -332,11 +333,11 @@ def test_overlap_reasons():
     # 1. a discrete V with disjoint values per group (a score that reveals the group)
     v = 10 * a + rng.integers(0, 5, size=n)
     proba, _ = weight_models.crossfit_cell_frequency(v, a, n_groups=2, seed=SEED)
-    reasons = weight_models.overlap_reasons(v, a, proba, n_groups=2)
+    reasons = weight_diagnostics.overlap_reasons(v, a, proba, n_groups=2)
     assert all(r.startswith("no overlap: the slice and the rest share no value of V") for r in reasons)
     # 2. a continuous V whose ranges do not meet
     v = rng.normal(size=n) + 20 * a
-    reasons = weight_models.overlap_reasons(v, a, np.column_stack([1.0 - a, a]), n_groups=2)
+    reasons = weight_diagnostics.overlap_reasons(v, a, np.column_stack([1.0 - a, a]), n_groups=2)
     assert reasons == [
         "no overlap: every value of V in the slice lies below every value in the rest",
         "no overlap: every value of V in the slice lies above every value in the rest",
@@ -347,20 +348,20 @@ def test_overlap_reasons():
     flip = rng.random(n) < 0.001
     group = ((age >= 40) ^ flip).astype(np.int64)
     p1 = np.where(age >= 40, 0.999, 0.001)
-    reasons = weight_models.overlap_reasons(age, group, np.column_stack([1 - p1, p1]), n_groups=2)
+    reasons = weight_diagnostics.overlap_reasons(age, group, np.column_stack([1 - p1, p1]), n_groups=2)
     assert all(r.startswith("no overlap: V nearly determines the slice") for r in reasons), reasons
     # 4. a small slice whose weights are all small but V says nothing about it: overlap is fine
     #    (a rule on "P(A = a | V) near 0 for almost every row" would withhold it)
     small = (rng.random(n) < 0.01).astype(np.int64)
     flat = np.tile([0.99, 0.01], (n, 1))
-    assert weight_models.overlap_reasons(rng.normal(size=n), small, flat, n_groups=2) == ["", ""]
+    assert weight_diagnostics.overlap_reasons(rng.normal(size=n), small, flat, n_groups=2) == ["", ""]
     # 5. the paper's low-overlap setting still has overlap (the rest keeps ~7% of its weight)
     _, test = simulate.simulate_setting("low_overlap_causal", n_train=10, n_test=20_000, seed=SEED)
     x, a = test["x"].to_numpy(), test["a"].to_numpy()
     truth = simulate.get_dgp("low_overlap_causal").p_a_given_x(x)
-    table = weight_models.weight_diagnostics(x, a, truth, n_groups=2)
+    table = weight_diagnostics.weight_diagnostics(x, a, truth, n_groups=2)
     assert (table["overlap_reason"] == "").all() and (table["rest_share"] > 0.05).all(), table
     with pytest.raises(ValueError, match=r"proba must have shape \(20000, 2\)"):
-        weight_models.overlap_reasons(x, a, truth[:, :1], n_groups=2)
+        weight_diagnostics.overlap_reasons(x, a, truth[:, :1], n_groups=2)
     with pytest.raises(ValueError, match=r"min_rest_share must be a number in \[0, 1\)"):
-        weight_models.overlap_reasons(x, a, truth, n_groups=2, min_rest_share=1.0)
+        weight_diagnostics.overlap_reasons(x, a, truth, n_groups=2, min_rest_share=1.0)
