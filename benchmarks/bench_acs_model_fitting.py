@@ -2,7 +2,8 @@
 
 Extracts ACSIncome (about 950,000 rows, as for real California 2018 5-Year data) from a synthetic
 person file, splits and encodes it (:func:`disaggregated_eval.acs.encode_and_split`), then fits what
-the pipeline fits for one task with :mod:`disaggregated_eval.models`:
+the pipeline fits for one task with :mod:`disaggregated_eval.outcome_models` and
+:mod:`disaggregated_eval.weight_models`:
 
 - outcome models ``x``, ``xa`` and ``xa_stratified`` (one per group), each a 3-value grid search
   of ``max_leaf_nodes`` with 5-fold CV and a refit;
@@ -58,7 +59,7 @@ def person_file(n_rows: int, seed: int) -> Path:
 
 
 def group_key(message: str) -> str:
-    """Fit group of a progress line of ``models.fit_outcome_models`` / ``fit_weight_models``."""
+    """Fit group of a progress line of ``outcome_models.fit_outcome_models`` / ``fit_weight_models``."""
     if m := re.match(r"outcome model (\S+)", message):
         return f"outcome {m.group(1)}"
     if m := re.match(r"weight model P\(A \| (\w)\)", message):
@@ -84,7 +85,7 @@ def main() -> None:
     if not 0 < args.fraction <= 1:
         parser.error(f"--fraction must be in (0, 1]; got {args.fraction}")
 
-    from disaggregated_eval import models
+    from disaggregated_eval import outcome_models, weight_models
 
     t0 = time.perf_counter()
     path = person_file(args.n_rows, args.seed)
@@ -127,12 +128,12 @@ def main() -> None:
         progress=progress,
     )
     start = time.perf_counter()
-    outcome, _ = models.fit_outcome_models(train, **common)
+    outcome, _ = outcome_models.fit_outcome_models(train, **common)
     scores = outcome.predict(test)
     outcome_seconds = time.perf_counter() - start
     last[0] = time.perf_counter()
     start = last[0]
-    models.fit_weight_models(
+    weight_models.fit_weight_models(
         train,
         test,
         {m: scores[m].to_numpy() for m in scores.columns},

@@ -36,7 +36,7 @@ import joblib
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from disaggregated_eval import coverage, io, models, vocabulary
+from disaggregated_eval import coverage, io, vocabulary, weight_models
 from disaggregated_eval.engine import Evaluation, bootstrap_evaluations
 
 
@@ -77,7 +77,7 @@ def main() -> None:
     print(f"load average at start {os.getloadavg()}")
     d = args.setting
     fitted = joblib.load(args.workdir / "results" / "models" / d / "models.joblib")
-    chosen = models.selected_max_leaf_nodes(io.read_table(args.workdir / "results" / "weights" / d /
+    chosen = weight_models.selected_max_leaf_nodes(io.read_table(args.workdir / "results" / "weights" / d /
                                                           "weight_model_selection.csv"))  # fmt: skip
     with threadpool_limits(limits=1, user_api="openmp"):
         start_w, start_c = time.perf_counter(), time.process_time()

@@ -9,10 +9,10 @@ threads on ``threads`` cores. This script runs the real rules ``fit_outcome_mode
 in three variants of the two rule scripts (the library is the same):
 
 - ``current``: the behaviour before the fix: ``n_jobs = threads`` workers that inherit
-  ``OMP_NUM_THREADS = threads`` (``models._worker_threads`` disabled), and the process default
+  ``OMP_NUM_THREADS = threads`` (``outcome_models._worker_threads`` disabled), and the process default
   (``OMP_NUM_THREADS``) in the main process;
 - ``fixed``: the scripts as committed: ``n_jobs = threads`` workers with one OpenMP thread each
-  (``models`` sets ``joblib.parallel_config(inner_max_num_threads=1)``), ``n_threads = threads`` for
+  (``outcome_models`` sets ``joblib.parallel_config(inner_max_num_threads=1)``), ``n_threads = threads`` for
   the refits in the main process;
 - ``openmp``: ``n_jobs = 1`` (grid searches in sequence), ``threads`` OpenMP threads.
 
@@ -62,6 +62,8 @@ OUTPUTS = (
     f"results/weights/{TASK}/weight_model_selection.csv",
 )
 SCRIPT_ARGUMENT = "    n_threads=snakemake.threads,\n"
+#: The library import line of the two fit scripts, after which ``current`` patches the worker threads.
+ANCHORS = ("from disaggregated_eval import io, outcome_models\n", "from disaggregated_eval import io, weight_models\n")
 
 
 def variant_script(text: str, variant: str) -> str:
@@ -74,12 +76,16 @@ def variant_script(text: str, variant: str) -> str:
         return text.replace("    n_jobs=snakemake.threads,\n", "    n_jobs=1,\n")
     # current: no per-worker limit, process-default threads in the main process.
     text = text.replace(SCRIPT_ARGUMENT, "")
+    # The grid searches look up ``_worker_threads`` in ``outcome_models`` (the weight models fit through it too).
     patch = (
         "import contextlib\n\n"
-        "models._worker_threads = lambda n_jobs: contextlib.nullcontext()  # benchmark: behaviour before the fix\n"
+        "from disaggregated_eval import outcome_models as _outcome_models\n\n"
+        "_outcome_models._worker_threads = lambda n_jobs: contextlib.nullcontext()  # benchmark: before the fix\n"
     )
-    anchor = "from disaggregated_eval import io, models\n"
-    return text.replace(anchor, anchor + patch)
+    anchors = [a for a in ANCHORS if a in text]
+    if len(anchors) != 1:
+        raise SystemExit(f"the fit scripts no longer import one of {ANCHORS!r}; update this benchmark")
+    return text.replace(anchors[0], anchors[0] + patch)
 
 
 def make_workdir(path: Path, data_root: Path, threads: int, seed: int) -> None:

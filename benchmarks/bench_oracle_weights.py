@@ -8,7 +8,7 @@ Per setting: draws the paper-size train and test sets, fits the three outcome mo
 ``max_leaf_nodes`` (25; the grid search does not change what the oracle costs: the models are step
 functions with up to 255 bins either way), then times
 
-* **exact**: ``simulate.oracle_weights`` on the test set with all five models (what the rule
+* **exact**: ``population.oracle_weights`` on the test set with all five models (what the rule
   ``compute_oracle_weights`` runs: building the five ``population.score_oracle`` objects and
   applying them, plus the closed-form X and Y blocks);
 * **reference**: the work of the former rule, which drew ``n_monte_carlo`` population rows and
@@ -28,7 +28,7 @@ import time
 from sklearn.ensemble import HistGradientBoostingClassifier
 from threadpoolctl import threadpool_limits
 
-from disaggregated_eval import models, seeds, simulate, vocabulary
+from disaggregated_eval import outcome_models, population, seeds, simulate, vocabulary
 
 
 def fit(train, features, categorical, seed):
@@ -51,7 +51,7 @@ def main() -> None:
     with threadpool_limits(limits=1, user_api="openmp"):
         for setting in args.settings:
             train, test = simulate.simulate_setting(setting, n_train=args.n_train, n_test=args.n_test, seed=args.seed)
-            fitted = models.OutcomeModels(
+            fitted = outcome_models.OutcomeModels(
                 x=fit(train, ["x"], [], 1),
                 xa=fit(train, ["x", "a"], ["a"], 2),
                 xa_stratified={g: fit(train[train["a"] == g], ["x"], [], 3 + g) for g in (0, 1)},
@@ -63,7 +63,7 @@ def main() -> None:
             test_scores.update({m: bayes[m].to_numpy() for m in vocabulary.BAYES_MODELS})
 
             start = time.perf_counter()
-            weights = simulate.oracle_weights(setting, test, test_scores=test_scores, fitted=fitted)
+            weights = population.oracle_weights(setting, test, test_scores=test_scores, fitted=fitted)
             exact = time.perf_counter() - start
             assert len(weights) == 7 * args.n_test
 

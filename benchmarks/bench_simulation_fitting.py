@@ -4,10 +4,10 @@ For each simulation setting (default: all ten) it draws the data as rule ``simul
 (50,000 training and 20,000 test rows), then runs what rules ``fit_outcome_models`` and
 ``fit_weight_models`` run, in this process with one OpenMP thread (the configured ``threads: 1``):
 
-- :func:`disaggregated_eval.models.fit_outcome_models` (``x``, ``xa``, ``xa_stratified``: 4 grid
+- :func:`disaggregated_eval.outcome_models.fit_outcome_models` (``x``, ``xa``, ``xa_stratified``: 4 grid
   searches of ``max_leaf_nodes`` in {10, 25, 50} with 5-fold CV and a refit, 16 fits each) and the
   test-set prediction;
-- :func:`disaggregated_eval.models.fit_weight_models` with the workflow's ``fit_xy_on`` (``test``
+- :func:`disaggregated_eval.weight_models.fit_weight_models` with the workflow's ``fit_xy_on`` (``test``
   for the selection settings): ``P(A | X)``, ``P(A | Y)`` and ``P(A | R)`` for the five evaluated
   scores, each cross-fitted model 5 outer folds x 16 fits.
 
@@ -39,7 +39,7 @@ import pandas as pd
 from sklearn.ensemble import HistGradientBoostingClassifier
 from threadpoolctl import threadpool_limits
 
-from disaggregated_eval import models, simulate, vocabulary
+from disaggregated_eval import outcome_models, simulate, vocabulary, weight_models
 
 SEED = 20250101  # config/config.yaml
 GRID, CV_FOLDS, CROSSFIT_FOLDS = (10, 25, 50), 5, 5
@@ -110,7 +110,7 @@ def main() -> None:
         for i, setting in enumerate(args.settings):
             train, test = simulate.simulate_setting(setting, n_train=args.n_train, n_test=args.n_test, seed=SEED)
             common = dict(features=["x"], grid=GRID, n_splits=CV_FOLDS, seed=SEED, dataset=setting)
-            (fitted, _), o_wall, o_cpu, o_hgb, o_fits = timed(models.fit_outcome_models, train, **common)
+            (fitted, _), o_wall, o_cpu, o_hgb, o_fits = timed(outcome_models.fit_outcome_models, train, **common)
             start = time.perf_counter()
             scores = fitted.predict(test)
             o_wall += time.perf_counter() - start
@@ -121,7 +121,9 @@ def main() -> None:
             profiler = cProfile.Profile() if args.profile and i == 0 else None
             if profiler:
                 profiler.enable()
-            _, w_wall, w_cpu, w_hgb, w_fits = timed(models.fit_weight_models, train, test, test_scores, **weight_args)
+            _, w_wall, w_cpu, w_hgb, w_fits = timed(
+                weight_models.fit_weight_models, train, test, test_scores, **weight_args
+            )
             if profiler:
                 profiler.disable()
             row = dict(
@@ -138,7 +140,7 @@ def main() -> None:
             )
             if args.train_xy and fit_xy_on == "test":
                 _, row["weights_train_xy_s"], row["weights_train_xy_cpu_s"], _, row["weights_train_xy_fits"] = timed(
-                    models.fit_weight_models, train, test, test_scores, **{**weight_args, "fit_xy_on": "train"}
+                    weight_models.fit_weight_models, train, test, test_scores, **{**weight_args, "fit_xy_on": "train"}
                 )
             rows.append(row)
             print(

@@ -23,7 +23,7 @@ import yaml
 from scipy import stats
 from threadpoolctl import threadpool_limits
 
-from disaggregated_eval import coverage, evaluation, models, plots, population, seeds, simulate, vocabulary
+from disaggregated_eval import coverage, evaluation, outcome_models, plots, population, seeds, simulate, vocabulary
 
 SEED = 11
 SETTING = "covariate_shift"
@@ -39,10 +39,11 @@ def one_openmp_thread():
 
 
 @functools.cache
-def fitted_models(setting: str = SETTING) -> models.OutcomeModels:
+def fitted_models(setting: str = SETTING) -> outcome_models.OutcomeModels:
     train, _ = simulate.simulate_setting(setting, n_train=2_000, n_test=10, seed=SEED)
-    fitted, _ = models.fit_outcome_models(train, features=["x"], grid=(8,), n_splits=2, seed=SEED, dataset=setting,
-                                          n_threads=1)  # fmt: skip
+    fitted, _ = outcome_models.fit_outcome_models(
+        train, features=["x"], grid=(8,), n_splits=2, seed=SEED, dataset=setting, n_threads=1
+    )
     return fitted
 
 
@@ -249,7 +250,7 @@ def test_replicate_intervals_are_the_pipelines_on_shared_resamples():
     predicted = fitted.predict(test)
     bayes = simulate.bayes_scores(SETTING, test)
     scores = {"x": predicted["x"].to_numpy(), "bayes_x": bayes["bayes_x"].to_numpy()}
-    oracle_w = simulate.oracle_weights(SETTING, test, test_scores=scores, fitted=fitted)
+    oracle_w = population.oracle_weights(SETTING, test, test_scores=scores, fitted=fitted)
     estimated = coverage.estimated_weights(test, train, {"x": scores["x"]}, max_leaf_nodes=LEAVES, crossfit_folds=2,
                                            seed=SEED, dataset=SETTING, replicate=0)  # fmt: skip
     boot = coverage.replicate_seed(SEED, SETTING, "bootstrap", 0)

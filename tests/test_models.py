@@ -1,4 +1,4 @@
-"""Tests of the outcome models and the weight models P(A | V) (disaggregated_eval.models).
+"""Tests of the outcome models and the weight models P(A | V) (modules outcome_models, weight_models).
 
 Data come from small logistic generators defined here (not from the simulator): ``X = (x1, x2, c)``
 with a categorical ``c`` that is 10% missing, ``A | X`` logistic in ``x1`` and ``Y | X, A``
@@ -15,7 +15,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 from threadpoolctl import threadpool_limits
 
-from disaggregated_eval import models, seeds, vocabulary
+from disaggregated_eval import outcome_models, seeds, vocabulary, weight_models
 
 SEED = 1
 DATASET = "unit"
@@ -70,7 +70,7 @@ def data2():
 @pytest.fixture(scope="module")
 def outcome(data2):
     train, test = data2
-    fitted, selection = models.fit_outcome_models(train, features=FEATURES, categorical=CATEGORICAL, **SMALL)
+    fitted, selection = outcome_models.fit_outcome_models(train, features=FEATURES, categorical=CATEGORICAL, **SMALL)
     return fitted, selection, fitted.predict(test)
 
 
@@ -79,7 +79,7 @@ def weights2(data2, outcome):
     train, test = data2
     scores = {m: outcome[2][m].to_numpy() for m in vocabulary.MODEL_TYPES}
     lines = []
-    table, selection = models.fit_weight_models(
+    table, selection = weight_models.fit_weight_models(
         train,
         test,
         scores,
@@ -100,7 +100,7 @@ def weights2(data2, outcome):
 
 def test_fit_classifier_table_and_refit(data2):
     train, _ = data2
-    estimator, table = models.fit_classifier(
+    estimator, table = outcome_models.fit_classifier(
         train[FEATURES],
         train["y"],
         categorical_features=CATEGORICAL + ["a"],
@@ -122,8 +122,8 @@ def test_fit_classifier_table_and_refit(data2):
 def test_fit_classifier_same_result_for_any_thread_count(data2):
     train, test = data2
     args = dict(categorical_features=CATEGORICAL, grid=[5], n_splits=2, random_state=3)
-    one, table_one = models.fit_classifier(train[FEATURES], train["a"], n_threads=1, **args)
-    two, table_two = models.fit_classifier(train[FEATURES], train["a"], n_threads=2, **args)
+    one, table_one = outcome_models.fit_classifier(train[FEATURES], train["a"], n_threads=1, **args)
+    two, table_two = outcome_models.fit_classifier(train[FEATURES], train["a"], n_threads=2, **args)
     pd.testing.assert_frame_equal(table_one, table_two, check_exact=True)
     np.testing.assert_array_equal(one.predict_proba(test[FEATURES]), two.predict_proba(test[FEATURES]))
 
@@ -205,12 +205,14 @@ def test_selection_table_matches_argmin(outcome):
 def test_outcome_seeds_reproducible_and_distinct(data2, outcome):
     train, test = data2
     fitted, selection, pred = outcome
-    again, selection_again = models.fit_outcome_models(train, features=FEATURES, categorical=CATEGORICAL, **SMALL)
+    again, selection_again = outcome_models.fit_outcome_models(
+        train, features=FEATURES, categorical=CATEGORICAL, **SMALL
+    )
     pd.testing.assert_frame_equal(again.predict(test), pred, check_exact=True)
     pd.testing.assert_frame_equal(selection_again, selection, check_exact=True)
 
     # random_state comes from the seed tree, so a different root seed gives different CV splits.
-    other, selection_other = models.fit_outcome_models(
+    other, selection_other = outcome_models.fit_outcome_models(
         train, features=FEATURES, categorical=CATEGORICAL, **{**SMALL, "seed": SEED + 1}
     )
     for seed, m in ((SEED, fitted), (SEED + 1, other)):
@@ -239,7 +241,7 @@ def test_outcome_models_pickle_roundtrip(tmp_path, data2, outcome):
     path = tmp_path / "models.joblib"
     joblib.dump(fitted, path)
     loaded = joblib.load(path)
-    assert isinstance(loaded, models.OutcomeModels)
+    assert isinstance(loaded, outcome_models.OutcomeModels)
     pd.testing.assert_frame_equal(loaded.predict(test), pred, check_exact=True)
 
 
@@ -273,10 +275,10 @@ def test_weights_table_layout(data2, weights2):
     assert p.dtype == np.float64 and np.isfinite(p).all() and (p >= 0).all()
     np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=0, atol=1e-12)
     # Selection: X, Y once each (on train); R once per model and outer fold; argmin is selected.
-    assert list(selection.columns) == list(models.SELECTION_COLUMNS)
+    assert list(selection.columns) == list(weight_models.SELECTION_COLUMNS)
     fitted_on = selection.groupby("control")["fitted_on"].unique().to_dict()
     assert {c: list(v) for c, v in fitted_on.items()} == {
-        "X": [models.FITTED_ON_TRAIN], "Y": [models.FITTED_ON_TRAIN], "R": [models.FITTED_ON_TEST],
+        "X": [weight_models.FITTED_ON_TRAIN], "Y": [weight_models.FITTED_ON_TRAIN], "R": [weight_models.FITTED_ON_TEST],
     }  # fmt: skip
     assert selection["fold"].dtype == "Int64"
     counts = selection.groupby(["control", "model"])["fold"].nunique(dropna=False).to_dict()
@@ -319,7 +321,7 @@ def test_crossfitted_r_weights_come_from_models_that_did_not_see_the_row(data2, 
     a = test["a"].to_numpy()
     for model in ("x", "xa_stratified"):
         outer_seed = seeds.sklearn_seed(SEED, "weight_models", DATASET, "R", model)
-        fold = models.crossfit_fold_ids(a, crossfit_folds=CROSSFIT, random_state=outer_seed)
+        fold = weight_models.crossfit_fold_ids(a, crossfit_folds=CROSSFIT, random_state=outer_seed)
         # The documented outer split: StratifiedKFold on the test rows stratified by A.
         expected = np.empty(len(a), dtype=np.int64)
         splitter = StratifiedKFold(CROSSFIT, shuffle=True, random_state=outer_seed)
@@ -327,13 +329,13 @@ def test_crossfitted_r_weights_come_from_models_that_did_not_see_the_row(data2, 
             expected[held] = k
         np.testing.assert_array_equal(fold, expected)
 
-        feature = pd.DataFrame({models.R_FEATURE: models.logit_score(scores[model])})
+        feature = pd.DataFrame({weight_models.R_FEATURE: weight_models.logit_score(scores[model])})
         got = table.loc[(table["control"] == "R") & (table["model"] == model), ["p_0", "p_1"]].to_numpy()
         for k in range(CROSSFIT):
             # Refit without fold k: its predictions on fold k reproduce the table bit for bit,
             # which a model that had seen fold k's rows would not.
             held = fold == k
-            estimator, _ = models.fit_classifier(
+            estimator, _ = outcome_models.fit_classifier(
                 feature.loc[~held],
                 a[~held],
                 categorical_features=[],
@@ -346,7 +348,7 @@ def test_crossfitted_r_weights_come_from_models_that_did_not_see_the_row(data2, 
 
 def test_logit_score_clips():
     np.testing.assert_allclose(
-        models.logit_score([0.0, 0.5, 1.0]), [np.log(1e-6 / (1 - 1e-6)), 0, np.log((1 - 1e-6) / 1e-6)]
+        weight_models.logit_score([0.0, 0.5, 1.0]), [np.log(1e-6 / (1 - 1e-6)), 0, np.log((1 - 1e-6) / 1e-6)]
     )
 
 
@@ -354,7 +356,7 @@ def test_multiclass_weights():
     rng = seeds.generator(2024, "tests", "models", "k3")
     train, test = make_data(2000, rng, k=3), make_data(1500, rng, k=3)
     score = _sigmoid(test["x1"].to_numpy() + 0.3 * test["x2"].to_numpy())
-    table, selection = models.fit_weight_models(
+    table, selection = weight_models.fit_weight_models(
         train,
         test,
         {"x": score},
@@ -390,7 +392,7 @@ def test_group_absent_from_training_fold_is_named():
     test["a"] = 0
     test.loc[test.index[:3], "a"] = 1  # 3 rows: 2 in each training part of 3 outer folds
     with pytest.raises(ValueError, match=r"group 1 has 2 rows in the training part of outer fold 0"):
-        models.fit_weight_models(
+        weight_models.fit_weight_models(
             test,
             test,
             {"x": np.full(len(test), 0.5)},
@@ -403,10 +405,10 @@ def test_group_absent_from_training_fold_is_named():
     # A classifier that never saw group 2 cannot give P(A = 2 | V).
     frame = test[["x1"]]
     labels = np.where(np.arange(len(test)) % 2 == 0, 0, 1)
-    estimator, _ = models.fit_classifier(frame, labels, grid=[5], n_splits=2, random_state=0)
+    estimator, _ = outcome_models.fit_classifier(frame, labels, grid=[5], n_splits=2, random_state=0)
     with pytest.raises(ValueError, match=r"group\(s\) \[2\] absent from the training data of fold 4"):
-        models._group_proba(estimator, frame, 3, "fold 4")
-    np.testing.assert_array_equal(models._group_proba(estimator, frame, 2, "x"), estimator.predict_proba(frame))
+        weight_models._group_proba(estimator, frame, 3, "fold 4")
+    np.testing.assert_array_equal(weight_models._group_proba(estimator, frame, 2, "x"), estimator.predict_proba(frame))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -423,7 +425,7 @@ def tiny():
 def _outcome(df, **kwargs):
     args = dict(features=FEATURES, categorical=CATEGORICAL, **SMALL)
     args.update(kwargs)
-    return models.fit_outcome_models(df, **args)
+    return outcome_models.fit_outcome_models(df, **args)
 
 
 def _weights(train, test=None, scores=None, **kwargs):
@@ -431,7 +433,7 @@ def _weights(train, test=None, scores=None, **kwargs):
     scores = {"x": np.full(len(test), 0.5)} if scores is None else scores
     args = dict(features=FEATURES, categorical=CATEGORICAL, n_groups=2, crossfit_folds=CROSSFIT, **SMALL)
     args.update(kwargs)
-    return models.fit_weight_models(train, test, scores, **args)
+    return weight_models.fit_weight_models(train, test, scores, **args)
 
 
 def _with(df, column, index, value):
@@ -528,13 +530,13 @@ def test_weight_validation_test_groups(tiny):
 def test_fit_classifier_validation(tiny):
     X = tiny[FEATURES]
     with pytest.raises(ValueError, match=r"at least two classes; got only \{0\}"):
-        models.fit_classifier(X, np.zeros(len(X), dtype=int), random_state=0)
+        outcome_models.fit_classifier(X, np.zeros(len(X), dtype=int), random_state=0)
     with pytest.raises(ValueError, match=r"class 2 has 1 rows, fewer than n_splits=5"):
-        models.fit_classifier(X, np.r_[np.zeros(len(X) - 1, dtype=int), 2], random_state=0)
+        outcome_models.fit_classifier(X, np.r_[np.zeros(len(X) - 1, dtype=int), 2], random_state=0)
     with pytest.raises(ValueError, match=r"y must have shape \(200,\)"):
-        models.fit_classifier(X, tiny["y"].to_numpy()[:10], random_state=0)
+        outcome_models.fit_classifier(X, tiny["y"].to_numpy()[:10], random_state=0)
     with pytest.raises(TypeError, match="X must be a pandas DataFrame"):
-        models.fit_classifier(X.to_numpy(), tiny["y"], random_state=0)
+        outcome_models.fit_classifier(X.to_numpy(), tiny["y"], random_state=0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -546,7 +548,7 @@ def test_fit_classifier_validation(tiny):
 def test_xy_crossfitted_on_test_follow_the_documented_seed_branches(data2, weights2):
     _, test = data2
     r = weights2[2]["x"]
-    table, selection = models.fit_weight_models(
+    table, selection = weight_models.fit_weight_models(
         None,
         test,
         {"x": r},
@@ -562,16 +564,16 @@ def test_xy_crossfitted_on_test_follow_the_documented_seed_branches(data2, weigh
     frames = {
         ("X", "*"): (test[FEATURES], CATEGORICAL, ("X", "test")),
         ("Y", "*"): (test[["y"]], [], ("Y", "test")),
-        ("R", "x"): (models.score_frame(r), [], ("R", "x")),
+        ("R", "x"): (weight_models.score_frame(r), [], ("R", "x")),
     }
     for (control, model), (V, categorical, branch) in frames.items():
-        expected, folds = models.crossfit_group_proba(
+        expected, folds = weight_models.crossfit_group_proba(
             V, a, categorical=categorical, seed=seeds.seed_sequence(SEED, "weight_models", DATASET, *branch), **common
         )
         got = table.loc[(table["control"] == control) & (table["model"] == model), ["p_0", "p_1"]].to_numpy()
         np.testing.assert_array_equal(got, expected)
         part = selection[(selection["control"] == control) & (selection["model"] == model)]
-        assert set(part["fitted_on"]) == {models.FITTED_ON_TEST}
+        assert set(part["fitted_on"]) == {weight_models.FITTED_ON_TEST}
         assert part["fold"].tolist() == folds["fold"].tolist() and sorted(set(folds["fold"])) == list(range(CROSSFIT))
         np.testing.assert_array_equal(part["mean_cv_log_loss"].to_numpy(), folds["mean_cv_log_loss"].to_numpy())
     # P(A | R) does not depend on where X and Y are fitted: the same as in the train-fitted run.
@@ -579,7 +581,7 @@ def test_xy_crossfitted_on_test_follow_the_documented_seed_branches(data2, weigh
     np.testing.assert_array_equal(table.query("control == 'R'")[["p_0", "p_1"]].to_numpy(), r_train)
     # V = Y cross-fitted: each row gets the A = 1 frequency among the rows with its label in the
     # other outer folds (one binary feature; boosting converges to it within ~1e-4, as on train).
-    fold = models.crossfit_fold_ids(
+    fold = weight_models.crossfit_fold_ids(
         a, crossfit_folds=CROSSFIT, random_state=seeds.sklearn_seed(SEED, "weight_models", DATASET, "Y", "test")
     )
     y = test["y"].to_numpy()
@@ -594,10 +596,10 @@ def test_xy_crossfitted_on_test_follow_the_documented_seed_branches(data2, weigh
 def test_fixed_max_leaf_nodes_reproduce_the_grid_search(data2, weights2):
     train, test = data2
     _, selection, scores, _ = weights2
-    chosen = models.selected_max_leaf_nodes(selection)
+    chosen = weight_models.selected_max_leaf_nodes(selection)
     assert set(chosen) == {("X", "*"), ("Y", "*")} | {("R", m) for m in scores}
     lines = []
-    table, fixed_selection = models.fit_weight_models(
+    table, fixed_selection = weight_models.fit_weight_models(
         train,
         test,
         scores,
@@ -623,7 +625,7 @@ def test_fixed_max_leaf_nodes_reproduce_the_grid_search(data2, weights2):
     for model in scores:
         selected = selection.query("control == 'R' and model == @model and selected")
         same_value = selected.loc[selected["max_leaf_nodes"] == chosen[("R", model)], "fold"].to_numpy(dtype=np.int64)
-        fold = models.crossfit_fold_ids(
+        fold = weight_models.crossfit_fold_ids(
             test["a"],
             crossfit_folds=CROSSFIT,
             random_state=seeds.sklearn_seed(SEED, "weight_models", DATASET, "R", model),
@@ -637,11 +639,11 @@ def test_fixed_max_leaf_nodes_reproduce_the_grid_search(data2, weights2):
 
 def test_fit_classifier_with_fixed_max_leaf_nodes_equals_grid_refit(data2):
     train, test = data2
-    grid_fit, table = models.fit_classifier(
+    grid_fit, table = outcome_models.fit_classifier(
         train[FEATURES], train["a"], categorical_features=CATEGORICAL, grid=GRID, n_splits=N_SPLITS, random_state=11
     )
     value = int(table.loc[table["selected"], "max_leaf_nodes"].item())
-    fixed, fixed_table = models.fit_classifier(
+    fixed, fixed_table = outcome_models.fit_classifier(
         train[FEATURES], train["a"], categorical_features=CATEGORICAL, max_leaf_nodes=value, random_state=11
     )
     np.testing.assert_array_equal(fixed.predict_proba(test[FEATURES]), grid_fit.predict_proba(test[FEATURES]))
@@ -658,11 +660,11 @@ def test_selected_max_leaf_nodes_takes_the_most_frequent_value(tmp_path):
     rows += [("R", "xa", k, v, True) for k, v in enumerate([50, 50, 10, 50, 25])]
     table = pd.DataFrame(rows, columns=["control", "model", "fold", "max_leaf_nodes", "selected"])
     expected = {("X", "*"): 25, ("R", "x"): 10, ("R", "xa"): 50}
-    assert models.selected_max_leaf_nodes(table) == expected
+    assert weight_models.selected_max_leaf_nodes(table) == expected
     io.write_table(table, tmp_path / "weight_model_selection.csv")  # as the workflow writes and reads it
-    assert models.selected_max_leaf_nodes(pd.read_csv(tmp_path / "weight_model_selection.csv")) == expected
+    assert weight_models.selected_max_leaf_nodes(pd.read_csv(tmp_path / "weight_model_selection.csv")) == expected
     with pytest.raises(ValueError, match=r"no selected row for control 'X', model '\*'"):
-        models.selected_max_leaf_nodes(table.assign(selected=table["control"] != "X"))
+        weight_models.selected_max_leaf_nodes(table.assign(selected=table["control"] != "X"))
 
 
 def test_crossfit_group_proba_names_small_groups():
@@ -676,19 +678,19 @@ def test_crossfit_group_proba_names_small_groups():
         match=r"group 2 \('C'\) has 3 rows in V, fewer than crossfit_folds=5; "
         r"P\(A = 2 \| x1\) cannot be cross-fitted",
     ):
-        models.crossfit_group_proba(df[["x1"]], a, crossfit_folds=5, **args)
+        weight_models.crossfit_group_proba(df[["x1"]], a, crossfit_folds=5, **args)
     # 3 rows and 3 outer folds: 2 rows in each outer training part, fewer than the 3 inner folds.
     with pytest.raises(
         ValueError,
         match=r"group 2 \('C'\) has 2 rows in the training part of outer fold 0 "
         r"\(V = x1\), fewer than n_splits=3",
     ):
-        models.crossfit_group_proba(df[["x1"]], a, crossfit_folds=3, **args)
+        weight_models.crossfit_group_proba(df[["x1"]], a, crossfit_folds=3, **args)
     # Without labels the code alone names the group.
     with pytest.raises(ValueError, match=r"^group 2 has 3 rows in V"):
-        models.crossfit_group_proba(df[["x1"]], a, crossfit_folds=5, **{**args, "group_labels": None})
+        weight_models.crossfit_group_proba(df[["x1"]], a, crossfit_folds=5, **{**args, "group_labels": None})
     # A fixed max_leaf_nodes needs no inner folds: 2 rows per training part suffice.
-    proba, selection = models.crossfit_group_proba(
+    proba, selection = weight_models.crossfit_group_proba(
         df[["x1", "c"]], a, categorical=["c"], crossfit_folds=3, max_leaf_nodes=5, **args
     )
     assert proba.shape == (600, 3) and len(selection) == 3
@@ -706,7 +708,7 @@ def test_crossfit_group_proba_names_small_groups():
         call = dict(V=df[["x1"]], groups=a, crossfit_folds=3, **args)
         call.update(bad)
         with pytest.raises(ValueError, match=match):
-            models.crossfit_group_proba(call.pop("V"), call.pop("groups"), **call)
+            weight_models.crossfit_group_proba(call.pop("V"), call.pop("groups"), **call)
 
 
 def test_n_jobs_workers_get_one_openmp_thread_and_same_results(data2, monkeypatch):
@@ -714,13 +716,13 @@ def test_n_jobs_workers_get_one_openmp_thread_and_same_results(data2, monkeypatc
 
     train, test = data2
     args = dict(categorical_features=CATEGORICAL, grid=GRID, n_splits=N_SPLITS, random_state=3)
-    one, table_one = models.fit_classifier(train[FEATURES], train["a"], n_jobs=1, **args)
-    two, table_two = models.fit_classifier(train[FEATURES], train["a"], n_jobs=2, **args)
+    one, table_one = outcome_models.fit_classifier(train[FEATURES], train["a"], n_jobs=1, **args)
+    two, table_two = outcome_models.fit_classifier(train[FEATURES], train["a"], n_jobs=2, **args)
     pd.testing.assert_frame_equal(table_one, table_two, check_exact=True)
     np.testing.assert_array_equal(one.predict_proba(test[FEATURES]), two.predict_proba(test[FEATURES]))
     # Snakemake exports OMP_NUM_THREADS = the job's threads; workers must not inherit it.
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    with models._worker_threads(2):
+    with outcome_models._worker_threads(2):
         threads = Parallel(n_jobs=2)(delayed(_openmp_threads_in_worker)() for _ in range(2))
     assert threads == [[1], [1]]
 
@@ -766,9 +768,9 @@ def test_selection_setting_weights_describe_the_evaluated_population(setting):
     # A fixed max_leaf_nodes (the grid's smallest, the value the paper-size runs select for X and Y)
     # keeps this to 5 fits per control; what is tested is the population, not the grid search.
     common = dict(features=["x"], n_groups=2, seed=SEED, dataset=setting, controls=["X", "Y"], max_leaf_nodes=10)
-    crossfitted, selection = models.fit_weight_models(None, test, {}, fit_xy_on="test", **common)
-    on_train, _ = models.fit_weight_models(train, test, {}, fit_xy_on="train", **common)
-    assert set(selection["fitted_on"]) == {models.FITTED_ON_TEST}
+    crossfitted, selection = weight_models.fit_weight_models(None, test, {}, fit_xy_on="test", **common)
+    on_train, _ = weight_models.fit_weight_models(train, test, {}, fit_xy_on="train", **common)
+    assert set(selection["fitted_on"]) == {weight_models.FITTED_ON_TEST}
 
     def p1(table, control):
         return table.loc[table["control"] == control, "p_1"].to_numpy()
@@ -833,3 +835,13 @@ def test_selection_setting_weights_describe_the_evaluated_population(setting):
     if setting != "selection_y":
         biased = label_rate_ta(on_train)
         assert not ((biased["ci_low"] <= 0) & (biased["ci_high"] >= 0)).any(), biased
+
+
+def test_models_module_re_exports_the_same_objects():
+    """``disaggregated_eval.models`` is a re-export of the two modules it was split into (one release)."""
+    from disaggregated_eval import models
+
+    for name in models.__all__:
+        home = outcome_models if name in outcome_models.__all__ else weight_models
+        assert getattr(models, name) is getattr(home, name), name
+    assert set(models.__all__) <= set(outcome_models.__all__) | set(weight_models.__all__)

@@ -19,7 +19,7 @@ from scipy.special import expit, logit
 from scipy.stats import binom, norm
 from threadpoolctl import threadpool_limits
 
-from disaggregated_eval import models, seeds, vocabulary
+from disaggregated_eval import outcome_models, seeds, vocabulary
 from disaggregated_eval import population as pop
 from disaggregated_eval import simulate as sm
 from disaggregated_eval.metrics import compute_metrics
@@ -40,10 +40,10 @@ def one_openmp_thread():
 
 
 @functools.cache
-def fitted_models(setting: str) -> models.OutcomeModels:
+def fitted_models(setting: str) -> outcome_models.OutcomeModels:
     """Outcome models fitted on 4,000 training rows: small, but step functions of x like any HGB fit."""
     train, _ = sm.simulate_setting(setting, n_train=4_000, n_test=10, seed=17)
-    fitted, _ = models.fit_outcome_models(
+    fitted, _ = outcome_models.fit_outcome_models(
         train, features=["x"], grid=(8,), n_splits=2, seed=17, dataset=setting, n_threads=1
     )
     return fitted
@@ -282,6 +282,99 @@ def test_score_oracle_validation():
 
 
 # --------------------------------------------------------------------------------------------
+# oracle_weights (paper Algorithm 1): X, Y in closed form, one R block per score
+# --------------------------------------------------------------------------------------------
+def test_oracle_weights_closed_form_rows_and_format():
+    setting = "complex_anticausal_shift"
+    d = sm.get_dgp(setting)
+    _, test = sm.simulate_setting(setting, n_train=10, n_test=1_000, seed=5)
+    w = pop.oracle_weights(setting, test, test_scores={})
+    assert list(w.columns) == ["weight_source", "control", "model", "row", "p_0", "p_1"]
+    assert (w["weight_source"] == "oracle").all() and (w["model"] == "*").all()
+    assert w["row"].dtype == np.int64 and w["p_0"].dtype == np.float64
+    wx = w[w["control"] == "X"]
+    wy = w[w["control"] == "Y"]
+    np.testing.assert_array_equal(wx["row"], np.arange(1_000))
+    np.testing.assert_array_equal(wx[["p_0", "p_1"]].to_numpy(), d.p_a_given_x(test["x"]))
+    np.testing.assert_array_equal(wy[["p_0", "p_1"]].to_numpy(), d.p_a_given_y(test["y"]))
+    np.testing.assert_allclose(w["p_0"] + w["p_1"], 1.0, atol=1e-15)
+
+
+def test_oracle_weights_monotone_bayes_score_is_p_a_given_x():
+    # In covariate_shift, E[Y|X] = sigmoid(X / 2) is strictly increasing in X, so R determines X
+    # and P(A | R) = P(A | X) exactly; the change of variables reproduces it up to rounding
+    # (the preimage is found to a logit residual of 1e-11, so 1e-9 is a loose bound).
+    setting = "covariate_shift"
+    d = sm.get_dgp(setting)
+    _, test = sm.simulate_setting(setting, n_train=10, n_test=20_000, seed=11)
+    scores = sm.bayes_scores(setting, test)
+    w = pop.oracle_weights(setting, test, test_scores={"bayes_x": scores["bayes_x"].to_numpy()})
+    wr = w[w["control"] == "R"]
+    assert (wr["model"] == "bayes_x").all() and len(wr) == len(test)
+    np.testing.assert_array_equal(wr["row"], np.arange(len(test)))
+    np.testing.assert_allclose(wr[["p_0", "p_1"]].to_numpy(), d.p_a_given_x(test["x"]), rtol=0, atol=1e-9)
+    # no randomness: the same call gives the same bits
+    again = pop.oracle_weights(setting, test, test_scores={"bayes_x": scores["bayes_x"].to_numpy()})
+    pd.testing.assert_frame_equal(w, again)
+
+
+@pytest.fixture(scope="module")
+def small_fit():
+    """Outcome models of complex_causal_shift fitted on 3,000 rows: still step functions of x."""
+    setting = "complex_causal_shift"
+    train, test = sm.simulate_setting(setting, n_train=3_000, n_test=5_000, seed=4)
+    fitted, _ = outcome_models.fit_outcome_models(
+        train, features=["x"], grid=(8,), n_splits=2, seed=4, dataset=setting, n_threads=1
+    )
+    return setting, fitted, test
+
+
+def test_oracle_weights_of_fitted_models(small_fit):
+    setting, fitted, test = small_fit
+    predicted = fitted.predict(test)
+    test_scores = {m: predicted[m].to_numpy() for m in ("x", "xa", "xa_stratified")}
+    test_scores.update({m: v.to_numpy() for m, v in sm.bayes_scores(setting, test).items()})
+    w = pop.oracle_weights(setting, test, test_scores=test_scores, fitted=fitted)
+    blocks = list(dict.fromkeys(zip(w["control"], w["model"])))
+    assert blocks == [("X", "*"), ("Y", "*")] + [("R", m) for m in test_scores]
+    assert len(w) == len(blocks) * len(test)
+    np.testing.assert_allclose(w["p_0"] + w["p_1"], 1.0, atol=1e-12)
+    for model, scores in test_scores.items():
+        wr = w[(w["control"] == "R") & (w["model"] == model)]
+        np.testing.assert_array_equal(
+            wr[["p_0", "p_1"]].to_numpy(), pop.score_oracle(setting, model, fitted=fitted)(scores)
+        )
+    # xa and xa_stratified take disjoint score values in the two groups, so R reveals A
+    for model in ("xa", "xa_stratified"):
+        wr = w[(w["control"] == "R") & (w["model"] == model)]
+        np.testing.assert_array_equal(wr["p_1"].to_numpy(), test["a"].to_numpy().astype(float))
+    # prebuilt oracles give the same table
+    oracles = {m: pop.score_oracle(setting, m, fitted=fitted) for m in test_scores}
+    pd.testing.assert_frame_equal(w, pop.oracle_weights(setting, test, test_scores=test_scores, oracles=oracles))
+
+
+def test_oracle_weights_validation(small_fit):
+    setting, fitted, test = small_fit
+    half = np.full(len(test), 0.5)
+    with pytest.raises(ValueError, match=r"test_scores\['x'\] has 3 rows but y has 5000"):
+        pop.oracle_weights(setting, test, test_scores={"x": np.zeros(3)}, fitted=fitted)
+    with pytest.raises(ValueError, match=r"model .*must be one of.*got 'tree'"):
+        pop.oracle_weights(setting, test, test_scores={"tree": half})
+    with pytest.raises(ValueError, match=r"fitted .* needed .* model 'xa'"):
+        pop.oracle_weights(setting, test, test_scores={"xa": half})
+    with pytest.raises(ValueError, match=r"scores\[0\] = 0.5 is not a value of the fitted model 'x'"):
+        pop.oracle_weights(setting, test, test_scores={"x": half}, fitted=fitted)
+    with pytest.raises(ValueError, match=r"test_scores\['bayes_x'\] must be finite and in \[0, 1\]"):
+        pop.oracle_weights(setting, test, test_scores={"bayes_x": half + 1.0})
+    with pytest.raises(ValueError, match=r"missing columns.*'y'"):
+        pop.oracle_weights(setting, test[["x", "a"]], test_scores={})
+    with pytest.raises(ValueError, match="unknown simulation setting 'bad'"):
+        pop.oracle_weights("bad", test, test_scores={})
+    with pytest.raises(ValueError, match=r"test\['a'\] must be 0/1; got values \{2\}"):
+        pop.oracle_weights(setting, test.assign(a=2), test_scores={})
+
+
+# --------------------------------------------------------------------------------------------
 # population metrics
 # --------------------------------------------------------------------------------------------
 def _weighted_quantiles(values: np.ndarray, weights: np.ndarray, n_bins: int) -> np.ndarray:
@@ -399,6 +492,76 @@ def test_population_validation():
         pop.population_rows("covariate_shift", "bayes_xa", oracle=pop.score_oracle("covariate_shift", "bayes_x"))
     with pytest.raises(ValueError, match=r"breakpoint_scores must lie in \(0, 1\)"):
         pop.population_rows("covariate_shift", "bayes_x", breakpoint_scores=[0.5, 1.0])
+
+
+# --------------------------------------------------------------------------------------------
+# a setting with other group shares (thinning one group)
+# --------------------------------------------------------------------------------------------
+def test_group_prior_keep_and_shift():
+    keep = pop.group_prior_keep("complex_causal_shift", (0.9, 0.1))
+    np.testing.assert_allclose(keep, [1.0, 1.0 / 9.0], rtol=1e-14)  # P(A) = (0.5, 0.5)
+    p = np.array([[0.5, 0.5], [0.2, 0.8]])
+    np.testing.assert_allclose(
+        pop.shift_group_proba(p, keep), [[0.9, 0.1], [0.2 / (0.2 + 0.8 / 9), 0.8 / 9 / (0.2 + 0.8 / 9)]]
+    )
+    for bad in [(0.5,), (0.9, 0.2), (1.0, 0.0), (np.nan, 0.5)]:
+        with pytest.raises(ValueError, match="group_prior must be two positive numbers summing to 1"):
+            pop.group_prior_keep("complex_causal_shift", bad)
+    same = pop.population_controlled_differences("complex_causal_shift", "bayes_x", group_prior=(0.5, 0.5))
+    plain = pop.population_controlled_differences("complex_causal_shift", "bayes_x")
+    pd.testing.assert_frame_equal(same, plain, check_exact=False, rtol=1e-12, atol=1e-14)
+
+
+def test_group_prior_population_matches_monte_carlo():
+    """complex_causal_shift with group 1 thinned to 10%, model bayes_x: the sample's group share and
+    P(Y | A) (kept by thinning), and the integrated subgroup metric, M_a and T_a of every group and
+    control with the shifted oracle weights, against 20 chunks of 20,000 thinned rows. Each check
+    allows 5.5 standard errors (chunk SD / sqrt 20) plus 1e-9: with t_19 tails a correct
+    implementation fails one of the ~80 checks with probability about 2e-3 (fixed seeds:
+    deterministic). Ignoring the thinning (the setting's own population) moves T_a(R) by up to 0.1."""
+    setting, prior, chunks, rows = "complex_causal_shift", (0.9, 0.1), 20, 20_000
+    dgp = sm.get_dgp(setting)
+    oracle = pop.score_oracle(setting, "bayes_x")
+    keep = pop.group_prior_keep(setting, prior)
+    values, shares, rates = [], [], []
+    for k in range(chunks):
+        df = pop.sample_with_group_prior(setting, rows, group_prior=prior, rng=_rng("group prior", k))
+        assert len(df) == rows and list(df.columns) == ["x", "a", "y"]
+        x, a, y = df["x"].to_numpy(), df["a"].to_numpy(), df["y"].to_numpy()
+        score = sm.bayes_scores(setting, df)["bayes_x"].to_numpy()
+        shares.append(a.mean())
+        rates.append([y[a == g].mean() for g in (0, 1)])
+        weights = {
+            "X": pop.shift_group_proba(dgp.p_a_given_x(x), keep),
+            "Y": pop.shift_group_proba(dgp.p_a_given_y(y), keep),
+            "R": pop.shift_group_proba(oracle(score), keep),
+        }
+        chunk = []
+        for w in weights.values():
+            for g in (0, 1):
+                sub = compute_metrics(y[a == g], score[a == g], metrics=METRICS)
+                m_a = compute_metrics(y, score, sample_weight=w[:, g], metrics=METRICS)
+                chunk.append([[sub[q], m_a[q], sub[q] - m_a[q]] for q in METRICS])
+        values.append(chunk)
+    n = chunks * rows
+    assert abs(np.mean(shares) - 0.1) < 5.5 * math.sqrt(0.09 / n)
+    for g in (0, 1):
+        p = dgp.prevalence(g)
+        n_g = n * prior[g]
+        assert abs(np.mean([r[g] for r in rates]) - p) < 5.5 * math.sqrt(p * (1 - p) / n_g), g
+    mc = np.asarray(values)  # (chunks, control x group, metric, quantity)
+    mean, se = mc.mean(axis=0), mc.std(axis=0, ddof=1) / math.sqrt(chunks)
+    table = pop.population_controlled_differences(
+        setting, "bayes_x", oracle=oracle, controls=("X", "Y", "R"), metrics=METRICS, group_prior=prior
+    )
+    got = table[["subgroup_metric", "weighted_population_metric", "controlled_difference"]].to_numpy()
+    got = got.reshape(3 * 2, len(METRICS), 3)
+    bad = np.abs(got - mean) > 5.5 * se + 1e-9
+    assert not bad.any(), (got[bad], mean[bad], se[bad])
+    # the thinning matters: the setting's own T_a(R) differs by many standard errors
+    plain = pop.population_controlled_differences(setting, "bayes_x", oracle=oracle, controls=("R",), metrics=METRICS)
+    shift = np.abs(plain["controlled_difference"].to_numpy() - got[4:, :, 2].ravel())
+    assert shift.max() > 20 * se[4:, :, 2].max(), shift
 
 
 # --------------------------------------------------------------------------------------------

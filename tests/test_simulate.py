@@ -1,6 +1,7 @@
-"""Tests of the simulated DGPs, their closed-form oracles, selection, seeding and oracle weights.
+"""Tests of the simulated DGPs, their closed-form oracles, selection and seeding.
 
-The exact oracle P(A | R) and the population metrics are tested in ``test_population.py``.
+The exact oracle P(A | R), the oracle weights and the population metrics are tested in
+``test_population.py``.
 
 Statistical tolerances. Every Monte Carlo check compares an empirical mean with its closed-form
 expectation and allows 5 standard errors. Under a correct implementation each check fails with
@@ -384,100 +385,3 @@ def test_bayes_scores(setting):
         assert not np.allclose(out["bayes_x"], d.p_y_given_x(test["x"]))
     with pytest.raises(ValueError, match=r"missing columns.*'a'"):
         sm.bayes_scores(setting, test[["x"]])
-
-
-# --------------------------------------------------------------------------------------------
-# oracle_weights
-# --------------------------------------------------------------------------------------------
-def test_oracle_weights_closed_form_rows_and_format():
-    setting = "complex_anticausal_shift"
-    d = sm.get_dgp(setting)
-    _, test = sm.simulate_setting(setting, n_train=10, n_test=1_000, seed=5)
-    w = sm.oracle_weights(setting, test, test_scores={})
-    assert list(w.columns) == ["weight_source", "control", "model", "row", "p_0", "p_1"]
-    assert (w["weight_source"] == "oracle").all() and (w["model"] == "*").all()
-    assert w["row"].dtype == np.int64 and w["p_0"].dtype == np.float64
-    wx = w[w["control"] == "X"]
-    wy = w[w["control"] == "Y"]
-    np.testing.assert_array_equal(wx["row"], np.arange(1_000))
-    np.testing.assert_array_equal(wx[["p_0", "p_1"]].to_numpy(), d.p_a_given_x(test["x"]))
-    np.testing.assert_array_equal(wy[["p_0", "p_1"]].to_numpy(), d.p_a_given_y(test["y"]))
-    np.testing.assert_allclose(w["p_0"] + w["p_1"], 1.0, atol=1e-15)
-
-
-def test_oracle_weights_monotone_bayes_score_is_p_a_given_x():
-    # In covariate_shift, E[Y|X] = sigmoid(X / 2) is strictly increasing in X, so R determines X
-    # and P(A | R) = P(A | X) exactly; the change of variables reproduces it up to rounding
-    # (the preimage is found to a logit residual of 1e-11, so 1e-9 is a loose bound).
-    setting = "covariate_shift"
-    d = sm.get_dgp(setting)
-    _, test = sm.simulate_setting(setting, n_train=10, n_test=20_000, seed=11)
-    scores = sm.bayes_scores(setting, test)
-    w = sm.oracle_weights(setting, test, test_scores={"bayes_x": scores["bayes_x"].to_numpy()})
-    wr = w[w["control"] == "R"]
-    assert (wr["model"] == "bayes_x").all() and len(wr) == len(test)
-    np.testing.assert_array_equal(wr["row"], np.arange(len(test)))
-    np.testing.assert_allclose(wr[["p_0", "p_1"]].to_numpy(), d.p_a_given_x(test["x"]), rtol=0, atol=1e-9)
-    # no randomness: the same call gives the same bits
-    again = sm.oracle_weights(setting, test, test_scores={"bayes_x": scores["bayes_x"].to_numpy()})
-    pd.testing.assert_frame_equal(w, again)
-
-
-@pytest.fixture(scope="module")
-def small_fit():
-    """Outcome models of complex_causal_shift fitted on 3,000 rows: still step functions of x."""
-    from disaggregated_eval import models
-
-    setting = "complex_causal_shift"
-    train, test = sm.simulate_setting(setting, n_train=3_000, n_test=5_000, seed=4)
-    fitted, _ = models.fit_outcome_models(
-        train, features=["x"], grid=(8,), n_splits=2, seed=4, dataset=setting, n_threads=1
-    )
-    return setting, fitted, test
-
-
-def test_oracle_weights_of_fitted_models(small_fit):
-    from disaggregated_eval import population
-
-    setting, fitted, test = small_fit
-    predicted = fitted.predict(test)
-    test_scores = {m: predicted[m].to_numpy() for m in ("x", "xa", "xa_stratified")}
-    test_scores.update({m: v.to_numpy() for m, v in sm.bayes_scores(setting, test).items()})
-    w = sm.oracle_weights(setting, test, test_scores=test_scores, fitted=fitted)
-    blocks = list(dict.fromkeys(zip(w["control"], w["model"])))
-    assert blocks == [("X", "*"), ("Y", "*")] + [("R", m) for m in test_scores]
-    assert len(w) == len(blocks) * len(test)
-    np.testing.assert_allclose(w["p_0"] + w["p_1"], 1.0, atol=1e-12)
-    for model, scores in test_scores.items():
-        wr = w[(w["control"] == "R") & (w["model"] == model)]
-        np.testing.assert_array_equal(
-            wr[["p_0", "p_1"]].to_numpy(), population.score_oracle(setting, model, fitted=fitted)(scores)
-        )
-    # xa and xa_stratified take disjoint score values in the two groups, so R reveals A
-    for model in ("xa", "xa_stratified"):
-        wr = w[(w["control"] == "R") & (w["model"] == model)]
-        np.testing.assert_array_equal(wr["p_1"].to_numpy(), test["a"].to_numpy().astype(float))
-    # prebuilt oracles give the same table
-    oracles = {m: population.score_oracle(setting, m, fitted=fitted) for m in test_scores}
-    pd.testing.assert_frame_equal(w, sm.oracle_weights(setting, test, test_scores=test_scores, oracles=oracles))
-
-
-def test_oracle_weights_validation(small_fit):
-    setting, fitted, test = small_fit
-    half = np.full(len(test), 0.5)
-    with pytest.raises(ValueError, match=r"test_scores\['x'\] has 3 rows but y has 5000"):
-        sm.oracle_weights(setting, test, test_scores={"x": np.zeros(3)}, fitted=fitted)
-    with pytest.raises(ValueError, match=r"model .*must be one of.*got 'tree'"):
-        sm.oracle_weights(setting, test, test_scores={"tree": half})
-    with pytest.raises(ValueError, match=r"fitted .* needed .* model 'xa'"):
-        sm.oracle_weights(setting, test, test_scores={"xa": half})
-    with pytest.raises(ValueError, match=r"scores\[0\] = 0.5 is not a value of the fitted model 'x'"):
-        sm.oracle_weights(setting, test, test_scores={"x": half}, fitted=fitted)
-    with pytest.raises(ValueError, match=r"test_scores\['bayes_x'\] must be finite and in \[0, 1\]"):
-        sm.oracle_weights(setting, test, test_scores={"bayes_x": half + 1.0})
-    with pytest.raises(ValueError, match=r"missing columns.*'y'"):
-        sm.oracle_weights(setting, test[["x", "a"]], test_scores={})
-    with pytest.raises(ValueError, match="unknown simulation setting 'bad'"):
-        sm.oracle_weights("bad", test, test_scores={})
-    with pytest.raises(ValueError, match=r"test\['a'\] must be 0/1; got values \{2\}"):
-        sm.oracle_weights(setting, test.assign(a=2), test_scores={})

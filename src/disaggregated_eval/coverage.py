@@ -15,7 +15,7 @@ population value of ``T_a`` is known (``docs/method.md``, "Coverage study"):
    with its percentile interval exactly as the pipeline does
    (:func:`disaggregated_eval.evaluation.controlled_evaluation`, scheme ``population``):
 
-   * oracle weights (``simulate.oracle_weights``: closed-form ``P(A | X)``, ``P(A | Y)``, exact
+   * oracle weights (``population.oracle_weights``: closed-form ``P(A | X)``, ``P(A | Y)``, exact
      ``P(A | R)``) for every model (Bayes-optimal scores and fitted models ``x``, ``xa``);
    * estimated weights for the fitted models, refitted on every replicate as the pipeline fits
      them in the main settings (:func:`estimated_weights`): ``P(A | X)`` and ``P(A | Y)`` on a
@@ -23,7 +23,7 @@ population value of ``T_a`` is known (``docs/method.md``, "Coverage study"):
      rows, predicting the test rows; ``P(A | R)`` cross-fitted on the replicate's test rows, on
      the first ``n_replicates_r`` replicates only (the costly part). Hyperparameters
      (``max_leaf_nodes``) are those the main run selected
-     (:func:`disaggregated_eval.models.selected_max_leaf_nodes`), not a new grid search. A fitted
+     (:func:`disaggregated_eval.weight_models.selected_max_leaf_nodes`), not a new grid search. A fitted
      model's oracle ``T_a`` is computed for the same controls, on the same resamples, so oracle
      and estimated weights are compared replicate by replicate.
 3. **Coverage** (:func:`coverage_table`): per cell (dataset, model, control, weight source, group,
@@ -58,7 +58,8 @@ from ._validation import (
     check_positive_int,
     check_seed,
 )
-from .models import OutcomeModels, crossfit_group_proba, fit_classifier, score_frame
+from .outcome_models import OutcomeModels, fit_classifier
+from .weight_models import crossfit_group_proba, score_frame
 from .weight_table import ANY_MODEL, concat_weight_tables, weight_table
 
 __all__ = [
@@ -248,14 +249,14 @@ def estimated_weights(
 ) -> pd.DataFrame:
     """Estimated ``P(A = a | V)`` of a replicate's test rows, refitted as in the main settings.
 
-    As :func:`disaggregated_eval.models.fit_weight_models` with ``fit_xy_on="train"`` and fixed
+    As :func:`disaggregated_eval.weight_models.fit_weight_models` with ``fit_xy_on="train"`` and fixed
     hyperparameters (paper Algorithm 2; ``docs/method.md``, "Coverage study"):
 
-    * ``V = X``, ``V = Y``: :func:`models.fit_classifier` of ``A`` on ``train[["x"]]`` /
+    * ``V = X``, ``V = Y``: :func:`outcome_models.fit_classifier` of ``A`` on ``train[["x"]]`` /
       ``train[["y"]]`` (a sample independent of the test rows) with ``max_leaf_nodes[(V, "*")]``
       and ``random_state = sklearn_seed(seed, "coverage", dataset, "weights", replicate, V)``,
       predicting the test rows;
-    * ``V = R``: :func:`models.crossfit_group_proba` of ``A`` on :func:`models.score_frame` of each
+    * ``V = R``: :func:`weight_models.crossfit_group_proba` of ``A`` on :func:`weight_models.score_frame` of each
       model's test scores, ``crossfit_folds`` outer folds, ``max_leaf_nodes[("R", model)]``, seed
       branch ``("coverage", dataset, "weights", replicate, "R", model)``.
 
@@ -269,7 +270,7 @@ def estimated_weights(
         Scores of each model on ``test`` (for ``R``; may be empty without ``R``).
     max_leaf_nodes : mapping
         ``{(control, model): max_leaf_nodes}`` (``model`` ``"*"`` for X and Y), e.g. the main run's
-        :func:`models.selected_max_leaf_nodes`.
+        :func:`weight_models.selected_max_leaf_nodes`.
     controls : sequence of str, default ("X", "Y", "R")
     crossfit_folds : int
         Outer folds of the cross-fitting (the pipeline's ``models.crossfit_folds``).
@@ -377,7 +378,7 @@ def replicate_intervals(
     scores : mapping of str to ndarray of shape (n_test,)
         Every evaluated model's scores.
     oracle_weights : DataFrame
-        Oracle weight table of the test rows (``simulate.oracle_weights``) for every model of
+        Oracle weight table of the test rows (``population.oracle_weights``) for every model of
         ``scores``.
     estimated : DataFrame or None
         Estimated weight table of the test rows (:func:`estimated_weights`) for
@@ -513,7 +514,7 @@ def run_replicate(
     Draws the test set and the weight-training sample (:func:`draw_replicate`), scores the test
     rows with the main run's ``fitted`` models and the Bayes-optimal scores
     (:func:`simulate.bayes_scores`), computes the oracle weights
-    (:func:`simulate.oracle_weights` with the prebuilt ``oracles``) and the estimated weights of
+    (:func:`population.oracle_weights` with the prebuilt ``oracles``) and the estimated weights of
     ``estimated_models`` (:func:`estimated_weights`: X and Y, and R only if ``estimate_r``), and
     returns :func:`replicate_intervals`. Models of ``estimated_models`` get oracle ``T_a`` for the
     controls estimated in this replicate (so oracle ``V = R`` of a fitted model only where
@@ -530,7 +531,7 @@ def run_replicate(
     oracles : mapping of str to ScoreOracle
         :func:`population.score_oracle` of every model of ``models`` (built once per setting).
     max_leaf_nodes : mapping
-        The main run's selected weight-model hyperparameters (:func:`models.selected_max_leaf_nodes`).
+        The main run's selected weight-model hyperparameters (:func:`weight_models.selected_max_leaf_nodes`).
     n_test, n_train : int
         Test-set and weight-training-sample sizes.
     n_resamples : int
@@ -573,7 +574,7 @@ def run_replicate(
     scores = {
         m: (fitted_scores[m] if m in vocabulary.MODEL_TYPES else bayes[m]).to_numpy(dtype=np.float64) for m in models_
     }
-    oracle_weights = simulate.oracle_weights(dataset, test, test_scores=scores, fitted=fitted, oracles=oracles)
+    oracle_weights = population.oracle_weights(dataset, test, test_scores=scores, fitted=fitted, oracles=oracles)
     estimated = None
     if estimated_models:
         estimated = estimated_weights(
@@ -641,7 +642,7 @@ def run_study(
     fitted : OutcomeModels
         The main run's outcome models of ``dataset``.
     max_leaf_nodes : mapping
-        The main run's selected weight-model hyperparameters (:func:`models.selected_max_leaf_nodes`).
+        The main run's selected weight-model hyperparameters (:func:`weight_models.selected_max_leaf_nodes`).
     n_replicates : int
         Replicates (>= 1).
     n_replicates_r : int

@@ -1,6 +1,6 @@
 """Controlled disaggregated evaluation as tidy tables.
 
-For every model, this module asks the bootstrap engine (:mod:`disaggregated_eval.bootstrap`) for
+For every model, this module asks the bootstrap engine (:mod:`disaggregated_eval.engine`) for
 
 * the **absolute** metric of every subgroup and of the whole population (unweighted);
 * the **weighted population metric** ``M_a``: the metric over *all* test rows weighted by
@@ -519,7 +519,7 @@ def controlled_evaluation(
         (e.g. the job's ``mem_mb``); by default the limit is
         :func:`disaggregated_eval.memory.default_memory_limit_mb` (80% of the machine's memory).
     batch_size, n_threads, progress
-        Passed to :func:`disaggregated_eval.bootstrap.bootstrap_evaluations`; results do not
+        Passed to :func:`disaggregated_eval.engine.bootstrap_evaluations`; results do not
         depend on ``batch_size`` or ``n_threads``.
     study, dataset : str
         Identifiers copied into the table (e.g. ``"simulation"`` and the setting id, or ``"acs"``

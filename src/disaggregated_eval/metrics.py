@@ -1,8 +1,8 @@
 """Weighted performance metrics of a binary classifier, matching scikit-learn.
 
 This is the plain (non-bootstrap) reference of the metric definitions (paper Supplementary A.3;
-``docs/method.md``). The bootstrap engine (:mod:`disaggregated_eval.bootstrap`) computes the same
-quantities from weighted sums (:func:`disaggregated_eval.bootstrap.metrics_from_sums`) and is tested
+``docs/method.md``). The bootstrap engine (:mod:`disaggregated_eval.engine`) computes the same
+quantities from weighted sums (:func:`disaggregated_eval.engine.sums.metrics_from_sums`) and is tested
 against :func:`compute_metrics`, which is tested against scikit-learn.
 
 With per-row weights ``w >= 0``, labels ``y`` in {0, 1}, scores ``r`` in [0, 1] and

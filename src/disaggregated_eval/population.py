@@ -5,7 +5,7 @@ Two quantities of a simulation setting (:mod:`disaggregated_eval.simulate`) and 
 1. **The oracle** ``P(A = a | R = r)`` (paper Algorithm 1, control ``V = R``), built once per
    (setting, model) by :func:`score_oracle` and applied to any score vector:
 
-   * a fitted model (:class:`~disaggregated_eval.models.OutcomeModels`; every model type is a
+   * a fitted model (:class:`~disaggregated_eval.outcome_models.OutcomeModels`; every model type is a
      histogram gradient boosting model of the single feature ``x``) is, in each group, a step
      function of ``x``: constant between consecutive bin thresholds of its bin mapper (a value
      equal to a threshold goes to the lower bin, as in scikit-learn's ``x <= threshold`` rule).
@@ -26,6 +26,8 @@ Two quantities of a simulation setting (:mod:`disaggregated_eval.simulate`) and 
      refined by safeguarded Newton steps (:class:`SmoothScoreOracle`).
 
    ``f(x, a)`` is always the *full* population (the test data), also for the selection settings.
+   :func:`oracle_weights` assembles the oracle weights of a test set for every control: the
+   closed-form ``P(A | X)``, ``P(A | Y)`` of the DGP and one ``P(A | R)`` block per score.
 
 2. **Population metrics** (:func:`population_controlled_differences`): for each group ``a``, the
    subgroup metric, the weighted population metric ``M_a`` (the population reweighted by the
@@ -54,7 +56,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -62,9 +64,10 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from . import simulate, vocabulary
-from ._validation import check_choice, check_int, check_scores
+from ._validation import check_binary_codes, check_choice, check_columns, check_int, check_scores
 from .metrics import compute_metrics
-from .models import OutcomeModels
+from .outcome_models import OutcomeModels
+from .weight_table import concat_weight_tables, weight_table
 
 __all__ = [
     "StepScore",
@@ -73,10 +76,14 @@ __all__ = [
     "StepScoreOracle",
     "SmoothScoreOracle",
     "score_oracle",
+    "oracle_weights",
     "PopulationRows",
     "population_rows",
     "population_controlled_differences",
     "RESULT_COLUMNS",
+    "group_prior_keep",
+    "shift_group_proba",
+    "sample_with_group_prior",
 ]
 
 #: Columns of :func:`population_controlled_differences`.
@@ -547,6 +554,78 @@ def score_oracle(setting_id: str, model: str, *, fitted: OutcomeModels | None = 
     return StepScoreOracle(setting_id, model, step_score(fitted, model))
 
 
+def oracle_weights(
+    setting_id: str,
+    test: pd.DataFrame,
+    *,
+    test_scores: Mapping[str, np.ndarray],
+    fitted: OutcomeModels | None = None,
+    oracles: Mapping[str, ScoreOracle] | None = None,
+) -> pd.DataFrame:
+    """Oracle weights ``P(A = a | V)`` of the test rows (paper Algorithm 1).
+
+    * ``V = X``: the DGP's ``p_a_given_x`` (closed form), model ``"*"``.
+    * ``V = Y``: the DGP's ``p_a_given_y`` (closed form), model ``"*"``.
+    * ``V = R``, one block per model in ``test_scores``: ``P(A = a | R = r)`` computed from the
+      DGP without sampling or binning (:func:`score_oracle`): for a
+      fitted model (a step function of ``x`` in each group) the population mass of each group on
+      the ``x`` intervals mapped to the score value ``r``; for a Bayes-optimal score, the change
+      of variables ``x -> r`` over the preimages of ``r``.
+
+    All weights refer to the full (test) population, also for the selection settings.
+
+    Parameters
+    ----------
+    setting_id : str
+    test : pandas.DataFrame of shape (n_test, >= 3)
+        The test set, columns ``x``, ``a``, ``y``; its row order defines ``row``.
+    test_scores : mapping of str to ndarray of shape (n_test,)
+        Scores of each model on ``test``: keys among ``x``, ``xa``, ``xa_stratified`` (predicted by
+        ``fitted``) and ``bayes_x``, ``bayes_xa`` (:func:`~disaggregated_eval.simulate.bayes_scores`).
+        Block order follows it.
+    fitted : OutcomeModels, optional
+        The fitted outcome models; needed for the fitted model types (unless ``oracles`` has them).
+    oracles : mapping of str to ScoreOracle, optional
+        Prebuilt :func:`score_oracle` objects to reuse (e.g. across
+        many test sets of one setting); models not in it are built here.
+
+    Returns
+    -------
+    pandas.DataFrame of shape ((2 + len(test_scores)) * n_test, 6)
+        Long weight table (:func:`disaggregated_eval.weight_table.weight_table`):
+        ``weight_source`` (``"oracle"``), ``control`` (``X``, ``Y``, ``R``), ``model`` (``"*"`` for
+        X and Y), ``row`` (int64), ``p_0``, ``p_1`` (float64, rows sum to 1).
+
+    Raises
+    ------
+    ValueError
+        If ``setting_id`` is unknown, a column is missing, ``a`` or ``y`` is not 0/1, a model name
+        is unknown, a score array has the wrong length or values outside [0, 1], a fitted model
+        type is given without ``fitted``, or a score is not a value the model produces.
+    """
+    dgp = simulate.get_dgp(setting_id)
+    check_columns(test, ("x", "a", "y"), "test")
+    n_test = len(test)
+    x = test["x"].to_numpy(dtype=np.float64)
+    y = check_binary_codes(test["y"].to_numpy(), "test['y']")
+    check_binary_codes(test["a"].to_numpy(), "test['a']")
+    oracles = dict(oracles or {})
+    checked: dict[str, np.ndarray] = {}
+    for model, scores in test_scores.items():
+        check_choice(model, "model (a key of test_scores)", vocabulary.SIMULATION_MODELS)
+        checked[model] = check_scores(scores, n_test, f"test_scores[{model!r}]")
+        if model in vocabulary.MODEL_TYPES and fitted is None and model not in oracles:
+            raise ValueError(f"fitted (the OutcomeModels) is needed for the oracle P(A | R) of model {model!r}")
+    blocks = [
+        weight_table(dgp.p_a_given_x(x), weight_source="oracle", control="X"),
+        weight_table(dgp.p_a_given_y(y), weight_source="oracle", control="Y"),
+    ]
+    for model, scores in checked.items():
+        oracle = oracles.get(model) or score_oracle(setting_id, model, fitted=fitted)
+        blocks.append(weight_table(oracle(scores), weight_source="oracle", control="R", model=model))
+    return concat_weight_tables(blocks)
+
+
 # ----------------------------------------------------------------------------------------------
 # Population pseudo-rows and metrics
 # ----------------------------------------------------------------------------------------------
@@ -875,6 +954,7 @@ def population_controlled_differences(
     group_labels: Sequence[str] = vocabulary.SIMULATION_GROUP_LABELS,
     cell_width: float = 0.05,
     n_nodes: int = 8,
+    group_prior: Sequence[float] | None = None,
 ) -> pd.DataFrame:
     """Population subgroup metrics, weighted population metrics ``M_a`` and ``T_a`` with oracle weights.
 
@@ -901,6 +981,11 @@ def population_controlled_differences(
         Labels of the ``group`` column (the simulations' ``schema.json`` labels).
     cell_width, n_nodes : float, int
         Quadrature of :func:`population_rows`.
+    group_prior : sequence of 2 float, optional
+        The population with ``P(A)`` changed to ``group_prior`` and ``P(X, Y | A)`` kept (the
+        setting thinned by :func:`sample_with_group_prior`): pseudo-row masses times
+        :func:`group_prior_keep` and every oracle ``P(A | V)`` through :func:`shift_group_proba`.
+        ``None``: the setting's own population.
 
     Returns
     -------
@@ -924,14 +1009,22 @@ def population_controlled_differences(
         setting_id, model, fitted=fitted, oracle=oracle, threshold=threshold, cell_width=cell_width, n_nodes=n_nodes
     )
 
+    keep = np.ones(2) if group_prior is None else group_prior_keep(setting_id, group_prior)
+    scale = keep[rows.a]
+
     def evaluate(weight: np.ndarray) -> dict[str, float]:
-        return rows.metrics(weight, metrics=metrics, threshold=threshold, preference_threshold=preference_threshold)
+        return rows.metrics(
+            scale * weight, metrics=metrics, threshold=threshold, preference_threshold=preference_threshold
+        )
+
+    def shifted(proba: np.ndarray) -> np.ndarray:
+        return proba if group_prior is None else shift_group_proba(proba, keep)
 
     weights = {
         "none": np.ones((rows.x.size, 2)),
-        "X": dgp.p_a_given_x(rows.x),
-        "Y": dgp.p_a_given_y(rows.y),
-        "R": rows.oracle(rows.score) if "R" in controls else None,
+        "X": shifted(dgp.p_a_given_x(rows.x)),
+        "Y": shifted(dgp.p_a_given_y(rows.y)),
+        "R": shifted(rows.oracle(rows.score)) if "R" in controls else None,
     }
     overall = evaluate(np.ones(rows.x.size)) if "none" in controls else None
     subgroups = [evaluate((rows.a == a).astype(np.float64)) for a in (0, 1)]
@@ -954,3 +1047,102 @@ def population_controlled_differences(
                     )
                 )
     return pd.DataFrame.from_records(records, columns=list(RESULT_COLUMNS))
+
+
+# ----------------------------------------------------------------------------------------------
+# A setting with other group shares: P(A) changed, P(X, Y | A) kept
+# ----------------------------------------------------------------------------------------------
+
+
+def group_prior_keep(setting_id: str, group_prior: Sequence[float]) -> np.ndarray:
+    """Thinning probabilities that turn a setting's ``P(A)`` into ``group_prior``.
+
+    Keeping a row of group ``a`` with probability ``keep_a`` proportional to
+    ``group_prior_a / P(A = a)`` (the largest 1) gives a population with ``P(A) = group_prior`` and
+    the setting's ``P(X, Y | A)``: a setting with a small group, whose oracles follow exactly from
+    the setting's (:func:`shift_group_proba`).
+
+    Parameters
+    ----------
+    setting_id : str
+        A simulation setting (its full population's ``P(A)``, also for the selection settings).
+    group_prior : sequence of 2 float
+        The new ``P(A = 0), P(A = 1)``: positive, summing to 1.
+
+    Returns
+    -------
+    ndarray of shape (2,)
+        ``keep_a`` in (0, 1], the largest equal to 1.
+
+    Raises
+    ------
+    ValueError
+        If the setting is unknown or ``group_prior`` is not two positive numbers summing to 1.
+    """
+    prior = np.asarray(group_prior, dtype=np.float64)
+    if prior.shape != (2,) or not np.isfinite(prior).all() or (prior <= 0).any() or abs(prior.sum() - 1.0) > 1e-12:
+        raise ValueError(f"group_prior must be two positive numbers summing to 1; got {group_prior!r}")
+    ratio = prior / simulate.get_dgp(setting_id).p_a()
+    return ratio / ratio.max()
+
+
+def shift_group_proba(proba, keep) -> np.ndarray:
+    """``P(A = a | V)`` after thinning group ``a`` with probability ``keep_a``: proportional to
+    ``keep_a P(A = a | V)`` (Bayes' rule; thinning depends on ``A`` only, so ``P(V | A)`` is kept).
+
+    Parameters
+    ----------
+    proba : array-like of shape (n, K)
+        ``P(A = a | V)`` of the setting (any control ``V``).
+    keep : array-like of shape (K,)
+        Thinning probabilities (:func:`group_prior_keep`).
+
+    Returns
+    -------
+    ndarray of shape (n, K)
+        Rows sum to 1.
+    """
+    shifted = np.asarray(proba, dtype=np.float64) * np.asarray(keep, dtype=np.float64)[None, :]
+    return shifted / shifted.sum(axis=1, keepdims=True)
+
+
+def sample_with_group_prior(
+    setting_id: str, n: int, *, group_prior: Sequence[float], rng: np.random.Generator
+) -> pd.DataFrame:
+    """Draw ``n`` rows of a setting's full population with ``P(A)`` changed to ``group_prior``.
+
+    Rows of the setting's population (:meth:`~disaggregated_eval.simulate.DGP.sample`) are kept
+    independently with probability :func:`group_prior_keep` of their group, in batches, until
+    ``n`` are kept; the first ``n`` kept rows are i.i.d. from the thinned population.
+
+    Parameters
+    ----------
+    setting_id : str
+    n : int
+        Rows to draw (positive).
+    group_prior : sequence of 2 float
+        The new ``P(A)``.
+    rng : numpy.random.Generator
+        Source of randomness (:func:`disaggregated_eval.seeds.generator`).
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n, 3)
+        Columns ``x``, ``a``, ``y`` as the setting's test data.
+
+    Raises
+    ------
+    ValueError
+        If the setting is unknown, ``n`` is not a positive integer or ``group_prior`` is invalid.
+    """
+    n = check_int(n, "n", minimum=1)
+    keep = group_prior_keep(setting_id, group_prior)
+    dgp = simulate.get_dgp(setting_id)
+    rate = float(np.dot(dgp.p_a(), keep))
+    kept, total = [], 0
+    while total < n:
+        batch = dgp.sample(math.ceil(1.1 * (n - total) / rate) + 16, rng)
+        batch = batch[rng.random(len(batch)) < keep[batch["a"].to_numpy()]]
+        kept.append(batch)
+        total += len(batch)
+    return pd.concat(kept, ignore_index=True).iloc[:n].reset_index(drop=True)

@@ -21,8 +21,8 @@ Every DGP has closed-form oracles derived by Bayes' rule from the closed-form jo
 logistic-normal integral has no closed form). In every DGP ``X | A = a`` is a mixture of unit-variance
 normals (:meth:`x_mixture`), so masses ``P(lo < X <= hi, A = a)`` are closed form too
 (:meth:`mass_xa`). ``P(A | R)`` for a model score ``R`` follows from these by integration
-(:mod:`disaggregated_eval.population`); :func:`oracle_weights` assembles all oracle weights of a
-test set (paper Algorithm 1).
+(:mod:`disaggregated_eval.population`, which also assembles all oracle weights of a test set,
+:func:`disaggregated_eval.population.oracle_weights`, paper Algorithm 1).
 
 All randomness comes from :mod:`disaggregated_eval.seeds`; the global numpy RNG is never used.
 """
@@ -30,9 +30,9 @@ All randomness comes from :mod:`disaggregated_eval.seeds`; the global numpy RNG 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -40,12 +40,7 @@ from scipy import integrate
 from scipy.special import expit, log_expit, ndtr
 
 from . import seeds, vocabulary
-from ._validation import check_binary_codes, check_choice, check_columns, check_positive_int, check_scores
-from .weight_table import concat_weight_tables, weight_table
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .models import OutcomeModels
-    from .population import ScoreOracle
+from ._validation import check_binary_codes, check_choice, check_columns, check_positive_int
 
 __all__ = [
     "CausalDGP",
@@ -58,7 +53,6 @@ __all__ = [
     "get_dgp",
     "simulate_setting",
     "bayes_scores",
-    "oracle_weights",
 ]
 
 _LOG_HALF = math.log(0.5)
@@ -923,76 +917,3 @@ def bayes_scores(setting_id: str, df: pd.DataFrame) -> pd.DataFrame:
         }
     )
     return out.clip(_SCORE_EPS, 1.0 - _SCORE_EPS).astype(np.float64)
-
-
-def oracle_weights(
-    setting_id: str,
-    test: pd.DataFrame,
-    *,
-    test_scores: Mapping[str, np.ndarray],
-    fitted: OutcomeModels | None = None,
-    oracles: Mapping[str, ScoreOracle] | None = None,
-) -> pd.DataFrame:
-    """Oracle weights ``P(A = a | V)`` of the test rows (paper Algorithm 1).
-
-    * ``V = X``: :meth:`p_a_given_x` (closed form), model ``"*"``.
-    * ``V = Y``: :meth:`p_a_given_y` (closed form), model ``"*"``.
-    * ``V = R``, one block per model in ``test_scores``: ``P(A = a | R = r)`` computed from the
-      DGP without sampling or binning (:func:`disaggregated_eval.population.score_oracle`): for a
-      fitted model (a step function of ``x`` in each group) the population mass of each group on
-      the ``x`` intervals mapped to the score value ``r``; for a Bayes-optimal score, the change
-      of variables ``x -> r`` over the preimages of ``r``.
-
-    All weights refer to the full (test) population, also for the selection settings.
-
-    Parameters
-    ----------
-    setting_id : str
-    test : pandas.DataFrame of shape (n_test, >= 3)
-        The test set, columns ``x``, ``a``, ``y``; its row order defines ``row``.
-    test_scores : mapping of str to ndarray of shape (n_test,)
-        Scores of each model on ``test``: keys among ``x``, ``xa``, ``xa_stratified`` (predicted by
-        ``fitted``) and ``bayes_x``, ``bayes_xa`` (:func:`bayes_scores`). Block order follows it.
-    fitted : OutcomeModels, optional
-        The fitted outcome models; needed for the fitted model types (unless ``oracles`` has them).
-    oracles : mapping of str to ScoreOracle, optional
-        Prebuilt :func:`~disaggregated_eval.population.score_oracle` objects to reuse (e.g. across
-        many test sets of one setting); models not in it are built here.
-
-    Returns
-    -------
-    pandas.DataFrame of shape ((2 + len(test_scores)) * n_test, 6)
-        Long weight table (:func:`disaggregated_eval.weight_table.weight_table`):
-        ``weight_source`` (``"oracle"``), ``control`` (``X``, ``Y``, ``R``), ``model`` (``"*"`` for
-        X and Y), ``row`` (int64), ``p_0``, ``p_1`` (float64, rows sum to 1).
-
-    Raises
-    ------
-    ValueError
-        If ``setting_id`` is unknown, a column is missing, ``a`` or ``y`` is not 0/1, a model name
-        is unknown, a score array has the wrong length or values outside [0, 1], a fitted model
-        type is given without ``fitted``, or a score is not a value the model produces.
-    """
-    from . import population  # population builds on the DGPs of this module
-
-    dgp = get_dgp(setting_id)
-    check_columns(test, ("x", "a", "y"), "test")
-    n_test = len(test)
-    x = test["x"].to_numpy(dtype=np.float64)
-    y = check_binary_codes(test["y"].to_numpy(), "test['y']")
-    check_binary_codes(test["a"].to_numpy(), "test['a']")
-    oracles = dict(oracles or {})
-    checked: dict[str, np.ndarray] = {}
-    for model, scores in test_scores.items():
-        check_choice(model, "model (a key of test_scores)", vocabulary.SIMULATION_MODELS)
-        checked[model] = check_scores(scores, n_test, f"test_scores[{model!r}]")
-        if model in vocabulary.MODEL_TYPES and fitted is None and model not in oracles:
-            raise ValueError(f"fitted (the OutcomeModels) is needed for the oracle P(A | R) of model {model!r}")
-    blocks = [
-        weight_table(dgp.p_a_given_x(x), weight_source="oracle", control="X"),
-        weight_table(dgp.p_a_given_y(y), weight_source="oracle", control="Y"),
-    ]
-    for model, scores in checked.items():
-        oracle = oracles.get(model) or population.score_oracle(setting_id, model, fitted=fitted)
-        blocks.append(weight_table(oracle(scores), weight_source="oracle", control="R", model=model))
-    return concat_weight_tables(blocks)

@@ -8,7 +8,7 @@ import time
 
 import joblib
 
-from disaggregated_eval import io, simulate, vocabulary
+from disaggregated_eval import io, population, vocabulary
 from disaggregated_eval.pipeline.inputs import read_scores
 
 log = io.rule_logger(snakemake.log[0], "compute_oracle_weights")  # noqa: F821 (snakemake is injected)
@@ -22,7 +22,7 @@ scores = read_scores(
     test_path=snakemake.input.test,
     models=vocabulary.SIMULATION_MODELS,
 )
-weights = simulate.oracle_weights(
+weights = population.oracle_weights(
     setting,
     test,
     test_scores={m: scores[m].to_numpy() for m in vocabulary.SIMULATION_MODELS},

@@ -10,7 +10,7 @@ import time
 import joblib
 from threadpoolctl import threadpool_limits
 
-from disaggregated_eval import coverage, io, models
+from disaggregated_eval import coverage, io, weight_models
 
 log = io.rule_logger(snakemake.log[0], "coverage_replicates")  # noqa: F821 (snakemake is injected)
 
@@ -19,7 +19,7 @@ part = int(snakemake.wildcards.part)
 params = snakemake.params
 start = time.perf_counter()
 fitted = joblib.load(snakemake.input.models)
-chosen = models.selected_max_leaf_nodes(io.read_table(snakemake.input.selection))
+chosen = weight_models.selected_max_leaf_nodes(io.read_table(snakemake.input.selection))
 replicates = coverage.replicate_parts(params.n_replicates, params.jobs_per_setting)[part]
 log.info(
     "coverage of %s, part %d of %d: replicates %s (those below %d refit the estimated P(A | R)), %d test rows, "

@@ -8,7 +8,7 @@ import time
 
 import joblib
 
-from disaggregated_eval import coverage, io, models
+from disaggregated_eval import coverage, io, weight_models
 
 log = io.rule_logger(snakemake.log[0], "coverage_truth")  # noqa: F821 (snakemake is injected)
 
@@ -16,7 +16,7 @@ dataset = snakemake.wildcards.dataset
 params = snakemake.params
 start = time.perf_counter()
 fitted = joblib.load(snakemake.input.models)
-chosen = models.selected_max_leaf_nodes(io.read_table(snakemake.input.selection))
+chosen = weight_models.selected_max_leaf_nodes(io.read_table(snakemake.input.selection))
 oracles = coverage.score_oracles(dataset, fitted)
 truth = coverage.population_truth(
     dataset,

@@ -4,7 +4,7 @@ import json
 
 import joblib
 
-from disaggregated_eval import io, models
+from disaggregated_eval import io, outcome_models
 
 log = io.rule_logger(snakemake.log[0], "fit_outcome_models")  # noqa: F821 (snakemake is injected)
 
@@ -12,7 +12,7 @@ dataset = snakemake.wildcards.dataset
 params = snakemake.params
 with open(snakemake.input.schema) as handle:
     schema = json.load(handle)
-fitted, selection = models.fit_outcome_models(
+fitted, selection = outcome_models.fit_outcome_models(
     io.read_table(snakemake.input.train),
     features=schema["features"],
     categorical=schema["categorical"],

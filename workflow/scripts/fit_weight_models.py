@@ -2,7 +2,7 @@
 
 import json
 
-from disaggregated_eval import io, models
+from disaggregated_eval import io, weight_models
 from disaggregated_eval.pipeline.inputs import read_scores
 
 log = io.rule_logger(snakemake.log[0], "fit_weight_models")  # noqa: F821 (snakemake is injected)
@@ -19,7 +19,7 @@ if "bayes_scores" in snakemake.input.keys():  # noqa: SIM118 (Namedlist: `in` lo
     score_inputs.append(snakemake.input.bayes_scores)
 scores = read_scores(score_inputs, n_rows=len(test), test_path=snakemake.input.test)
 log.info("P(A | X), P(A | Y) fitted on %s; P(A | R) cross-fitted on test", params.fit_xy_on)
-weights, selection = models.fit_weight_models(
+weights, selection = weight_models.fit_weight_models(
     io.read_table(snakemake.input.train),
     test,
     {model: scores[model].to_numpy() for model in scores.columns},

@@ -7,7 +7,7 @@ slices are the subgroups ``a`` of a categorical variable ``A``. For each request
 - ``V = none``: ``M_a`` is the population's metric and ``T_a = metric(A = a) - M_a``, the slice minus
   overall; these rows come from the audit's own bootstrap (the same resamples as the slices table);
 - ``V = X`` (the ``features``), ``Y`` (the label) or ``R`` (each model's score): ``P(A = a | V)`` is
-  cross-fitted on the file itself (:func:`disaggregated_eval.models.crossfit_group_proba`:
+  cross-fitted on the file itself (:func:`disaggregated_eval.weight_models.crossfit_group_proba`:
   HistGradientBoosting, the paper's ``max_leaf_nodes`` grid and folds, seeded; seed path
   ``("audit", "weights", family, V)``, and ``(..., "R", model)`` for ``R``) before the bootstrap;
   the weighted population metrics ``M_a`` (the family's evaluated rows weighted by ``P(A = a | V)``)
@@ -38,7 +38,7 @@ import pandas as pd
 
 from .. import seeds
 from ..derived import Replicated, difference, summarise, take
-from ..models import crossfit_group_proba, score_frame
+from ..weight_models import crossfit_group_proba, score_frame
 from .estimates import AuditEstimates, ControlledWeights
 from .inputs import AuditInput
 from .options import AuditOptions

@@ -1,10 +1,7 @@
-"""Outcome models and weight models ``P(A | V)``.
+"""Weight models ``P(A = a | V)`` of the evaluated population (paper Algorithm 2).
 
-Outcome models predict ``Y`` from the covariates ``X`` in three ways (paper sections 2 and 5,
-Supplementary A.3): ``x`` uses ``X`` only, ``xa`` uses ``X`` and the group ``A`` as a categorical
-feature, and ``xa_stratified`` is one model on ``X`` per group, each row being scored by its own
-group's model. Weight models estimate ``P(A = a | V)`` for the control variables
-``V in {X, Y, R}`` of the evaluated population (paper Algorithm 2; ``docs/method.md``, "Weights"):
+Weight models estimate ``P(A = a | V)`` for the control variables ``V in {X, Y, R}`` of the evaluated
+population (``docs/method.md``, "Weights"):
 
 - for the score ``R`` they are always cross-fitted on the evaluation (test) set (paper
   Supplementary A.3): no row is weighted by a model that saw it;
@@ -14,44 +11,41 @@ group's model. Weight models estimate ``P(A = a | V)`` for the control variables
   selection settings of paper Supplementary A.2: weights fitted on the training split would be
   ``P(A | V, S = 1)``, not the ``P(A | V)`` of the population being evaluated).
 
-Every model is a :class:`sklearn.ensemble.HistGradientBoostingClassifier` whose ``max_leaf_nodes``
-is chosen from a grid by stratified k-fold cross-validation with the lowest mean log loss, then refit
-on all of its training data (paper Supplementary A.3; :class:`sklearn.model_selection.GridSearchCV`);
-or, for cheap refits on new evaluation sets, given (``max_leaf_nodes=``), which reproduces the grid
-search's refit bit for bit. Every ``random_state`` comes from :mod:`disaggregated_eval.seeds` with
-the name paths of ``docs/design.md``:
+Each model is the grid-searched gradient boosting of
+:func:`disaggregated_eval.outcome_models.fit_classifier` (multiclass, target ``A``). Every
+``random_state`` comes from :mod:`disaggregated_eval.seeds` with the name paths of ``docs/design.md``:
 
-- ``("outcome_models", dataset, model)`` and ``("outcome_models", dataset, "xa_stratified", group)``;
 - ``("weight_models", dataset, "X")``, ``("weight_models", dataset, "Y")`` for fits on the training
   split;
 - cross-fitting below a branch ``b``: the outer split of the evaluation rows uses ``b`` and the fit
   without outer fold ``k`` uses ``b + (k,)``, with ``b = ("weight_models", dataset, "R", model)`` for
   ``R`` and ``b = ("weight_models", dataset, "X" | "Y", "test")`` for ``X`` and ``Y``.
 
-Missing feature values (NaN) stay missing: the gradient boosting handles them natively. Categorical
-features are integer-coded columns (codes ``0..254``, NaN for missing).
+Besides the pipeline's gradient boosting, :func:`group_proba_for_control` picks an estimator that
+fits the control variable (``docs/method.md``, "Weights"): the cross-fitted cell frequency
+(:func:`crossfit_cell_frequency`) for a ``V`` with at most :data:`MAX_CELLS` distinct values, a spline
+logistic regression (:func:`crossfit_spline_logistic`) for a continuous score, the gradient boosting
+(:func:`crossfit_group_proba`) for several covariates; all with the same outer folds for the same
+seed. Diagnostics of the resulting weights are in :mod:`disaggregated_eval.weight_diagnostics`.
 
-Threads: ``n_jobs`` parallel fits of each grid search run in joblib's ``loky`` worker processes with
-one OpenMP thread each (``joblib.parallel_config(inner_max_num_threads=1)``); without that limit the
-workers inherit ``OMP_NUM_THREADS`` (which Snakemake sets to the job's threads), so ``n_jobs = t``
-workers would run ``t * t`` OpenMP threads on ``t`` cores. ``n_threads`` sets the OpenMP threads of
-the fits and predictions in the calling process (the refit of each grid search). Results do not
-depend on either.
+Threads: as in :mod:`disaggregated_eval.outcome_models` (``n_jobs`` worker processes with one
+OpenMP thread each, ``n_threads`` OpenMP threads in the calling process); results depend on neither.
+The spline fits run BLAS on one thread.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 import pandas as pd
-from joblib import parallel_config
 from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
+from sklearn.pipeline import FeatureUnion, Pipeline
+from sklearn.preprocessing import FunctionTransformer, SplineTransformer
 from threadpoolctl import threadpool_limits
 
 from . import seeds
@@ -67,9 +61,23 @@ from ._validation import (
     check_scores,
     check_seed,
     check_unique_labels,
-    format_values,
 )
-from .vocabulary import MODEL_TYPES, WEIGHT_CONTROLS
+from .outcome_models import (
+    _MAX_CATEGORY_CODE,
+    _check_class_counts,
+    _check_dataset,
+    _check_feature_names,
+    _check_features,
+    _check_grid,
+    _check_n_threads,
+    _fit_classifier,
+    _openmp_threads,
+    _report,
+    _row_requirement,
+    _selected,
+    _worker_threads,
+)
+from .vocabulary import WEIGHT_CONTROLS
 from .weight_table import ANY_MODEL, concat_weight_tables, weight_table
 
 __all__ = [
@@ -78,15 +86,22 @@ __all__ = [
     "FITTED_ON_TRAIN",
     "FITTED_ON_TEST",
     "SELECTION_COLUMNS",
-    "fit_classifier",
-    "OutcomeModels",
-    "fit_outcome_models",
     "logit_score",
     "score_frame",
     "crossfit_fold_ids",
     "crossfit_group_proba",
     "fit_weight_models",
     "selected_max_leaf_nodes",
+    "MAX_CELLS",
+    "cell_codes",
+    "crossfit_cell_frequency",
+    "SPLINE_KNOTS",
+    "SPLINE_C_GRID",
+    "crossfit_spline_logistic",
+    "WEIGHT_METHODS",
+    "GroupProba",
+    "choose_weight_method",
+    "group_proba_for_control",
 ]
 
 #: Name of the single feature ``logit(clip(R))`` of the cross-fitted ``P(A | R)`` models.
@@ -108,98 +123,8 @@ SELECTION_COLUMNS: tuple[str, ...] = (
     "std_cv_log_loss",
     "selected",
 )
-#: Largest categorical code HistGradientBoosting accepts (``max_bins - 1`` with the default 255 bins).
-_MAX_CATEGORY_CODE = 254
-#: Rows each class needs in a fit without a grid search: HistGradientBoosting's early stopping
-#: (on for more than 10,000 rows) holds out a validation set stratified by class.
-_MIN_ROWS_FIXED = 2
 #: Where ``fit_xy_on`` can fit the weight models of X and Y.
 _XY_SOURCES: tuple[str, ...] = ("train", "test")
-
-
-# ----------------------------------------------------------------------------------------------
-# Checks specific to this module (the generic ones are in ``_validation``)
-# ----------------------------------------------------------------------------------------------
-
-
-def _check_grid(grid) -> list[int]:
-    message = "grid must be a non-empty list of integers >= 2 (max_leaf_nodes)"
-    if isinstance(grid, (str, bytes)) or not isinstance(grid, Iterable):
-        raise ValueError(f"{message}; got {grid!r}")
-    values = list(grid)
-    if not values:
-        raise ValueError(f"{message}; got {grid!r}")
-    bad = [v for v in values if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 2]
-    if bad:
-        raise ValueError(f"{message}; got bad values {bad!r} in {grid!r}")
-    if len({int(v) for v in values}) != len(values):
-        raise ValueError(f"grid values must be distinct; got {grid!r}")
-    return [int(v) for v in values]
-
-
-def _check_n_threads(n_threads) -> int | None:
-    if n_threads is None:
-        return None
-    if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
-        raise ValueError(f"n_threads must be None or an integer >= 1; got {n_threads!r}")
-    return int(n_threads)
-
-
-def _check_dataset(dataset) -> str:
-    if not isinstance(dataset, str) or not dataset:
-        raise ValueError(f"dataset must be a non-empty string; got {dataset!r}")
-    return dataset
-
-
-def _check_feature_names(features, categorical, *, reserved: Mapping[str, str]) -> tuple[list[str], list[str]]:
-    """Distinct feature names, categorical ones among them, none of the ``reserved`` columns."""
-    features = check_names(features, "features")
-    categorical = check_names(categorical, "categorical")
-    for what, name in reserved.items():
-        if name in features:
-            raise ValueError(f"the {what} column {name!r} must not be among features {features!r}")
-    stray = [c for c in categorical if c not in features]
-    if stray:
-        raise ValueError(f"categorical features {stray!r} are not among features {features!r}")
-    return features, categorical
-
-
-def _check_features(df: pd.DataFrame, features: Sequence[str], categorical: Sequence[str], frame: str) -> None:
-    """Features must be numeric; categorical features integer codes in 0..254 or NaN."""
-    for name in features:
-        if not pd.api.types.is_numeric_dtype(df[name].dtype):
-            raise ValueError(
-                f"feature {name!r} of {frame} must be numeric (categorical features integer-coded); "
-                f"got dtype {df[name].dtype}"
-            )
-    for name in categorical:
-        values = df[name].to_numpy(dtype=np.float64, na_value=np.nan)
-        values = values[~np.isnan(values)]
-        bad = values[(values != np.round(values)) | (values < 0) | (values > _MAX_CATEGORY_CODE)]
-        if bad.size:
-            raise ValueError(
-                f"categorical feature {name!r} of {frame} must hold integer codes 0..{_MAX_CATEGORY_CODE} "
-                f"(NaN for missing); got values {format_values(bad.tolist())}"
-            )
-
-
-def _check_class_counts(y: np.ndarray, n_splits: int, what: str, name: str = "class", need: str | None = None) -> None:
-    classes, counts = np.unique(y, return_counts=True)
-    small = [(c, n) for c, n in zip(classes.tolist(), counts.tolist()) if n < n_splits]
-    if small:
-        detail = ", ".join(f"{name} {c} has {n} rows" for c, n in small)
-        need = need or f"n_splits={n_splits} (stratified cross-validation)"
-        raise ValueError(f"{what}: {detail}, fewer than {need}")
-
-
-def _row_requirement(n_splits: int, fixed: bool) -> tuple[int, str]:
-    """Rows each class needs in a fit, and how to say it: ``n_splits`` for a grid search, 2 for a
-    fit with a given ``max_leaf_nodes`` (``fixed``)."""
-    if not fixed:
-        return n_splits, f"n_splits={n_splits}"
-    return _MIN_ROWS_FIXED, (
-        f"{_MIN_ROWS_FIXED} (a fit with a given max_leaf_nodes holds out a stratified early-stopping set)"
-    )
 
 
 def _check_group_labels(group_labels, n_groups: int) -> list[str] | None:
@@ -214,403 +139,6 @@ def _check_group_labels(group_labels, n_groups: int) -> list[str] | None:
 def _group_name(code: int, labels: Sequence[str] | None) -> str:
     """``group 3`` or, with display labels, ``group 3 ('Multiracial')``: used in error messages."""
     return f"group {code}" if labels is None else f"group {code} ({labels[code]!r})"
-
-
-def _openmp_threads(n_threads: int | None):
-    """Limit the OpenMP threads of HistGradientBoosting (``None``: leave the current limit)."""
-    if n_threads is None:
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=n_threads, user_api="openmp")
-
-
-def _worker_threads(n_jobs: int):
-    """joblib workers with one OpenMP thread each (they would inherit ``OMP_NUM_THREADS``)."""
-    if n_jobs == 1:
-        return contextlib.nullcontext()
-    return parallel_config(backend="loky", inner_max_num_threads=1)
-
-
-def _report(progress: Callable[[str], object] | None, message: str) -> None:
-    if progress is not None:
-        progress(message)
-
-
-# ----------------------------------------------------------------------------------------------
-# One classifier: grid-searched or with a given max_leaf_nodes
-# ----------------------------------------------------------------------------------------------
-
-
-def fit_classifier(
-    X: pd.DataFrame,
-    y,
-    *,
-    categorical_features: Sequence[str] = (),
-    grid: Sequence[int] = (10, 25, 50),
-    max_leaf_nodes: int | None = None,
-    n_splits: int = 5,
-    random_state: int,
-    n_jobs: int = 1,
-    n_threads: int | None = None,
-) -> tuple[HistGradientBoostingClassifier, pd.DataFrame]:
-    """Fit a gradient-boosted classifier with ``max_leaf_nodes`` chosen by cross-validated log loss.
-
-    ``GridSearchCV(HistGradientBoostingClassifier(random_state=random_state,
-    categorical_features=...), {"max_leaf_nodes": grid}, scoring="neg_log_loss",
-    cv=StratifiedKFold(n_splits, shuffle=True, random_state=random_state), refit=True)``: the grid
-    value with the lowest mean held-out log loss is refit on all rows (paper Supplementary A.3).
-    With ``max_leaf_nodes`` given, only that refit is done (no cross-validation): the estimator is
-    then bit-identical to the grid search's when the grid search selected the same value.
-    Works for binary targets (outcome models) and multiclass targets (weight models ``P(A | V)``).
-
-    Parameters
-    ----------
-    X : DataFrame of shape (n_samples, n_features)
-        Numeric features. NaN means missing and is handled natively by the gradient boosting.
-    y : array-like of shape (n_samples,)
-        Class labels (two or more classes, each with at least ``n_splits`` rows; at least 2 rows
-        with ``max_leaf_nodes`` given).
-    categorical_features : sequence of str, default=()
-        Names of integer-coded categorical features (codes 0..254, NaN for missing). Names that
-        are not columns of ``X`` are ignored, so one list can serve models with and without ``A``.
-    grid : sequence of int, default=(10, 25, 50)
-        Candidate values of ``max_leaf_nodes`` (integers >= 2); not used if ``max_leaf_nodes`` is given.
-    max_leaf_nodes : int or None, default=None
-        Fit this value directly instead of searching ``grid``.
-    n_splits : int, default=5
-        Folds of the stratified cross-validation (>= 2).
-    random_state : int
-        Seed of both the classifier and the cross-validation splitter (from
-        :func:`disaggregated_eval.seeds.sklearn_seed`).
-    n_jobs : int, default=1
-        Parallel fits of ``GridSearchCV``, in worker processes with one OpenMP thread each.
-    n_threads : int or None, default=None
-        OpenMP threads of the fits in this process (the refit); ``None`` leaves the process default
-        (all cores unless ``OMP_NUM_THREADS`` is set). The result does not depend on it.
-
-    Returns
-    -------
-    estimator : HistGradientBoostingClassifier
-        The selected configuration refit on all of ``X``.
-    table : DataFrame of shape (len(grid), 4), or (1, 4) with ``max_leaf_nodes`` given
-        Columns ``max_leaf_nodes`` (int64), ``mean_cv_log_loss`` and ``std_cv_log_loss`` (float64,
-        mean and standard deviation over the held-out folds; NaN without a grid search),
-        ``selected`` (bool, exactly one True: the lowest mean log loss, the first in grid order on
-        ties).
-
-    Raises
-    ------
-    TypeError
-        If ``X`` is not a DataFrame.
-    ValueError
-        If ``grid``, ``max_leaf_nodes`` or ``n_splits`` is invalid, ``y`` does not have one entry per
-        row, contains missing values, has fewer than two classes, or a class has too few rows.
-    """
-    check_columns(X, [], "X")
-    if max_leaf_nodes is None:
-        grid = _check_grid(grid)
-    else:
-        max_leaf_nodes = check_int(max_leaf_nodes, "max_leaf_nodes", minimum=2)
-    n_splits = check_int(n_splits, "n_splits", minimum=2)
-    n_jobs = check_int(n_jobs, "n_jobs")
-    y = np.asarray(y)
-    if y.ndim != 1 or y.shape[0] != X.shape[0]:
-        raise ValueError(f"y must have shape ({X.shape[0]},) to match X; got shape {y.shape}")
-    if pd.isna(y).any():
-        raise ValueError("y contains missing values")
-    classes = np.unique(y)
-    if classes.size < 2:
-        raise ValueError(f"y must contain at least two classes; got only {format_values(classes.tolist())}")
-    min_rows, need = _row_requirement(n_splits, max_leaf_nodes is not None)
-    _check_class_counts(y, min_rows, "cannot cross-validate" if max_leaf_nodes is None else "cannot fit", need=need)
-    with _openmp_threads(_check_n_threads(n_threads)):
-        return _fit_classifier(
-            X,
-            y,
-            categorical_features=categorical_features,
-            grid=grid,
-            max_leaf_nodes=max_leaf_nodes,
-            n_splits=n_splits,
-            random_state=random_state,
-            n_jobs=n_jobs,
-        )
-
-
-def _fit_classifier(
-    X: pd.DataFrame,
-    y: np.ndarray,
-    *,
-    categorical_features: Sequence[str],
-    grid: list[int],
-    max_leaf_nodes: int | None,
-    n_splits: int,
-    random_state: int,
-    n_jobs: int,
-) -> tuple[HistGradientBoostingClassifier, pd.DataFrame]:
-    """:func:`fit_classifier` on checked arguments."""
-    categorical = [c for c in categorical_features if c in X.columns] or None
-    estimator = HistGradientBoostingClassifier(random_state=random_state, categorical_features=categorical)
-    if max_leaf_nodes is not None:
-        # GridSearchCV's refit is clone(estimator).set_params(**best_params).fit(X, y): the same fit.
-        estimator.set_params(max_leaf_nodes=max_leaf_nodes).fit(X, y)
-        table = pd.DataFrame(
-            {
-                "max_leaf_nodes": np.array([max_leaf_nodes], dtype=np.int64),
-                "mean_cv_log_loss": np.array([np.nan]),
-                "std_cv_log_loss": np.array([np.nan]),
-                "selected": np.array([True]),
-            }
-        )
-        return estimator, table
-    search = GridSearchCV(
-        estimator,
-        {"max_leaf_nodes": grid},
-        scoring="neg_log_loss",
-        cv=StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=random_state),
-        refit=True,
-        n_jobs=n_jobs,
-        error_score="raise",
-    )
-    with _worker_threads(n_jobs):
-        search.fit(X, y)
-    results = search.cv_results_
-    table = pd.DataFrame(
-        {
-            "max_leaf_nodes": np.asarray(results["param_max_leaf_nodes"], dtype=np.int64),
-            "mean_cv_log_loss": -np.asarray(results["mean_test_score"], dtype=np.float64),
-            "std_cv_log_loss": np.asarray(results["std_test_score"], dtype=np.float64),
-            "selected": np.arange(len(grid)) == search.best_index_,
-        }
-    )
-    return search.best_estimator_, table
-
-
-def _selected(table: pd.DataFrame) -> int:
-    return int(table.loc[table["selected"], "max_leaf_nodes"].iloc[0])
-
-
-def _positive_proba(estimator: HistGradientBoostingClassifier, X: pd.DataFrame) -> np.ndarray:
-    """P(Y = 1) from a binary classifier trained on labels 0/1."""
-    column = list(estimator.classes_).index(1)
-    return np.ascontiguousarray(estimator.predict_proba(X)[:, column], dtype=np.float64)
-
-
-# ----------------------------------------------------------------------------------------------
-# Outcome models
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass
-class OutcomeModels:
-    """The three fitted outcome model types of one dataset (paper sections 2 and 5, Supplementary A.3).
-
-    Attributes
-    ----------
-    x : HistGradientBoostingClassifier
-        Subgroup-agnostic model on ``features``.
-    xa : HistGradientBoostingClassifier
-        Subgroup-aware model on ``features + [group]``, the group being a categorical feature.
-    xa_stratified : dict of int to HistGradientBoostingClassifier
-        One model on ``features`` per group code.
-    features : tuple of str
-        Feature columns, in the order the models were fitted with.
-    categorical : tuple of str
-        The categorical features among ``features``.
-    group : str
-        Name of the group column.
-
-    Notes
-    -----
-    A plain dataclass of scikit-learn estimators, so it pickles with :mod:`joblib`.
-    """
-
-    x: HistGradientBoostingClassifier
-    xa: HistGradientBoostingClassifier
-    xa_stratified: dict[int, HistGradientBoostingClassifier]
-    features: tuple[str, ...]
-    categorical: tuple[str, ...] = ()
-    group: str = "a"
-    model_types: ClassVar[tuple[str, ...]] = MODEL_TYPES
-
-    @property
-    def groups(self) -> tuple[int, ...]:
-        """Group codes with an ``xa_stratified`` model, sorted."""
-        return tuple(sorted(self.xa_stratified))
-
-    def predict(self, df: pd.DataFrame) -> pd.DataFrame:
-        """Predict ``P(Y = 1)`` with every model type.
-
-        Parameters
-        ----------
-        df : DataFrame of shape (n_samples, >= n_features + 1)
-            Must contain ``features`` and the group column (integer codes).
-
-        Returns
-        -------
-        DataFrame of shape (n_samples, 3)
-            Columns ``x``, ``xa``, ``xa_stratified`` (float64 probabilities of ``Y = 1``), index of
-            ``df``. ``xa_stratified`` scores each row with the model of its own group.
-
-        Raises
-        ------
-        ValueError
-            If columns are missing, group codes are not non-negative integers, or a row's group has
-            no ``xa_stratified`` model.
-        """
-        features = list(self.features)
-        check_columns(df, features + [self.group], "df")
-        groups = check_group_codes(df[self.group], f"df[{self.group!r}]", max_code=_MAX_CATEGORY_CODE)
-        unknown = sorted(set(np.unique(groups).tolist()) - set(self.xa_stratified))
-        if unknown:
-            raise ValueError(
-                f"no xa_stratified model for group(s) {unknown} of df[{self.group!r}]; "
-                f"models exist for groups {list(self.groups)}"
-            )
-        X = df[features]
-        stratified = np.empty(len(df), dtype=np.float64)
-        for code in np.unique(groups):
-            rows = groups == code
-            stratified[rows] = _positive_proba(self.xa_stratified[int(code)], X.loc[rows])
-        return pd.DataFrame(
-            {
-                "x": _positive_proba(self.x, X),
-                "xa": _positive_proba(self.xa, df[features + [self.group]]),
-                "xa_stratified": stratified,
-            },
-            index=df.index,
-        )
-
-
-def fit_outcome_models(
-    train: pd.DataFrame,
-    *,
-    features: Sequence[str],
-    categorical: Sequence[str] = (),
-    group: str = "a",
-    label: str = "y",
-    grid: Sequence[int] = (10, 25, 50),
-    n_splits: int = 5,
-    seed: int,
-    dataset: str,
-    n_jobs: int = 1,
-    n_threads: int | None = None,
-    progress: Callable[[str], object] | None = None,
-) -> tuple[OutcomeModels, pd.DataFrame]:
-    """Fit the outcome models ``x``, ``xa`` and ``xa_stratified`` on the training split.
-
-    Each model is :func:`fit_classifier` (grid search of ``max_leaf_nodes`` by stratified
-    ``n_splits``-fold cross-validated log loss, refit on all its rows; paper Supplementary A.3).
-    ``x`` uses ``features``; ``xa`` uses ``features`` and ``group`` as a categorical feature;
-    ``xa_stratified`` fits one model on ``features`` per group, on that group's rows only.
-
-    Parameters
-    ----------
-    train : DataFrame of shape (n_samples, >= n_features + 2)
-        Training split with ``features``, ``group`` (integer codes 0..254) and ``label`` (0/1).
-    features : sequence of str
-        Feature columns (numeric; NaN for missing). Must not contain ``group`` or ``label``.
-    categorical : sequence of str, default=()
-        The integer-coded categorical features among ``features`` (codes 0..254, NaN missing).
-    group, label : str, default "a", "y"
-        Names of the group and label columns.
-    grid : sequence of int, default=(10, 25, 50)
-        Candidate ``max_leaf_nodes``.
-    n_splits : int, default=5
-        Folds of the inner cross-validation.
-    seed : int
-        Root seed; model ``m`` uses ``sklearn_seed(seed, "outcome_models", dataset, m)`` and the
-        stratified model of group ``g`` ``sklearn_seed(seed, "outcome_models", dataset,
-        "xa_stratified", g)``.
-    dataset : str
-        Dataset name (part of the seed path).
-    n_jobs : int, default=1
-        Parallel fits of each grid search (worker processes with one OpenMP thread each).
-    n_threads : int or None, default=None
-        OpenMP threads of the fits in this process (the refits; via :mod:`threadpoolctl`);
-        ``None`` leaves the process default (all cores unless ``OMP_NUM_THREADS`` is set). Results
-        do not depend on it or on ``n_jobs``.
-    progress : callable, optional
-        Called with one log line per fitted model.
-
-    Returns
-    -------
-    models : OutcomeModels
-    selection : DataFrame
-        One row per (model, group, max_leaf_nodes): columns ``model`` (str), ``group`` (str:
-        ``"overall"`` for ``x`` and ``xa``, the group code for ``xa_stratified``),
-        ``max_leaf_nodes`` (int64), ``mean_cv_log_loss``, ``std_cv_log_loss`` (float64),
-        ``selected`` (bool).
-
-    Raises
-    ------
-    ValueError
-        If columns are missing or not numeric, categorical codes are invalid, labels are not 0/1,
-        group codes are not integers in 0..254, ``grid`` or ``n_splits`` is invalid, or a group (or
-        a label within a group) has fewer than ``n_splits`` rows.
-    """
-    features, categorical = _check_feature_names(features, categorical, reserved={"group": group, "label": label})
-    if not features:
-        raise ValueError("features must name at least one column")
-    grid = _check_grid(grid)
-    n_splits = check_int(n_splits, "n_splits", minimum=2)
-    n_jobs = check_int(n_jobs, "n_jobs")
-    n_threads = _check_n_threads(n_threads)
-    seed = check_seed(seed)
-    dataset = _check_dataset(dataset)
-    check_columns(train, features + [group, label], "train")
-    _check_features(train, features, categorical, "train")
-    y = check_labels(train[label], f"train[{label!r}]", dtype=np.int64)
-    a = check_group_codes(train[group], f"train[{group!r}]", max_code=_MAX_CATEGORY_CODE)
-    _check_class_counts(y, n_splits, "train", name="label")
-    codes, counts = np.unique(a, return_counts=True)
-    for code, count in zip(codes.tolist(), counts.tolist()):
-        if count < n_splits:
-            raise ValueError(f"group {code} has {count} rows in train, fewer than n_splits={n_splits}")
-        _check_class_counts(y[a == code], n_splits, f"group {code} in train", name="label")
-
-    X = train[features]
-    tables = []
-
-    def fit(name: str, frame: pd.DataFrame, target: np.ndarray, cats: list[str], group_name: str, *path):
-        start = time.perf_counter()
-        estimator, table = _fit_classifier(
-            frame,
-            target,
-            categorical_features=cats,
-            grid=grid,
-            max_leaf_nodes=None,
-            n_splits=n_splits,
-            random_state=seeds.sklearn_seed(seed, "outcome_models", dataset, name, *path),
-            n_jobs=n_jobs,
-        )
-        _report(
-            progress,
-            f"outcome model {name} (group {group_name}): {len(frame)} rows x {frame.shape[1]} features, "
-            f"max_leaf_nodes={_selected(table)}, {time.perf_counter() - start:.1f} s",
-        )
-        table.insert(0, "group", group_name)
-        table.insert(0, "model", name)
-        tables.append(table)
-        return estimator
-
-    with _openmp_threads(n_threads):
-        model_x = fit("x", X, y, categorical, "overall")
-        model_xa = fit("xa", train[features + [group]], y, categorical + [group], "overall")
-        stratified = {}
-        for code in codes.tolist():
-            rows = a == code
-            stratified[int(code)] = fit("xa_stratified", X.loc[rows], y[rows], categorical, str(code), int(code))
-    models = OutcomeModels(
-        x=model_x,
-        xa=model_xa,
-        xa_stratified=stratified,
-        features=tuple(features),
-        categorical=tuple(categorical),
-        group=group,
-    )
-    selection = pd.concat(tables, ignore_index=True)
-    selection["model"] = selection["model"].astype(str)
-    selection["group"] = selection["group"].astype(str)
-    return models, selection
 
 
 # ----------------------------------------------------------------------------------------------
@@ -727,10 +255,12 @@ def _plan_crossfit(
     variable: str,
     context: str,
     labels: Sequence[str] | None,
+    inner: bool = True,
 ) -> _Crossfit:
     """Outer folds of ``groups``, checked before any fit: every group needs ``crossfit_folds`` rows,
-    and ``n_splits`` rows (2 with a given ``max_leaf_nodes``) in the training part of every outer
-    fold. Errors name the group (with its label), the fold and the control variable.
+    and (``inner``: models with an inner cross-validation) ``n_splits`` rows (2 with a given
+    ``max_leaf_nodes``) in the training part of every outer fold. Errors name the group (with its
+    label), the fold and the control variable.
     """
     counts = np.bincount(groups, minlength=n_groups)
     for code in range(n_groups):
@@ -741,7 +271,7 @@ def _plan_crossfit(
             )
     fold_ids = _fold_ids(groups, crossfit_folds, seeds.sklearn_seed(seed))
     min_rows, need = _row_requirement(n_splits, max_leaf_nodes is not None)
-    for k in range(crossfit_folds):
+    for k in range(crossfit_folds if inner else 0):
         counts = np.bincount(groups[fold_ids != k], minlength=n_groups)
         for code in range(n_groups):
             if counts[code] < min_rows:
@@ -1388,3 +918,597 @@ def selected_max_leaf_nodes(selection: pd.DataFrame) -> dict[tuple[str, str], in
         values, counts = np.unique(chosen, return_counts=True)
         out[(str(control), str(model))] = int(values[np.argmax(counts)])
     return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Discrete V: P(A | V) as the cross-fitted cell frequency
+# ----------------------------------------------------------------------------------------------
+
+#: Most distinct values (cells) a control variable may take for ``P(A | V)`` to be estimated by
+#: :func:`crossfit_cell_frequency` under ``method="auto"`` (:func:`group_proba_for_control`): a
+#: binary label, a score in deciles or percentiles, a few categorical features. With 50 cells and
+#: the cross-fitting's 80% of the rows, a cell holds on average 1.6% of them (320 of 20,000 rows).
+MAX_CELLS = 50
+
+
+def _as_frame(V, name: str = "V") -> pd.DataFrame:
+    """A control variable as a DataFrame: a frame as is, an array of shape (n,) or (n, d) as columns
+    ``v`` or ``v0 .. v{d-1}``."""
+    if isinstance(V, pd.DataFrame):
+        return V
+    array = np.asarray(V)
+    if array.ndim == 1:
+        return pd.DataFrame({"v": array})
+    if array.ndim == 2:
+        return pd.DataFrame(array, columns=[f"v{j}" for j in range(array.shape[1])])
+    raise ValueError(f"{name} must be a DataFrame or an array of shape (n,) or (n, d); got shape {array.shape}")
+
+
+def cell_codes(V) -> tuple[np.ndarray, int]:
+    """The cell of every row of a discrete control variable: rows with equal values share a cell.
+
+    Parameters
+    ----------
+    V : DataFrame of shape (n_samples, n_columns), or array of shape (n_samples,) or (n_samples, d)
+        The control variable (one or several columns). A missing value (NaN) is a value of its own.
+
+    Returns
+    -------
+    codes : ndarray of shape (n_samples,), int64
+        Cell ``0..n_cells-1`` of each row, numbered in the sorted order of the distinct values.
+    n_cells : int
+        Number of distinct values (rows) of ``V``.
+
+    Raises
+    ------
+    ValueError
+        If ``V`` has no columns or more than two dimensions.
+    """
+    frame = _as_frame(V)
+    if frame.shape[1] == 0:
+        raise ValueError("V must have at least one column")
+    if len(frame) == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    codes = frame.groupby(list(frame.columns), sort=True, dropna=False).ngroup().to_numpy(dtype=np.int64)
+    return codes, int(codes.max()) + 1
+
+
+def crossfit_cell_frequency(
+    V,
+    groups,
+    *,
+    n_groups: int,
+    crossfit_folds: int = 5,
+    seed: int | np.random.SeedSequence,
+    group_labels: Sequence[str] | None = None,
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """Cross-fitted ``P(A = a | V)`` of a discrete control variable: the group shares of its cell.
+
+    Where ``V`` takes few distinct values (a binary label, a score in deciles), ``P(A | V)`` is a
+    contingency table and its estimate is the cell frequency: exact, without a model or a grid
+    search (``docs/method.md``, "Weights"). Cross-fitting as in :func:`crossfit_group_proba`, with
+    the same outer split for the same ``seed`` (:func:`crossfit_fold_ids`, ``random_state =
+    sklearn_seed(seed)``, stratified by group): the row of outer fold ``k`` with value ``v`` gets the
+    group shares among the rows of the *other* folds with value ``v``, so no row is weighted by
+    its own label.
+
+    A value of ``V`` that occurs in fold ``k`` but in none of the other folds (at most a few rows:
+    such a value has no row in 80% of the data with 5 folds) has no rows to estimate from; its
+    rows get the group shares of all the other folds' rows (the marginal ``P(A)``, the estimate
+    when ``V`` tells nothing). This keeps the weights a probability distribution and leaves every
+    other cell's frequency untouched (smoothing every cell towards the marginal would bias the small
+    cells); the number of such rows per fold is reported in ``table``.
+
+    Parameters
+    ----------
+    V : DataFrame of shape (n_samples, n_columns), or array of shape (n_samples,) or (n_samples, d)
+        The control variable; each distinct value (row) is a cell (:func:`cell_codes`; NaN is a
+        value of its own).
+    groups : array-like of shape (n_samples,)
+        Group codes ``0..n_groups-1``.
+    n_groups : int
+        Number of groups ``K`` (2..255).
+    crossfit_folds : int, default=5
+        Outer folds (>= 2).
+    seed : int or numpy.random.SeedSequence
+        Seed branch of the outer split (as in :func:`crossfit_group_proba`: a root seed, or
+        ``seeds.seed_sequence(root, *path)``).
+    group_labels : sequence of str, optional
+        Display labels of the groups, used in error messages.
+
+    Returns
+    -------
+    proba : ndarray of shape (n_samples, n_groups)
+        Column ``k`` holds the estimated ``P(A = k | V)`` of the row; rows sum to 1.
+    table : DataFrame of shape (crossfit_folds, 4)
+        One row per outer fold: ``fold``, ``n_fit_rows`` (rows of the other folds), ``n_cells``
+        (distinct values of ``V`` among them) and ``n_unseen_rows`` (rows of the fold whose value
+        is absent from the other folds and which got the marginal group shares), all int64.
+
+    Raises
+    ------
+    ValueError
+        If ``groups`` has the wrong length or codes outside ``0..n_groups-1``, a group has fewer than
+        ``crossfit_folds`` rows (the message names it), or an argument is invalid.
+    """
+    frame = _as_frame(V)
+    codes, n_cells = cell_codes(frame)
+    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=_MAX_CATEGORY_CODE + 1)
+    a = check_group_codes(groups, "groups", n_groups)
+    check_length(a, len(frame), "groups", reference="V")
+    labels = _check_group_labels(group_labels, n_groups)
+    crossfit_folds = check_int(crossfit_folds, "crossfit_folds", minimum=2)
+    plan = _plan_crossfit(
+        a,
+        n_groups=n_groups,
+        crossfit_folds=crossfit_folds,
+        n_splits=2,
+        max_leaf_nodes=None,
+        seed=_seed_branch(seed),
+        where="V",
+        variable="V",
+        context="cell frequency",
+        labels=labels,
+        inner=False,
+    )
+    return _cell_frequency(codes, n_cells, a, plan.fold_ids, n_groups)
+
+
+def _cell_frequency(
+    codes: np.ndarray, n_cells: int, groups: np.ndarray, fold_ids: np.ndarray, n_groups: int
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """:func:`crossfit_cell_frequency` on checked inputs."""
+    proba = np.empty((codes.shape[0], n_groups), dtype=np.float64)
+    records = []
+    for k in range(int(fold_ids.max()) + 1):
+        held_out = fold_ids == k
+        fit = ~held_out
+        counts = np.bincount(codes[fit] * n_groups + groups[fit], minlength=n_cells * n_groups)
+        counts = counts.reshape(n_cells, n_groups).astype(np.float64)
+        totals = counts.sum(axis=1)
+        marginal = np.bincount(groups[fit], minlength=n_groups) / fit.sum()
+        seen = totals > 0
+        table = np.where(seen[:, None], counts / np.where(seen, totals, 1.0)[:, None], marginal[None, :])
+        proba[held_out] = table[codes[held_out]]
+        records.append((k, int(fit.sum()), int(seen.sum()), int((~seen[codes[held_out]]).sum())))
+    table = pd.DataFrame.from_records(records, columns=["fold", "n_fit_rows", "n_cells", "n_unseen_rows"])
+    return proba, table.astype(np.int64)
+
+
+# ----------------------------------------------------------------------------------------------
+# Continuous V (a score): spline logistic regression
+# ----------------------------------------------------------------------------------------------
+
+#: Knots of the cubic B-spline basis of :func:`crossfit_spline_logistic`: at these quantiles of ``V``
+#: (the minimum, the maximum and 8 between), from the rows each model is fitted on.
+SPLINE_KNOTS = 10
+#: Candidate inverse L2 penalties ``C`` of the spline logistic regression (chosen by cross-validated
+#: log loss).
+SPLINE_C_GRID: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0, 100.0)
+#: Solver of the spline logistic regression: Newton steps with a Cholesky factorisation of the
+#: (13 x 13 per class) Hessian converge in 5-20 iterations whatever the scaling of the features;
+#: lbfgs needed 100-250 and stopped at its tolerance with cross-validated log losses up to 4e-4
+#: higher (measured on 16,000 rows, 2 and 3 groups: 3-6 times the time).
+_SPLINE_SOLVER = "newton-cholesky"
+_SPLINE_MAX_ITER = 100
+#: The linear term of the spline model is ``V`` standardised and multiplied by this factor, so that
+#: the L2 penalty on its coefficient is ``1 / factor^2`` of the spline coefficients' (1%): the
+#: penalty then shrinks ``logit P(A | V)`` towards a straight line in ``V``, not towards a constant
+#: (which flattens the tails where a small group lives when the cross-validation picks a strong
+#: penalty, as it does at a few thousand rows).
+_LINEAR_FACTOR = 10.0
+
+
+def _spline_knots(v: np.ndarray, n_knots: int) -> np.ndarray:
+    """Knots at ``n_knots`` equally spaced quantiles of ``v`` (ties merged), shape (k, 1)."""
+    return np.unique(np.quantile(v, np.linspace(0.0, 1.0, n_knots)))[:, None]
+
+
+def _linear_term(v: np.ndarray, center: float, scale: float) -> np.ndarray:
+    """``(v - center) / scale``: the (hardly penalised) linear term of the spline model."""
+    return (v - center) / scale
+
+
+def _fit_spline_logistic(
+    v: np.ndarray,
+    groups: np.ndarray,
+    *,
+    n_knots: int,
+    C_grid: list[float],
+    n_splits: int,
+    random_state: int,
+    n_jobs: int,
+) -> tuple[GridSearchCV, pd.DataFrame]:
+    """One grid search of the spline logistic regression of ``groups`` on ``v`` (shape (n,))."""
+    knots = _spline_knots(v, n_knots)
+    linear = FunctionTransformer(
+        _linear_term, kw_args={"center": float(v.mean()), "scale": float(v.std()) / _LINEAR_FACTOR}
+    )
+    features = FeatureUnion(
+        [("linear", linear), ("spline", SplineTransformer(knots=knots, degree=3, extrapolation="linear"))]
+    )
+    logistic = LogisticRegression(solver=_SPLINE_SOLVER, max_iter=_SPLINE_MAX_ITER)
+    pipeline = Pipeline([("features", features), ("logistic", logistic)])
+    search = GridSearchCV(
+        pipeline,
+        {"logistic__C": C_grid},
+        scoring="neg_log_loss",
+        cv=StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=random_state),
+        refit=True,
+        n_jobs=n_jobs,
+        error_score="raise",
+    )
+    # One BLAS thread: the matrices are small (rows x ~13 columns), so threads only wait for each
+    # other (measured: 8x the wall time with 2 threads on a busy machine), and a fixed thread count
+    # keeps the summation order, hence the bits, the same on every machine.
+    with _worker_threads(n_jobs), threadpool_limits(limits=1, user_api="blas"):
+        search.fit(v[:, None], groups)
+    results = search.cv_results_
+    table = pd.DataFrame(
+        {
+            "n_knots": np.full(len(C_grid), knots.shape[0], dtype=np.int64),
+            "C": np.asarray(C_grid, dtype=np.float64),
+            "mean_cv_log_loss": -np.asarray(results["mean_test_score"], dtype=np.float64),
+            "std_cv_log_loss": np.asarray(results["std_test_score"], dtype=np.float64),
+            "selected": np.arange(len(C_grid)) == search.best_index_,
+        }
+    )
+    return search, table
+
+
+def crossfit_spline_logistic(
+    V,
+    groups,
+    *,
+    n_groups: int,
+    n_knots: int = SPLINE_KNOTS,
+    C_grid: Sequence[float] = SPLINE_C_GRID,
+    n_splits: int = 5,
+    crossfit_folds: int = 5,
+    seed: int | np.random.SeedSequence,
+    group_labels: Sequence[str] | None = None,
+    n_jobs: int = 1,
+    progress: Callable[[str], object] | None = None,
+) -> tuple[np.ndarray, pd.DataFrame]:
+    """Cross-fitted ``P(A = a | V)`` of a continuous one-column ``V`` by spline logistic regression.
+
+    For a score, ``V`` is :func:`score_frame` of it (``logit(clip(R))``). In each outer fold a
+    multinomial logistic regression of the group on ``V`` and a cubic B-spline basis of ``V``
+    (:class:`sklearn.preprocessing.SplineTransformer`, knots at :data:`SPLINE_KNOTS` quantiles of
+    the fold's fit rows, linear beyond the outer knots) is fitted on the other folds, its L2
+    penalty ``C`` chosen from ``C_grid`` by stratified ``n_splits``-fold cross-validated log loss
+    (:class:`sklearn.model_selection.GridSearchCV`), and predicts the held-out fold. The linear term
+    is scaled so that the penalty hardly touches it: a strong penalty shrinks the log-odds towards a
+    straight line in ``V`` (a logistic regression on ``V``), not towards a constant. Unlike the
+    gradient boosting of :func:`crossfit_group_proba`, whose leaves of at least 20 rows and
+    early-stopped shrinkage flatten ``P(A | R)`` where a small group lives (the tails of the score),
+    the spline follows the log-odds there and continues them linearly beyond the data: the
+    simulation of ``benchmarks/bench_weight_calibration.py`` measures both against the exact
+    oracle (``docs/method.md``, "Weights").
+
+    Seeds as in :func:`crossfit_group_proba`: the outer split from ``sklearn_seed(seed)`` (the same
+    folds for the same ``seed``), the inner cross-validation of fold ``k`` from
+    ``sklearn_seed(seed, k)``; the Newton-Cholesky fits are deterministic (one BLAS thread).
+
+    Parameters
+    ----------
+    V : DataFrame of shape (n_samples, 1), or array of shape (n_samples,)
+        One numeric column without missing values, with at least 3 distinct values.
+    groups : array-like of shape (n_samples,)
+        Group codes ``0..n_groups-1``.
+    n_groups : int
+        Number of groups ``K`` (2..255).
+    n_knots : int, default=SPLINE_KNOTS
+        Knots of the spline basis (>= 3; ties of the quantiles are merged).
+    C_grid : sequence of float, default=SPLINE_C_GRID
+        Candidate inverse penalties (positive).
+    n_splits : int, default=5
+        Folds of each inner cross-validation (>= 2).
+    crossfit_folds : int, default=5
+        Outer folds (>= 2).
+    seed : int or numpy.random.SeedSequence
+        Seed branch.
+    group_labels : sequence of str, optional
+        Display labels of the groups, used in error messages.
+    n_jobs : int, default=1
+        Parallel fits of each grid search (worker processes).
+    progress : callable, optional
+        Called with one log line per outer fold.
+
+    Returns
+    -------
+    proba : ndarray of shape (n_samples, n_groups)
+        Column ``k`` holds the estimated ``P(A = k | V)``; rows sum to 1.
+    table : DataFrame
+        One row per outer fold and ``C``: ``fold``, ``n_knots`` (int64), ``C``,
+        ``mean_cv_log_loss``, ``std_cv_log_loss`` (float64), ``selected`` (bool).
+
+    Raises
+    ------
+    ValueError
+        If ``V`` has not exactly one numeric column, has missing or infinite values or fewer than 3
+        distinct values (use :func:`crossfit_cell_frequency`); if ``groups`` has the wrong length or
+        codes outside ``0..n_groups-1``; if a group has fewer than ``crossfit_folds`` rows or fewer
+        than ``n_splits`` rows in the training part of an outer fold (the message names it); or if
+        another argument is invalid.
+    """
+    frame = _as_frame(V)
+    v = _check_continuous(frame)
+    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=_MAX_CATEGORY_CODE + 1)
+    a = check_group_codes(groups, "groups", n_groups)
+    check_length(a, len(frame), "groups", reference="V")
+    labels = _check_group_labels(group_labels, n_groups)
+    n_knots = check_int(n_knots, "n_knots", minimum=3)
+    C_grid = _check_C_grid(C_grid)
+    n_splits = check_int(n_splits, "n_splits", minimum=2)
+    crossfit_folds = check_int(crossfit_folds, "crossfit_folds", minimum=2)
+    n_jobs = check_int(n_jobs, "n_jobs")
+    variable = str(frame.columns[0])
+    plan = _plan_crossfit(
+        a,
+        n_groups=n_groups,
+        crossfit_folds=crossfit_folds,
+        n_splits=n_splits,
+        max_leaf_nodes=None,
+        seed=_seed_branch(seed),
+        where="V",
+        variable=variable,
+        context=f"V = {variable}, spline logistic",
+        labels=labels,
+    )
+    return _crossfit_spline(
+        v, a, plan, n_groups=n_groups, n_knots=n_knots, C_grid=C_grid, n_splits=n_splits, n_jobs=n_jobs,
+        variable=variable, progress=progress,
+    )  # fmt: skip
+
+
+def _check_continuous(frame: pd.DataFrame) -> np.ndarray:
+    if frame.shape[1] != 1:
+        raise ValueError(f"V must have exactly one column for the spline logistic model; got {frame.shape[1]}")
+    name = frame.columns[0]
+    if not pd.api.types.is_numeric_dtype(frame[name].dtype):
+        raise ValueError(f"V column {name!r} must be numeric; got dtype {frame[name].dtype}")
+    v = frame[name].to_numpy(dtype=np.float64, na_value=np.nan)
+    if not np.isfinite(v).all():
+        raise ValueError(f"V column {name!r} must be finite (no missing values) for the spline logistic model")
+    if np.unique(v).size < 3:
+        raise ValueError(
+            f"V column {name!r} has {np.unique(v).size} distinct value(s); a spline needs at least 3 "
+            "(use crossfit_cell_frequency for a discrete V)"
+        )
+    return np.ascontiguousarray(v)
+
+
+def _check_C_grid(C_grid) -> list[float]:
+    message = "C_grid must be a non-empty sequence of distinct positive numbers"
+    if isinstance(C_grid, (str, bytes)) or not isinstance(C_grid, Sequence) or not len(C_grid):
+        raise ValueError(f"{message}; got {C_grid!r}")
+    values = []
+    for c in C_grid:
+        if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, float, np.integer, np.floating)):
+            raise ValueError(f"{message}; got {C_grid!r}")
+        if not np.isfinite(c) or c <= 0:
+            raise ValueError(f"{message}; got {C_grid!r}")
+        values.append(float(c))
+    if len(set(values)) != len(values):
+        raise ValueError(f"{message}; got {C_grid!r}")
+    return values
+
+
+def _crossfit_spline(
+    v: np.ndarray,
+    groups: np.ndarray,
+    plan: _Crossfit,
+    *,
+    n_groups: int,
+    n_knots: int,
+    C_grid: list[float],
+    n_splits: int,
+    n_jobs: int,
+    variable: str,
+    progress: Callable[[str], object] | None,
+) -> tuple[np.ndarray, pd.DataFrame]:
+    proba = np.full((v.shape[0], n_groups), np.nan, dtype=np.float64)
+    tables = []
+    for k in range(int(plan.fold_ids.max()) + 1):
+        held_out = plan.fold_ids == k
+        start = time.perf_counter()
+        search, table = _fit_spline_logistic(
+            v[~held_out],
+            groups[~held_out],
+            n_knots=n_knots,
+            C_grid=C_grid,
+            n_splits=n_splits,
+            random_state=plan.fold_seed(k),
+            n_jobs=n_jobs,
+        )
+        classes = np.asarray(search.classes_).astype(np.int64)
+        proba[held_out] = 0.0
+        with threadpool_limits(limits=1, user_api="blas"):
+            proba[np.ix_(held_out, classes)] = search.predict_proba(v[held_out, None])
+        chosen = float(table.loc[table["selected"], "C"].iloc[0])
+        _report(
+            progress,
+            f"weight model P(A | {variable}) spline logistic, outer fold {k}: fit on {int((~held_out).sum())} rows, "
+            f"predict {int(held_out.sum())} rows, C={chosen:g}, {time.perf_counter() - start:.1f} s",
+        )
+        table.insert(0, "fold", k)
+        tables.append(table)
+    out = pd.concat(tables, ignore_index=True)
+    out["fold"] = out["fold"].astype(np.int64)
+    return proba, out
+
+
+# ----------------------------------------------------------------------------------------------
+# One entry point: the estimator of P(A | V) that fits the control variable
+# ----------------------------------------------------------------------------------------------
+
+#: Estimators of ``P(A | V)`` of :func:`group_proba_for_control`.
+WEIGHT_METHODS: tuple[str, ...] = ("cell_frequency", "spline_logistic", "gradient_boosting")
+
+
+@dataclass(frozen=True)
+class GroupProba:
+    """Cross-fitted ``P(A = a | V)`` of every row and how it was estimated.
+
+    Attributes
+    ----------
+    proba : ndarray of shape (n_samples, n_groups)
+        Column ``k`` holds ``P(A = k | V)`` of the row; rows sum to 1.
+    method : str
+        One of :data:`WEIGHT_METHODS`.
+    table : DataFrame
+        The estimator's per-fold table (:func:`crossfit_cell_frequency`,
+        :func:`crossfit_spline_logistic` or :func:`crossfit_group_proba`).
+    note : str
+        One sentence on the estimate for a practitioner's notes (the method, and for cell
+        frequencies the rows whose value of ``V`` only occurs in their own fold).
+    """
+
+    proba: np.ndarray
+    method: str
+    table: pd.DataFrame
+    note: str
+
+
+def choose_weight_method(V, *, categorical: Sequence[str] = (), max_cells: int = MAX_CELLS) -> str:
+    """The estimator ``method="auto"`` of :func:`group_proba_for_control` uses for ``V``.
+
+    - ``"cell_frequency"`` if ``V`` has at most ``max_cells`` distinct values (rows): a binary
+      label, a score in deciles, a few categorical features;
+    - ``"spline_logistic"`` if ``V`` is one numeric, non-categorical column without missing values
+      (a continuous score, or one numeric feature);
+    - ``"gradient_boosting"`` otherwise (several features, missing values, many categories).
+
+    Parameters
+    ----------
+    V : DataFrame of shape (n_samples, n_columns), or array of shape (n_samples,) or (n_samples, d)
+    categorical : sequence of str, default=()
+        Categorical columns of ``V``.
+    max_cells : int, default=MAX_CELLS
+
+    Returns
+    -------
+    str
+        One of :data:`WEIGHT_METHODS`.
+    """
+    frame = _as_frame(V)
+    _, n_cells = cell_codes(frame)
+    if n_cells <= check_int(max_cells, "max_cells", minimum=1):
+        return "cell_frequency"
+    if frame.shape[1] == 1 and frame.columns[0] not in categorical:
+        column = frame.iloc[:, 0]
+        if (
+            pd.api.types.is_numeric_dtype(column.dtype)
+            and np.isfinite(column.to_numpy(np.float64, na_value=np.nan)).all()
+        ):
+            return "spline_logistic"
+    return "gradient_boosting"
+
+
+def group_proba_for_control(
+    V,
+    groups,
+    *,
+    n_groups: int,
+    method: str = "auto",
+    max_cells: int = MAX_CELLS,
+    categorical: Sequence[str] = (),
+    grid: Sequence[int] = (10, 25, 50),
+    max_leaf_nodes: int | None = None,
+    n_knots: int = SPLINE_KNOTS,
+    C_grid: Sequence[float] = SPLINE_C_GRID,
+    n_splits: int = 5,
+    crossfit_folds: int = 5,
+    seed: int | np.random.SeedSequence,
+    group_labels: Sequence[str] | None = None,
+    n_jobs: int = 1,
+    n_threads: int | None = None,
+    progress: Callable[[str], object] | None = None,
+) -> GroupProba:
+    """Cross-fitted ``P(A = a | V)`` with the estimator that fits ``V`` (``docs/method.md``, "Weights").
+
+    ``method="auto"`` (:func:`choose_weight_method`): the cell frequency
+    (:func:`crossfit_cell_frequency`) for a ``V`` with at most ``max_cells`` distinct values (exact,
+    instant); the spline logistic regression (:func:`crossfit_spline_logistic`) for one continuous
+    column, e.g. a score's :func:`score_frame`; the grid-searched gradient boosting
+    (:func:`crossfit_group_proba`) for several features. Every method uses the same outer folds for
+    the same ``seed``, so no row is weighted by a model that saw it.
+
+    Parameters
+    ----------
+    V : DataFrame of shape (n_samples, n_columns), or array of shape (n_samples,) or (n_samples, d)
+        The control variable: covariates, the label, or :func:`score_frame` of a score.
+    groups : array-like of shape (n_samples,)
+        Group codes ``0..n_groups-1``.
+    n_groups : int
+        Number of groups ``K``.
+    method : {"auto", "cell_frequency", "spline_logistic", "gradient_boosting"}, default="auto"
+    max_cells : int, default=MAX_CELLS
+        Largest number of distinct values of ``V`` for the cell frequency under ``"auto"``.
+    categorical : sequence of str, default=()
+        Categorical columns of ``V`` (gradient boosting; excluded from the spline).
+    grid, max_leaf_nodes
+        Of the gradient boosting (:func:`crossfit_group_proba`).
+    n_knots, C_grid
+        Of the spline logistic regression (:func:`crossfit_spline_logistic`).
+    n_splits : int, default=5
+        Folds of the inner cross-validation (spline, gradient boosting).
+    crossfit_folds : int, default=5
+        Outer folds.
+    seed : int or numpy.random.SeedSequence
+        Seed branch (outer split at the branch, fold ``k``'s inner search at ``branch + (k,)``).
+    group_labels : sequence of str, optional
+        Display labels of the groups, used in error messages.
+    n_jobs, n_threads, progress
+        As in :func:`crossfit_group_proba` (``n_threads`` only concerns the gradient boosting);
+        ``progress`` is called once per outer fold by every method.
+
+    Returns
+    -------
+    GroupProba
+        ``proba`` of shape (n_samples, n_groups), the ``method`` used, its per-fold ``table`` and
+        a ``note``.
+
+    Raises
+    ------
+    ValueError
+        If ``method`` is unknown, or as the chosen estimator raises (checked before any fit).
+    """
+    method = check_choice(method, "method", ("auto",) + WEIGHT_METHODS)
+    frame = _as_frame(V)
+    if method == "auto":
+        method = choose_weight_method(frame, categorical=categorical, max_cells=max_cells)
+    if method == "cell_frequency":
+        proba, table = crossfit_cell_frequency(
+            frame, groups, n_groups=n_groups, crossfit_folds=crossfit_folds, seed=seed, group_labels=group_labels
+        )
+        for fold in table.itertuples():
+            _report(
+                progress,
+                f"weight model P(A | V) cell frequency, outer fold {fold.fold}: {fold.n_cells} value(s) of V in "
+                f"{fold.n_fit_rows} rows, {fold.n_unseen_rows} held-out row(s) with an unseen value",
+            )
+        unseen = int(table["n_unseen_rows"].sum())
+        _, n_cells = cell_codes(frame)
+        note = f"P(A | V) is the cross-fitted cell frequency over the {n_cells} distinct value(s) of V"
+        if unseen:
+            note += (
+                f"; {unseen} row(s) have a value of V that occurs only in their own outer fold and get the "
+                "group shares of the other folds"
+            )
+        return GroupProba(proba, method, table, note)
+    if method == "spline_logistic":
+        proba, table = crossfit_spline_logistic(
+            frame, groups, n_groups=n_groups, n_knots=n_knots, C_grid=C_grid, n_splits=n_splits,
+            crossfit_folds=crossfit_folds, seed=seed, group_labels=group_labels, n_jobs=n_jobs, progress=progress,
+        )  # fmt: skip
+        note = "P(A | V) is a cross-fitted logistic regression on a cubic spline basis of V"
+        return GroupProba(proba, method, table, note)
+    proba, table = crossfit_group_proba(
+        frame, groups, n_groups=n_groups, categorical=categorical, grid=grid, max_leaf_nodes=max_leaf_nodes,
+        n_splits=n_splits, crossfit_folds=crossfit_folds, seed=seed, group_labels=group_labels, n_jobs=n_jobs,
+        n_threads=n_threads, progress=progress,
+    )  # fmt: skip
+    note = "P(A | V) is a cross-fitted, grid-searched gradient boosting classifier"
+    return GroupProba(proba, method, table, note)
