@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from scipy.special import expit
-from scipy.stats import norm
+from scipy.stats import binom, norm
 
 from disaggregated_eval import seeds
 from disaggregated_eval.audit.withheld import DENOMINATOR
@@ -60,10 +60,10 @@ __all__ = [
     "CONTROLLED_METRICS",
     "controlled_truth",
     "strong_truth",
+    "rate_verdict",
     "verdict",
     "worst_verdict",
     "rate",
-    "z_for",
 ]
 
 #: Classification threshold of every audit (``score >= 0.5`` is a predicted positive; ``Z >= 0``).
@@ -510,17 +510,34 @@ def rate(values) -> tuple[float, float, int]:
     return p, math.sqrt(p * (1.0 - p) / r), r
 
 
-def z_for(k: int) -> float:
-    """Monte-Carlo allowance of the worst of ``k`` cells: 2 for one cell, Bonferroni's ``z_{1 - 0.025/k}`` above."""
-    return max(2.0, float(norm.ppf(1.0 - 0.025 / max(k, 1))))
+#: One-sided level of the Monte-Carlo allowance: a cell misses its goal beyond Monte-Carlo error when a
+#: one-sided test of "the goal holds" rejects at this level (about 2 standard errors).
+MC_LEVEL = 0.025
+
+
+def rate_verdict(p: float, r: int, *, low: float | None = None, high: float | None = None, k: int = 1) -> str:
+    """Verdict of a rate ``p`` over ``r`` replicates against the goal ``low <= rate <= high``.
+
+    ``PASS``: ``p`` meets the goal. ``NEAR``: it misses, but within Monte-Carlo error: an exact
+    one-sided binomial test of the goal (``rate = low`` against ``rate < low``, or ``rate = high``
+    against ``rate > high``) does not reject at level ``MC_LEVEL / k`` (Bonferroni for the worst of
+    ``k`` cells; about 2 standard errors ``sqrt(g (1 - g) / r)`` when ``k = 1``). ``FAIL``: it rejects.
+    ``-``: no replicate.
+    """
+    if r == 0 or not np.isfinite(p):
+        return "-"
+    x = round(p * r)
+    if low is not None and p < low:
+        tail = binom.cdf(x, r, low)  # P(X <= x | rate = low)
+    elif high is not None and p > high:
+        tail = binom.sf(x - 1, r, high)  # P(X >= x | rate = high)
+    else:
+        return "PASS"
+    return "FAIL" if tail < MC_LEVEL / k else "NEAR"
 
 
 def verdict(value: float, *, low: float | None = None, high: float | None = None, se: float, z: float = 2.0) -> str:
-    """``PASS`` when ``low <= value <= high``; ``NEAR`` when outside by at most ``z * se``; ``FAIL`` beyond.
-
-    ``se`` is the Monte-Carlo standard error at the goal (``sqrt(g (1 - g) / R)`` for a rate). A NaN value
-    (no replicate) is ``-``.
-    """
+    """Verdict of a continuous estimate (a bias): ``NEAR`` when outside the goal by at most ``z * se``."""
     if not np.isfinite(value):
         return "-"
     miss = 0.0
