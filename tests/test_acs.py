@@ -28,7 +28,7 @@ import pytest
 import requests
 from sklearn.model_selection import train_test_split
 
-from disaggregated_eval import acs, models, seeds, vocabulary
+from disaggregated_eval import acs, seeds, vocabulary, weight_models
 from disaggregated_eval.synthetic_pums import REQUIRED_COLUMNS, write_synthetic_person_file
 
 REAL_DIR = Path("/work/shared/data/acs_real/acs-pums-explorer_2024_1-Year")
@@ -769,7 +769,7 @@ def test_cohort_minimum_is_enough_for_the_folds(cv, crossfit, test_size):
         train_counts = train.groupby(["a", "y"]).size()
         assert len(train_counts) == 12 and train_counts.min() >= cv
         assert test.groupby(["a", "y"]).size().min() >= 1 and len(test.groupby(["a", "y"])) == 12
-        folds = models.crossfit_fold_ids(test["a"], crossfit_folds=crossfit, random_state=seed)
+        folds = weight_models.crossfit_fold_ids(test["a"], crossfit_folds=crossfit, random_state=seed)
         for k in range(crossfit):
             outside = np.bincount(test["a"][folds != k], minlength=6)
             assert outside.min() >= cv, (seed, k, outside)

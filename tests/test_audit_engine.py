@@ -690,3 +690,64 @@ def test_controlled_x_accepts_numeric_and_string_features():
 def test_too_many_replicates_are_refused_before_any_work():
     df = _frame(n=100)
     _bad(df, ["GiB of replicates", "give fewer n_resamples"], n_resamples=10**8)
+
+
+def test_controlled_weights_follow_the_control_variable_and_report_diagnostics():
+    """V = Y and a score with 10 values: cell frequencies; a continuous score: the spline logistic
+    regression. Every weighted row carries its estimator, balance and effective sample size."""
+    df = _frame(n=600)
+    res = audit(df, label="y", scores=["p", "q"], groups=["race"], controls=["none", "Y", "R"], **FAST)
+    ctl = res.controlled
+    methods = ctl.groupby(["control", "model"])["weight_method"].agg(set).to_dict()
+    assert methods[("Y", "p")] == methods[("Y", "q")] == {"cell_frequency"}
+    assert methods[("R", "q")] == {"cell_frequency"}  # q is rounded to 0.1: 11 values at most
+    assert methods[("R", "p")] == {"spline_logistic"}
+    assert methods[("none", "p")] == {""}
+    weighted = ctl[ctl["control"] != "none"]
+    # Cross-fitted cell frequencies of Y balance Y up to the folds' sampling noise (SMD ~ 1/sqrt(n)).
+    assert (weighted.loc[weighted["control"] == "Y", "balance_smd"].abs() < 0.1).all()
+    assert weighted["effective_sample_size"].between(1.0, len(df)).all()
+    none = ctl[ctl["control"] == "none"]
+    assert none["balance_smd"].isna().all() and none["effective_sample_size"].isna().all()
+    assert any("cross-fitted cell frequency over the 2 distinct value(s)" in note for note in res.notes)
+
+
+def test_controlled_differences_without_overlap_are_withheld():
+    """V = X containing the attribute's own source (age for an age group): M_a is the slice's own
+    metric, T_a would be 0 by construction; the rows are withheld with the reason, and noted."""
+    df = _frame(n=600)
+    rng = np.random.default_rng(5)
+    df["age"] = rng.integers(18, 80, len(df)).astype(float)
+    df["age_group"] = np.where(df["age"] < 40, "under 40", "40 and over")
+    res = audit(df, label="y", scores=["p"], groups=["age_group", "sex"], controls=["X"], features=["age"], **FAST)
+    ctl = res.controlled
+    age = ctl[ctl["attribute"] == "age_group"]
+    assert len(age) > 0 and not age["reported"].any()
+    assert age["T_a"].isna().all() and age["shared_space"].isna().all()
+    assert age["reason"].str.startswith("no overlap:").all()
+    sex = ctl[(ctl["attribute"] == "sex") & ctl["reported"]]  # age says little about sex: overlap
+    assert len(sex) > 0 and sex["T_a"].notna().all()
+    assert any("weights of age_group, V = X" in n and "T_a withheld: age_group=" in n for n in res.notes)
+
+
+def test_poor_balance_is_marked_in_the_summary_table():
+    from disaggregated_eval.audit.summary import controlled_table
+
+    rows = pd.DataFrame(
+        {
+            "model": "p",
+            "metric": "false_positive_rate",
+            "slice": ["a", "b"],
+            "control": "R",
+            "T_a": [0.01, 0.02],
+            "T_a_low": [-0.01, 0.0],
+            "T_a_high": [0.03, 0.04],
+            "balance_smd": [0.02, -0.25],
+            "reported": [True, True],
+        }
+    )
+    text = controlled_table(rows, model="p", metric="false_positive_rate", controls=["R"])
+    lines = text.splitlines()
+    assert not any(line.startswith("a") and "*" in line for line in lines)
+    assert any(line.startswith("b") and line.rstrip().endswith("*") for line in lines)
+    assert "* poor balance" in text

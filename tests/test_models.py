@@ -835,13 +835,3 @@ def test_selection_setting_weights_describe_the_evaluated_population(setting):
     if setting != "selection_y":
         biased = label_rate_ta(on_train)
         assert not ((biased["ci_low"] <= 0) & (biased["ci_high"] >= 0)).any(), biased
-
-
-def test_models_module_re_exports_the_same_objects():
-    """``disaggregated_eval.models`` is a re-export of the two modules it was split into (one release)."""
-    from disaggregated_eval import models
-
-    for name in models.__all__:
-        home = outcome_models if name in outcome_models.__all__ else weight_models
-        assert getattr(models, name) is getattr(home, name), name
-    assert set(models.__all__) <= set(outcome_models.__all__) | set(weight_models.__all__)

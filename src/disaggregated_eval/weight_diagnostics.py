@@ -25,6 +25,7 @@ from .weight_models import MAX_CELLS, _as_frame, cell_codes
 __all__ = [
     "POOR_BALANCE_SMD",
     "NO_OVERLAP_REST_SHARE",
+    "poor_balance",
     "kish_effective_sample_size",
     "standardized_mean_differences",
     "overlap_reasons",
@@ -39,6 +40,22 @@ POOR_BALANCE_SMD = 0.1
 #: A slice has no overlap with the rest when the rest's rows carry less than this share of the
 #: weight they would carry if ``V`` said nothing about the slice (:func:`overlap_reasons`).
 NO_OVERLAP_REST_SHARE = 0.01
+
+
+def poor_balance(smd) -> bool:
+    """Whether a standardised mean difference means poor balance: ``|smd| > POOR_BALANCE_SMD``.
+
+    Parameters
+    ----------
+    smd : float or None
+        A standardised mean difference (:func:`standardized_mean_differences`); NaN or None
+        (no term to balance) is not poor.
+
+    Returns
+    -------
+    bool
+    """
+    return smd is not None and bool(abs(float(smd)) > POOR_BALANCE_SMD)
 
 
 def kish_effective_sample_size(weights, *, axis: int = 0) -> np.ndarray | float:
@@ -382,7 +399,7 @@ def weight_diagnostics(
         inside = a == g
         rest = _rest_share(sw, p[:, g], inside)
         rows.append(
-            (g, int(inside.sum()), value, names[j] if j >= 0 else "", bool(abs(value) > POOR_BALANCE_SMD),
+            (g, int(inside.sum()), value, names[j] if j >= 0 else "", poor_balance(value),
              float(ess[g]), float(rest), reasons[g])
         )  # fmt: skip
     out = pd.DataFrame.from_records(rows, columns=list(DIAGNOSTIC_COLUMNS))

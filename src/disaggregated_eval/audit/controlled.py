@@ -7,14 +7,26 @@ slices are the subgroups ``a`` of a categorical variable ``A``. For each request
 - ``V = none``: ``M_a`` is the population's metric and ``T_a = metric(A = a) - M_a``, the slice minus
   overall; these rows come from the audit's own bootstrap (the same resamples as the slices table);
 - ``V = X`` (the ``features``), ``Y`` (the label) or ``R`` (each model's score): ``P(A = a | V)`` is
-  cross-fitted on the file itself (:func:`disaggregated_eval.weight_models.crossfit_group_proba`:
-  HistGradientBoosting, the paper's ``max_leaf_nodes`` grid and folds, seeded; seed path
-  ``("audit", "weights", family, V)``, and ``(..., "R", model)`` for ``R``) before the bootstrap;
+  cross-fitted on the file itself by the estimator that fits ``V``
+  (:func:`disaggregated_eval.weight_models.group_proba_for_control`, ``docs/method.md``, "Weights"):
+  the cell frequency where ``V`` takes at most 50 distinct values (the label; a score in deciles), a
+  spline logistic regression of ``A`` on the logit of a continuous score, the grid-searched
+  HistGradientBoosting (the paper's ``max_leaf_nodes`` grid and folds) for several features; seeded,
+  seed path ``("audit", "weights", family, V)``, and ``(..., "R", model)`` for ``R``; before the bootstrap;
   the weighted population metrics ``M_a`` (the family's evaluated rows weighted by ``P(A = a | V)``)
   and the shared-space metrics of Cai et al. are outputs of the audit's one bootstrap
   (:mod:`.estimates`), and ``T_a = metric(A = a) - M_a`` is their paired difference with the slice's
   own metric (:func:`disaggregated_eval.derived.difference`), every metric weighted by the sample
   weights (the weight models themselves are fitted unweighted).
+
+Diagnostics of the weights (:func:`disaggregated_eval.weight_diagnostics.weight_diagnostics`), on every
+weighted row: the estimator (``weight_method``), the standardised mean difference of ``V`` between
+the slice and the re-weighted population of largest absolute value (``balance_smd``; above
+``POOR_BALANCE_SMD`` = 0.1 balance is poor, named in the notes and marked in the report) and Kish's
+effective sample size of the weights of ``M_a`` (``effective_sample_size``). Where ``V`` (nearly)
+determines the slice (no value of ``V`` shared with the rest, disjoint ranges, or the rest carrying
+under 1% of the weight it would carry if ``V`` said nothing), ``M_a`` is the slice's own metric and
+``T_a`` is 0 by construction: that row's ``T_a`` and shared-space metric are withheld with the reason.
 
 Levels too small to cross-fit. Cross-fitting in ``crossfit_folds`` outer folds with an inner
 ``cv_folds``-fold grid search needs, for every level, ``crossfit_folds`` rows and ``cv_folds`` rows in
@@ -30,7 +42,7 @@ slice.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,14 +50,22 @@ import pandas as pd
 
 from .. import seeds
 from ..derived import Replicated, difference, summarise, take
-from ..weight_models import crossfit_group_proba, score_frame
+from ..weight_diagnostics import POOR_BALANCE_SMD, weight_diagnostics
+from ..weight_models import group_proba_for_control, score_frame
 from .estimates import AuditEstimates, ControlledWeights
 from .inputs import AuditInput
 from .options import AuditOptions
 from .result import CONTROLLED_COLUMNS
 from .slices import SlicePlan
 
-__all__ = ["ControlledPlan", "plan_controlled", "fit_controlled_weights", "controlled_table", "min_crossfit_rows"]
+__all__ = [
+    "ControlledPlan",
+    "plan_controlled",
+    "fit_controlled_weights",
+    "weight_notes",
+    "controlled_table",
+    "min_crossfit_rows",
+]
 
 _LABEL_FEATURE = "y"
 
@@ -177,6 +197,9 @@ def _none_rows(plan, opts, estimates: AuditEstimates, reasons, metric_ok, interv
                             "shared_space": np.nan,
                             "shared_space_low": np.nan,
                             "shared_space_high": np.nan,
+                            "weight_method": "",
+                            "balance_smd": np.nan,
+                            "effective_sample_size": np.nan,
                             "n_undefined": undefined[ids, q],
                             "reported": ok,
                             "reason": reason,
@@ -226,6 +249,7 @@ def fit_controlled_weights(
             group_labels=list(fc.labels),
             n_threads=opts.n_threads,
         )
+        sample_weight = None if prepared.weight is None else prepared.weight[rows]
         for control in cplan.weighted:
             targets = list(range(len(opts.scores))) if control == "R" else [None]
             for target in targets:
@@ -241,7 +265,7 @@ def fit_controlled_weights(
                 model = opts.scores[target] if target is not None else None
                 path = ("audit", "weights", family.name, control) + ((model,) if control == "R" else ())
                 stage = f"weights {family.name} V={control}" + (f" ({model})" if control == "R" else "")
-                proba, _ = crossfit_group_proba(
+                fit = group_proba_for_control(
                     V,
                     fc.codes,
                     categorical=categorical,
@@ -249,14 +273,57 @@ def fit_controlled_weights(
                     progress=_fold_progress(progress, stage, opts.crossfit_folds),
                     **common,
                 )
+                diagnostics = weight_diagnostics(
+                    V, fc.codes, fit.proba, n_groups=k, categorical=categorical, sample_weight=sample_weight
+                )
                 full = np.zeros((n, k))
-                full[rows] = proba
+                full[rows] = fit.proba
                 for m in [target] if target is not None else range(len(opts.scores)):
-                    out.append(ControlledWeights(fc.family, control, m, full, groups, slices))
+                    out.append(
+                        ControlledWeights(
+                            fc.family, control, m, full, groups, slices, fit.method, diagnostics, fit.note
+                        )
+                    )
     return out
 
 
-def _weighted_rows(fc, plan, opts, weighted, estimates: AuditEstimates, reasons, metric_ok, intervals):
+def weight_notes(weights: list[ControlledWeights], plan: SlicePlan, opts: AuditOptions) -> list[str]:
+    """One note per fitted weight model: its estimator, the slices without overlap (withheld) and
+    those with poor balance (module docstring)."""
+    notes = []
+    seen = set()
+    for cw in weights:
+        key = (cw.family, cw.control, cw.model if cw.control == "R" else None)
+        if key in seen or cw.diagnostics is None:
+            continue
+        seen.add(key)
+        what = f"weights of {plan.families[cw.family].name}, V = {cw.control}"
+        if cw.control == "R":
+            what += f" ({opts.scores[cw.model]})"
+        text = f"{what}: {cw.note}" if cw.note else f"{what}: {cw.method}"
+        diag = cw.diagnostics
+        names = [plan.names[s] for s in cw.slices]
+        no_overlap = [names[g] for g, why in enumerate(diag["overlap_reason"]) if why]
+        poor = [
+            f"{names[g]} ({smd:+.2f} on {term})"
+            for g, (smd, term, bad) in enumerate(zip(diag["balance_smd"], diag["balance_term"], diag["poor_balance"]))
+            if bad and not diag["overlap_reason"].iloc[g]
+        ]
+        if no_overlap:
+            text += (
+                f"; no overlap (V nearly determines the slice, so M_a is its own metric and T_a is 0 by "
+                f"construction), T_a withheld: {', '.join(no_overlap)}"
+            )
+        if poor:
+            text += (
+                f"; poor balance (|standardised mean difference of V| above {POOR_BALANCE_SMD:g} between the "
+                f"slice and the re-weighted population; read T_a with care): {', '.join(poor)}"
+            )
+        notes.append(text)
+    return notes
+
+
+def _weighted_rows(fc, plan, opts, weighted, estimates: AuditEstimates, reasons, metric_ok, intervals, fitted):
     own_low, own_high = intervals[:2]
     family = plan.families[fc.family]
     base = _base(estimates)
@@ -265,6 +332,9 @@ def _weighted_rows(fc, plan, opts, weighted, estimates: AuditEstimates, reasons,
     for control in weighted:
         for m, model in enumerate(opts.scores):
             population, space = estimates.controlled_rows[(fc.family, control, m)]
+            cw = fitted[(fc.family, control, m)]
+            diag = cw.diagnostics
+            overlap = diag["overlap_reason"].to_numpy(dtype=object).astype(str)
             own_rows = estimates.slice_rows[m, slices, 0]
             own = estimates.point[own_rows]  # the slices' own estimates; their intervals are the slices table's
             ma = summarise(take(base, population), confidence=opts.confidence)
@@ -274,6 +344,7 @@ def _weighted_rows(fc, plan, opts, weighted, estimates: AuditEstimates, reasons,
                 if not metric_ok[m, q]:
                     continue
                 reason = reasons[m, slices, q].astype(str)
+                reason = np.where(reason == "", overlap, reason)  # no overlap: T_a is 0 by construction
                 ok = reason == ""
                 frames.append(
                     pd.DataFrame(
@@ -295,6 +366,9 @@ def _weighted_rows(fc, plan, opts, weighted, estimates: AuditEstimates, reasons,
                             "shared_space": np.where(ok, ss.estimate[:, q], np.nan),
                             "shared_space_low": ss.low[:, q],
                             "shared_space_high": ss.high[:, q],
+                            "weight_method": cw.method,
+                            "balance_smd": diag["balance_smd"].to_numpy(dtype=np.float64),
+                            "effective_sample_size": diag["effective_sample_size"].to_numpy(dtype=np.float64),
                             "n_undefined": ta.n_undefined[:, q].astype(np.int64),
                             "reported": ok,
                             "reason": reason,
@@ -314,20 +388,23 @@ def controlled_table(
     metric_ok: np.ndarray,
     slices: pd.DataFrame,
     comparisons: pd.DataFrame,
+    weights: Sequence[ControlledWeights] = (),
 ) -> pd.DataFrame:
     """The ``controlled`` table (:data:`.result.CONTROLLED_COLUMNS`), ordered by model, attribute,
     slice, control, metric.
 
     The subgroup's interval is the slices table's, and with ``V = none`` the interval of ``T_a`` (the
     slice minus overall) is the ``vs_overall`` comparison's: one quantity, one interval. ``M_a`` and
-    ``T_a`` with a weighted control get the percentile intervals of the paired bootstrap.
+    ``T_a`` with a weighted control get the percentile intervals of the paired bootstrap; ``weights``
+    (:func:`fit_controlled_weights`) give their diagnostics and the rows withheld for no overlap.
     """
+    fitted = {(cw.family, cw.control, cw.model): cw for cw in weights}
     intervals = _table_intervals(plan, opts, slices, comparisons)
     frames: list[pd.DataFrame] = []
     if "none" in opts.controls:
         frames += _none_rows(plan, opts, estimates, reasons, metric_ok, intervals)
     for fc in cplan.families:
-        frames += _weighted_rows(fc, plan, opts, cplan.weighted, estimates, reasons, metric_ok, intervals)
+        frames += _weighted_rows(fc, plan, opts, cplan.weighted, estimates, reasons, metric_ok, intervals, fitted)
     if not frames:
         return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in CONTROLLED_COLUMNS})
     table = pd.concat(frames, ignore_index=True)[list(CONTROLLED_COLUMNS)]
@@ -363,7 +440,7 @@ def _table_intervals(plan, opts, slices: pd.DataFrame, comparisons: pd.DataFrame
 
 
 def _dtype(column: str):
-    if column in ("model", "attribute", "slice", "control", "metric", "reason"):
+    if column in ("model", "attribute", "slice", "control", "metric", "weight_method", "reason"):
         return object
     if column == "reported":
         return bool

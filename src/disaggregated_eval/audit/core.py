@@ -116,6 +116,7 @@ def audit(
         [[not (prepared.hard[m] and q in vocabulary.SCORE_METRICS) for q in metrics] for m in model_names]
     )
     weights = _controlled.fit_controlled_weights(controlled_plan, prepared, plan, opts, progress=progress)
+    notes += _controlled.weight_notes(weights, plan, opts)
     seed = seeds.seed_sequence(opts.seed, "audit", "bootstrap")
     estimates = estimate_all(
         plan,
@@ -188,6 +189,7 @@ def audit(
         metric_ok=metric_ok,
         slices=slices,
         comparisons=comparison_frame,
+        weights=weights,
     )
     # Summary analyses (audit/analyses.py): fairness summary, calibration per slice, thresholds, detectability.
     analyses = summary_analyses(

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from .. import vocabulary
 from ..engine.bootstrap import bootstrap_layout
@@ -52,6 +53,13 @@ class ControlledWeights:
         Code ``0 .. K-1`` of each evaluated row among the family's kept levels, -1 for the others.
     slices : ndarray of shape (K,), int64
         Global slice index of each kept level.
+    method : str
+        The estimator of ``P(A | V)`` (:data:`disaggregated_eval.weight_models.WEIGHT_METHODS`).
+    diagnostics : DataFrame of shape (K, 8) or None
+        Balance, effective sample size and overlap of the weights per kept level
+        (:func:`disaggregated_eval.weight_diagnostics.weight_diagnostics`).
+    note : str
+        The estimator's sentence for the notes.
     """
 
     family: int
@@ -60,6 +68,9 @@ class ControlledWeights:
     proba: np.ndarray
     groups: np.ndarray
     slices: np.ndarray
+    method: str = ""
+    diagnostics: pd.DataFrame | None = None
+    note: str = ""
 
 
 @dataclass(frozen=True)

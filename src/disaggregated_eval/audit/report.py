@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from .. import vocabulary
+from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .plots import figure_bytes, render_figures  # the figures' one home; re-exported for callers of this module
 from .summary import flagged_rows, format_estimate, format_interval, format_mdd, headline_metric, weight_note
 
@@ -161,20 +162,28 @@ def _controlled_section(result: Any) -> str:
     parts = ['<h2 id="controlled-tables">Controlled evaluation</h2>',
              "<p>Subgroup metric, weighted population metric M<sub>a</sub>, controlled difference "
              "T<sub>a</sub> and the shared-space metric with their intervals; columns as in "
-             "<code>controlled.csv</code>.</p>"]  # fmt: skip
+             "<code>controlled.csv</code>. Highlighted: poor balance (|<code>balance_smd</code>| above "
+             f"{POOR_BALANCE_SMD:g}: the re-weighted population does not match the slice's distribution of V, "
+             "so T<sub>a</sub> may carry the weight model's error); grey: withheld.</p>"]  # fmt: skip
     if table.empty:
         parts.append("<p>No controlled evaluation.</p>")
     for control in _ordered(table["control"], result.options.controls):
         rows = table[table["control"] == control]
         title = "no control (M_a is the overall value)" if control == "none" else f"control V = {control}"
         parts.append(f"<details><summary>{html.escape(title)}</summary>")
-        parts.append(_html_table(rows, kind="controlled", key=control))
+        parts.append(_html_table(rows, kind="controlled", key=control, row_class=_controlled_class))
         parts.append("</details>")
     return "\n".join(parts)
 
 
 def _withheld_class(record: Mapping[str, Any]) -> str:
     return "" if bool(record["reported"]) else "withheld"
+
+
+def _controlled_class(record: Mapping[str, Any]) -> str:
+    if not bool(record["reported"]):
+        return "withheld"
+    return "flagged" if poor_balance(record.get("balance_smd")) else ""
 
 
 def _lt(value: Any, alpha: float) -> bool:

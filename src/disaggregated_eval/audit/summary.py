@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from .. import vocabulary
+from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .text import terminal_text
 
 __all__ = [
@@ -204,7 +205,8 @@ def controlled_table(
 
     ``T_a`` is the slice's metric minus the weighted population metric ``M_a`` (paper section 4.2);
     for the control ``none`` it is the slice minus the whole population. Rows not reported (their
-    ``reported`` column, or the slices named in ``withheld``) show ``-`` and the interval only.
+    ``reported`` column, or the slices named in ``withheld``) show ``-`` and the interval only. A ``*`` marks poor balance of the weights
+    (:func:`disaggregated_eval.weight_diagnostics.poor_balance` of ``balance_smd``), with a line saying so.
     """
     rows = controlled[(controlled["model"] == model) & (controlled["metric"] == metric)]
     if withheld is not None and "reported" not in rows.columns:
@@ -213,6 +215,7 @@ def controlled_table(
     header = ["slice"] + [f"T_a | V={c}" if c != "none" else "T_a | none" for c in controls]
     body = []
     indexed = rows.set_index(["slice", "control"])
+    marked = False
     for name in slices:
         cells = [str(name)]
         for control in controls:
@@ -220,15 +223,24 @@ def controlled_table(
                 r = indexed.loc[(name, control)]
                 if isinstance(r, pd.DataFrame):
                     r = r.iloc[0]
-                value = float(r["T_a"]) if bool(r.get("reported", True)) else float("nan")
+                reported = bool(r.get("reported", True))
+                value = float(r["T_a"]) if reported else float("nan")
+                mark = " *" if reported and poor_balance(r.get("balance_smd")) else ""
+                marked = marked or bool(mark)
                 cells.append(
                     f"{format_estimate(value, signed=True)} "
-                    f"{format_interval(float(r['T_a_low']), float(r['T_a_high']), signed=True)}"
+                    f"{format_interval(float(r['T_a_low']), float(r['T_a_high']), signed=True)}{mark}"
                 )
             else:
                 cells.append("")
         body.append(cells)
-    return _render(header, body, [False] + [False] * len(controls))
+    text = _render(header, body, [False] + [False] * len(controls))
+    if marked:
+        text += (
+            f"\n* poor balance: the re-weighted population's V differs from the slice's by more than "
+            f"{POOR_BALANCE_SMD:g} standardised mean differences (see the notes)"
+        )
+    return text
 
 
 def metric_digest(slices: pd.DataFrame, comparisons: pd.DataFrame, *, model: str, metric: str, alpha: float) -> str:
