@@ -130,28 +130,6 @@ def test_audit_code_files_hold_every_module_an_audit_job_runs(tmp_path):
     assert loaded and not sorted(str(p) for p in loaded - listed)
 
 
-# ---- the old import paths -----------------------------------------------------------------------
-@pytest.mark.parametrize(
-    ("old", "new", "names"),
-    [
-        ("disaggregated_eval.config", "disaggregated_eval.pipeline.config", ["validate_config", "ConfigError"]),
-    ],
-)
-def test_old_import_paths_re_export_with_a_deprecation_warning(old, new, names):
-    code = (
-        "import importlib, warnings, json\n"
-        "with warnings.catch_warnings(record=True) as caught:\n"
-        "    warnings.simplefilter('always')\n"
-        f"    old = importlib.import_module({old!r})\n"
-        f"new = importlib.import_module({new!r})\n"
-        f"print(json.dumps([all(getattr(old, n) is getattr(new, n) for n in {names!r}),\n"
-        "                  [str(w.message) for w in caught if w.category is DeprecationWarning]]))\n"
-    )
-    same, messages = json.loads(subprocess.check_output([sys.executable, "-c", code], text=True))
-    assert same
-    assert any(f"{old} moved to {new}" in m for m in messages), messages
-
-
 def test_the_practitioners_package_does_not_import_the_pipeline():
     code = "import sys, disaggregated_eval.audit\nprint(sorted(m for m in sys.modules if 'eval.pipeline' in m))"
     assert subprocess.check_output([sys.executable, "-c", code], text=True).strip() == "[]"
