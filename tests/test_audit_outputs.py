@@ -20,6 +20,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -255,3 +256,55 @@ def test_model_names_that_are_not_file_names_give_safe_distinct_figure_names(tmp
     assert sorted(p.name for p in (tmp_path / "nested").iterdir()) == ["out"]
     manifest = json.loads((out_dir / "manifest.json").read_text())
     assert all(not name.startswith("/") and ".." not in name.split("/") for name in manifest["files"])
+
+
+KILLED_WHILE_RENDERING = """
+import multiprocessing, sys, time
+from disaggregated_eval.audit import plots
+from disaggregated_eval.audit.cli import main
+
+start = plots.start_rendering
+
+def start_then_wait(*args, **kwargs):
+    rendering = start(*args, **kwargs)  # the renderers are forked here
+    pids = [p.pid for p in multiprocessing.active_children()]
+    print("WORKERS " + " ".join(map(str, pids)), file=sys.stderr, flush=True)
+    time.sleep(3600)
+
+plots.start_rendering = start_then_wait
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return "\nState:\tZ" not in state  # a zombie has exited
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux") or len(os.sched_getaffinity(0)) < 2,
+                    reason="figure renderers are forked only on Linux with 2 or more CPUs")  # fmt: skip
+def test_a_killed_audit_takes_its_figure_renderers_with_it(tmp_path):
+    """SIGKILL runs no cleanup; the forked renderers must not live on, waiting for work for ever."""
+    data = tmp_path / "t.csv"
+    frame().to_csv(data, index=False)
+    argv = ["audit", str(data), "--label", "y", "--score", "p", "--group", "g", "--metrics", "accuracy", "auc",
+            "--n-resamples", "200", "--n-permutations", "0", "--out", str(tmp_path / "out")]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_WHILE_RENDERING, *argv], stderr=subprocess.PIPE, text=True)
+    workers = None
+    for line in proc.stderr:
+        if line.startswith("WORKERS"):
+            workers = [int(p) for p in line.split()[1:]]
+            break
+    assert workers, f"no renderer was started: {proc.wait()}"
+    assert all(_alive(pid) for pid in workers)
+    proc.kill()
+    proc.wait()
+    proc.stderr.close()
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in workers if _alive(pid)]

@@ -321,10 +321,12 @@ def test_pairwise_comparisons_only_within_small_families_unless_asked():
                 n_resamples=40, n_permutations=0)  # fmt: skip
     pairs = res.comparisons[res.comparisons["kind"] == "pairwise"]
     assert set(pairs["slice"].str.split("=").str[0]) == {"race"}  # zip has 20 levels > 12
+    assert any(n.startswith("no pairwise comparisons within zip (20 slices)") for n in res.notes), res.notes
     res = audit(df, label="y", scores=["p"], groups=["race", "zip"], intersections=1, metrics=["accuracy"],
                 n_resamples=40, n_permutations=0, pairwise_max_levels=None)  # fmt: skip
     pairs = res.comparisons[res.comparisons["kind"] == "pairwise"]
     assert len(pairs) == 3 + 20 * 19 // 2
+    assert not any("no pairwise comparisons" in n for n in res.notes)
 
 
 def test_net_benefit_uses_the_decision_threshold_unless_a_preference_threshold_is_given():

@@ -129,3 +129,19 @@ def test_temporary_sibling_names_and_permissions(tmp_path):
     assert stat.S_IMODE(tmp.stat().st_mode) == 0o666 & ~umask
     folder = temporary_sibling(tmp_path / "t.csv", suffix=".download", directory=True)
     assert folder.is_dir() and folder.name.endswith(".download")
+
+
+def test_csv_with_a_carriage_return_in_a_cell_keeps_its_rows(tmp_path):
+    """pandas leaves a bare ``\\r`` unquoted and readers split the row there; such tables are quoted."""
+    import csv as csv_module
+
+    df = pd.DataFrame({"slice": ["g=M\r=1+2", "g=F"], "estimate": [0.25, 0.5]})
+    path = tmp_path / "t.csv"
+    write_table(df, path)
+    with path.open(newline="") as handle:
+        rows = list(csv_module.reader(handle))
+    assert rows == [["slice", "estimate"], ["g=M\r=1+2", "0.25"], ["g=F", "0.5"]]
+    pd.testing.assert_frame_equal(pd.read_csv(path), df)
+    plain = tmp_path / "plain.csv"  # without a carriage return: the usual minimal quoting
+    write_table(df.assign(slice=["a", "b"]), plain)
+    assert plain.read_text() == "slice,estimate\na,0.25\nb,0.5\n"

@@ -9,6 +9,7 @@ longer run (:func:`remove_stale_temporaries`), so rerunning a rule cleans up aft
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import json
 import logging
@@ -142,8 +143,25 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         raise
 
 
+def _has_carriage_return(df: pd.DataFrame) -> bool:
+    """Whether a text cell or a column name holds a carriage return (``\r``)."""
+    if any("\r" in str(c) for c in df.columns):
+        return True
+    for column in df.columns:
+        values = df[column]
+        text = values.dtype == object or pd.api.types.is_string_dtype(values.dtype)
+        if text and values.map(lambda v: isinstance(v, str) and "\r" in v).any():
+            return True
+    return False
+
+
 def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> None:
     """Write ``df`` atomically as parquet (``.parquet``), CSV (``.csv``) or Markdown (``.md``).
+
+    CSV rows end in ``\n`` and fields are quoted where needed; pandas does not quote a field for a
+    bare carriage return, which CSV readers take for a line break, so a table with a ``\r`` in a
+    text cell or column name is written with every non-numeric field quoted
+    (``csv.QUOTE_NONNUMERIC``), which every reader splits into the same rows.
 
     Raises
     ------
@@ -157,7 +175,8 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike[str]) -> None:
         if suffix == ".parquet":
             df.to_parquet(tmp, index=False)
         elif suffix == ".csv":
-            df.to_csv(tmp, index=False)
+            quoting = csv.QUOTE_NONNUMERIC if _has_carriage_return(df) else csv.QUOTE_MINIMAL
+            df.to_csv(tmp, index=False, quoting=quoting)
         else:
             tmp.write_text(df.to_markdown(index=False) + "\n")
 

@@ -62,6 +62,7 @@ __all__ = [
     "Term",
     "Comparison",
     "enumerate_comparisons",
+    "pairwise_notes",
     "family_sizes",
     "test_pvalues",
     "comparison_table",
@@ -124,6 +125,21 @@ def enumerate_comparisons(
             for s in range(plan.n_slices):
                 out.append(Comparison("vs_model", m, s, model_names[0], (m, s, 0), (0, s, 0)))
     return out
+
+
+def pairwise_notes(plan: SlicePlan, *, pairwise_max_levels: int | None) -> list[str]:
+    """A note naming the families whose slices are not compared pair by pair (too many levels)."""
+    compared = {id(f) for f in _pairwise_families(plan, pairwise_max_levels)}
+    skipped = [f for f in plan.families[1:] if id(f) not in compared]
+    if not skipped:
+        return []
+    shown = ", ".join(f"{f.name} ({f.n_slices} slices)" for f in skipped[:8])
+    more = f" and {len(skipped) - 8} more" if len(skipped) > 8 else ""
+    return [
+        f"no pairwise comparisons within {shown}{more}: pairs are compared only within families of at most "
+        f"{pairwise_max_levels} slices (--pairwise-max-levels; 'all' compares every pair); each slice is still "
+        f"compared with overall and with the rest"
+    ]
 
 
 def family_sizes(plan: SlicePlan, *, pairwise_max_levels: int | None) -> dict[str, int]:

@@ -33,7 +33,7 @@ from ..engine.sums import FN, FP, PROPORTIONS, TP, metric_slots
 from ..memory import check_bytes
 from . import controlled as _controlled
 from .analyses import summary_analyses
-from .comparisons import comparison_table, enumerate_comparisons, family_sizes, test_pvalues
+from .comparisons import comparison_table, enumerate_comparisons, family_sizes, pairwise_notes, test_pvalues
 from .estimates import AuditEstimates, estimate_all, n_outputs
 from .inputs import AuditInput, AuditInputError, prepare_input, resolve_options
 from .options import AuditOptions
@@ -147,6 +147,7 @@ def audit(
     comparisons = enumerate_comparisons(
         plan, len(model_names), model_names, pairwise_max_levels=opts.pairwise_max_levels
     )
+    notes += pairwise_notes(plan, pairwise_max_levels=opts.pairwise_max_levels)
     p_values, tests = test_pvalues(
         comparisons,
         plan,

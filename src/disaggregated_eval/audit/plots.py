@@ -49,6 +49,8 @@ or calling this module never changes global matplotlib settings.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import functools
 import gc
 import io
@@ -1068,6 +1070,9 @@ def _renderers(n_figures: int, n_jobs: int | None) -> int:
     return wanted
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
 def _close_fonts() -> None:
     """Close the font files this process holds open, before it forks renderers.
 
@@ -1084,9 +1089,20 @@ def _close_fonts() -> None:
         gc.collect()  # the cached FT2Font objects close their files when collected
 
 
-def _ignore_interrupts() -> None:
-    """Worker initializer: Ctrl-C is the caller's to handle (it stops the workers), not each worker's."""
+def _init_worker(parent: int) -> None:
+    """Worker initializer: Ctrl-C is the caller's to handle (it stops the workers), not each worker's;
+    and a worker dies with its parent.
+
+    A parent killed with SIGKILL runs no cleanup, and a worker waiting for its next figure would
+    wait for ever (the other workers hold the pipe open). On Linux the kernel sends the worker
+    SIGKILL when the parent dies (``prctl(PR_SET_PDEATHSIG)``); a parent that died before that call
+    is seen by its pid having changed.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 class _Rendering:
@@ -1106,7 +1122,7 @@ class _Rendering:
                 # the children only draw with Agg and never touch the parent's thread pools or locks.
                 warnings.filterwarnings("ignore", message=r".*fork\(\) may lead to deadlocks.*")
                 self._pool = ProcessPoolExecutor(renderers - 1, mp_context=multiprocessing.get_context("fork"),
-                                                 initializer=_ignore_interrupts)  # fmt: skip
+                                                 initializer=_init_worker, initargs=(os.getpid(),))  # fmt: skip
                 # largest first, so that no worker starts a long figure last
                 for k in sorted(range(len(self._data)), key=lambda k: -_cost(self._data[k])):
                     self._futures[k] = self._pool.submit(_render, self._data[k], self._rc)
