@@ -45,7 +45,7 @@ from ..engine.resampling import default_batch_size, make_strata, run_batches, st
 from ..engine.sums import keyed_draw_sums
 from ..engine.units import find_units
 from ..intervals import bca_interval, caveats, degenerate, effective_size, wilson_interval
-from .result import CALIBRATION_BIN_COLUMNS, CALIBRATION_SUMMARY_COLUMNS
+from .columns import CALIBRATION_BIN_COLUMNS, CALIBRATION_SUMMARY_COLUMNS
 from .slices import SlicePlan
 from .withheld import withheld_reasons
 

@@ -51,8 +51,8 @@ from ..derived import Replicated, difference, summarise
 from ..engine.permutation import exact_count_pvalue, permutation_space, permutation_test
 from ..engine.sums import FN, FP, PROPORTIONS, TN, TP, categories, metric_slots
 from ..intervals import newcombe_difference
+from .columns import COMPARISON_COLUMNS
 from .estimates import AuditEstimates
-from .result import COMPARISON_COLUMNS
 from .slices import SlicePlan
 from .tallies import SliceTallies
 

@@ -52,10 +52,10 @@ from .. import seeds
 from ..derived import Replicated, difference, summarise, take
 from ..weight_diagnostics import POOR_BALANCE_SMD, weight_diagnostics
 from ..weight_models import group_proba_for_control, score_frame
+from .columns import CONTROLLED_COLUMNS
 from .estimates import AuditEstimates, ControlledWeights
 from .inputs import AuditInput
 from .options import AuditOptions
-from .result import CONTROLLED_COLUMNS
 from .slices import SlicePlan
 
 __all__ = [

@@ -42,8 +42,8 @@ from scipy import special
 
 from ..derived import Replicated, difference
 from ..engine.sums import PROPORTIONS
+from .columns import DETECTABILITY_COLUMNS
 from .estimates import AuditEstimates
-from .result import DETECTABILITY_COLUMNS
 from .slices import SlicePlan
 from .tallies import SliceTallies
 

@@ -45,8 +45,8 @@ from ..derived import (
     summarise,
     take,
 )
+from .columns import FAIRNESS_COLUMNS
 from .estimates import AuditEstimates
-from .result import FAIRNESS_COLUMNS
 from .slices import FAMILY_SEPARATOR, SlicePlan
 
 __all__ = [

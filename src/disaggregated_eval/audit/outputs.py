@@ -54,7 +54,7 @@ from typing import Any
 import pandas as pd
 
 from .. import io as project_io
-from .result import SUMMARY_TABLES
+from .columns import SUMMARY_TABLES
 
 __all__ = [
     "OutputDirError",

@@ -33,8 +33,8 @@ from ..intervals import (
     interval_method,
     wilson_interval,
 )
+from .columns import SLICE_COLUMNS
 from .estimates import AuditEstimates
-from .result import SLICE_COLUMNS
 from .slices import SlicePlan
 from .tallies import SliceTallies
 

@@ -20,7 +20,7 @@ import pandas as pd
 from .. import vocabulary
 from ..engine.sums import FN, FP, TP
 from ..intervals import interval_method, wilson_interval
-from .result import THRESHOLD_COLUMNS
+from .columns import THRESHOLD_COLUMNS
 from .slices import SlicePlan
 from .tallies import tally_slices
 from .withheld import withheld_reasons

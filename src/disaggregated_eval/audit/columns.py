@@ -1,0 +1,215 @@
+"""The audit's table layouts: the columns of every table of :class:`.result.AuditResult`, in order.
+
+One home for each table's columns, imported by the module that fills the table, by
+:mod:`.result` (which re-exports them as its public names) and by :mod:`.outputs`; it imports
+nothing from the audit, so every other module can stand on it. Meanings of the columns:
+``docs/audit.md``, "Output files".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+__all__ = [
+    "SLICE_COLUMNS",
+    "COMPARISON_COLUMNS",
+    "COMPARISON_KINDS",
+    "CONTROLLED_COLUMNS",
+    "FAIRNESS_COLUMNS",
+    "CALIBRATION_BIN_COLUMNS",
+    "CALIBRATION_SUMMARY_COLUMNS",
+    "THRESHOLD_COLUMNS",
+    "DETECTABILITY_COLUMNS",
+    "SUMMARY_TABLES",
+    "empty_table",
+]
+
+#: Columns of :attr:`AuditResult.slices`, in order.
+SLICE_COLUMNS: tuple[str, ...] = (
+    "model",
+    "slice",
+    "attribute",
+    "metric",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "band_low",
+    "band_high",
+    "interval",
+    "n",
+    "n_pos",
+    "n_neg",
+    "n_predicted_pos",
+    "reported",
+    "reason",
+    "n_undefined",
+    "caveat",
+)
+
+#: Columns of :attr:`AuditResult.comparisons`, in order.
+COMPARISON_COLUMNS: tuple[str, ...] = (
+    "model",
+    "metric",
+    "slice",
+    "reference",
+    "kind",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "interval",
+    "test",
+    "p_value",
+    "p_adjusted",
+    "family_size",
+    "n_undefined",
+    "reported",
+    "reason",
+    "caveat",
+)
+
+#: Values of the ``kind`` column of :attr:`AuditResult.comparisons`.
+COMPARISON_KINDS: tuple[str, ...] = ("vs_overall", "vs_rest", "pairwise", "vs_model")
+
+#: Columns of :attr:`AuditResult.controlled`, in order.
+CONTROLLED_COLUMNS: tuple[str, ...] = (
+    "model",
+    "attribute",
+    "slice",
+    "control",
+    "metric",
+    "subgroup",
+    "subgroup_low",
+    "subgroup_high",
+    "M_a",
+    "M_a_low",
+    "M_a_high",
+    "T_a",
+    "T_a_low",
+    "T_a_high",
+    "shared_space",
+    "shared_space_low",
+    "shared_space_high",
+    "weight_method",
+    "balance_smd",
+    "effective_sample_size",
+    "n_undefined",
+    "reported",
+    "reason",
+)
+
+#: Columns of :attr:`AuditResult.fairness` (the fairness summary), in order.
+FAIRNESS_COLUMNS: tuple[str, ...] = (
+    "model",
+    "attribute",
+    "statistic",
+    "metric",
+    "slice",
+    "reference",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "interval",
+    "members",
+    "disparity",
+    "interval_outside",
+    "n_undefined",
+    "reported",
+    "reason",
+    "caveat",
+)
+
+#: Columns of :attr:`AuditResult.calibration` (observed rate per score bin and slice), in order.
+CALIBRATION_BIN_COLUMNS: tuple[str, ...] = (
+    "model",
+    "slice",
+    "attribute",
+    "bin",
+    "score_low",
+    "score_high",
+    "n",
+    "mean_predicted",
+    "observed",
+    "ci_low",
+    "ci_high",
+    "interval",
+    "reported",
+    "reason",
+)
+
+#: Columns of :attr:`AuditResult.calibration_summary` (ECE and observed/expected ratio per slice), in order.
+CALIBRATION_SUMMARY_COLUMNS: tuple[str, ...] = (
+    "model",
+    "slice",
+    "attribute",
+    "statistic",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "interval",
+    "vs_overall",
+    "vs_overall_low",
+    "vs_overall_high",
+    "n",
+    "n_bins",
+    "n_undefined",
+    "reported",
+    "reason",
+    "caveat",
+)
+
+#: Columns of :attr:`AuditResult.thresholds` (rates per slice across decision thresholds), in order.
+THRESHOLD_COLUMNS: tuple[str, ...] = (
+    "model",
+    "slice",
+    "attribute",
+    "threshold",
+    "metric",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "interval",
+    "n",
+    "n_denominator",
+    "reported",
+    "reason",
+)
+
+#: Columns of :attr:`AuditResult.detectability` (what each slice's size can detect), in order.
+DETECTABILITY_COLUMNS: tuple[str, ...] = (
+    "model",
+    "slice",
+    "attribute",
+    "metric",
+    "method",
+    "n",
+    "n_effective",
+    "overall",
+    "difference",
+    "flagged",
+    "alpha",
+    "family_size",
+    "power",
+    "mdd_above",
+    "mdd_below",
+    "detect_gap",
+    "rows_needed",
+    "reported",
+    "reason",
+)
+
+#: The tables of the summary analyses (fields of :class:`AuditResult` after the three core tables)
+#: and their columns.
+SUMMARY_TABLES: dict[str, tuple[str, ...]] = {
+    "fairness": FAIRNESS_COLUMNS,
+    "calibration": CALIBRATION_BIN_COLUMNS,
+    "calibration_summary": CALIBRATION_SUMMARY_COLUMNS,
+    "thresholds": THRESHOLD_COLUMNS,
+    "detectability": DETECTABILITY_COLUMNS,
+}
+
+
+def empty_table(columns: Sequence[str]) -> pd.DataFrame:
+    """An empty table with these columns (the default of a table an audit did not compute)."""
+    return pd.DataFrame({c: [] for c in columns})
