@@ -339,3 +339,17 @@ def test_net_benefit_uses_the_decision_threshold_unless_a_preference_threshold_i
     assert one["overall"] == pytest.approx((tp - fp * 0.3 / 0.7) / len(y), abs=1e-12)
     two = audit(df, threshold=0.3, preference_threshold=0.5, **base).slices.set_index("slice")["estimate"]
     assert two["overall"] == pytest.approx((tp - fp) / len(y), abs=1e-12)
+
+
+def test_grouped_jackknife_acceleration_equals_the_one_group_formula():
+    from disaggregated_eval.intervals import grouped_jackknife_acceleration, jackknife_acceleration
+
+    rng = np.random.default_rng(7)
+    codes = rng.integers(0, 4, 300)
+    loo = rng.gamma(2.0, 1.0, 300)
+    loo[::17] = np.nan  # rows that do not count
+    codes[codes == 3] = 2  # group 3 is empty: no values, acceleration 0
+    got = grouped_jackknife_acceleration(loo, codes, 4)
+    want = [jackknife_acceleration(loo[codes == g]) if (codes == g).any() else 0.0 for g in range(4)]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    assert got[3] == 0.0 and np.all(got[:3] != 0.0)

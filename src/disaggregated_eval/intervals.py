@@ -37,6 +37,7 @@ __all__ = [
     "auc_score_interval",
     "bca_interval",
     "jackknife_acceleration",
+    "grouped_jackknife_acceleration",
     "SortedReplicates",
     "percentile_interval",
     "percentile_bounds",
@@ -465,6 +466,35 @@ def jackknife_acceleration(leave_one_out: np.ndarray, weights: np.ndarray | None
     if s2 <= 0.0:
         return 0.0
     return float(np.sum(w * d**3) / (6.0 * s2**1.5))
+
+
+def grouped_jackknife_acceleration(leave_one_out: np.ndarray, codes: np.ndarray, n_groups: int) -> np.ndarray:
+    """:func:`jackknife_acceleration` (unweighted) of every group at once.
+
+    Parameters
+    ----------
+    leave_one_out : ndarray of shape (n,)
+        Each row's leave-one-out value of its own group's statistic; NaN or infinite entries (rows
+        that do not count, undefined values) are ignored.
+    codes : ndarray of shape (n,), int
+        Group of each row, ``0 .. n_groups - 1``.
+    n_groups : int
+
+    Returns
+    -------
+    ndarray of shape (n_groups,)
+        ``sum d^3 / (6 (sum d^2)^(3/2))`` over the group's finite values, ``d = mean - value``; 0 for a
+        group with fewer than two of them or without variation.
+    """
+    values = np.asarray(leave_one_out, dtype=np.float64)
+    ok = np.isfinite(values)
+    count = np.bincount(codes[ok], minlength=n_groups)
+    mean = np.bincount(codes[ok], weights=values[ok], minlength=n_groups) / np.maximum(count, 1)
+    d = np.where(ok, mean[codes] - values, 0.0)
+    s2 = np.bincount(codes, weights=d * d, minlength=n_groups)
+    s3 = np.bincount(codes, weights=d * d * d, minlength=n_groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where((count >= 2) & (s2 > 0), s3 / (6.0 * np.maximum(s2, 1e-300) ** 1.5), 0.0)
 
 
 def bca_interval(

@@ -44,7 +44,14 @@ from ..derived import Replicated, difference, summarise
 from ..engine.resampling import default_batch_size, make_strata, run_batches, strata_for
 from ..engine.sums import keyed_draw_sums
 from ..engine.units import find_units
-from ..intervals import bca_interval, caveats, degenerate, effective_size, wilson_interval
+from ..intervals import (
+    bca_interval,
+    caveats,
+    degenerate,
+    effective_size,
+    grouped_jackknife_acceleration,
+    wilson_interval,
+)
 from .columns import CALIBRATION_BIN_COLUMNS, CALIBRATION_SUMMARY_COLUMNS
 from .slices import SlicePlan
 from .withheld import withheld_reasons
@@ -100,15 +107,7 @@ def _ece_accelerations(plan: SlicePlan, y, r, w, bins, n_bins: int) -> np.ndarra
         big_w = np.bincount(codes, weights=w, minlength=k)
         with np.errstate(invalid="ignore", divide="ignore"):
             loo = (big_e[codes] - np.abs(d[key]) + np.abs(d[key] - e)) / (big_w[codes] - w)
-        ok = inside & np.isfinite(loo)
-        count = np.bincount(codes[ok], minlength=k)
-        mean = np.bincount(codes[ok], weights=loo[ok], minlength=k) / np.maximum(count, 1)
-        dev = np.where(ok, mean[codes] - loo, 0.0)
-        s2 = np.bincount(codes, weights=dev * dev, minlength=k)
-        s3 = np.bincount(codes, weights=dev * dev * dev, minlength=k)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            acc = np.where((count >= 2) & (s2 > 0), s3 / (6.0 * np.maximum(s2, 1e-300) ** 1.5), 0.0)
-        out[family.slice_ids] = acc
+        out[family.slice_ids] = grouped_jackknife_acceleration(np.where(inside, loo, np.nan), codes, k)
     return out
 
 

@@ -30,6 +30,7 @@ from ..intervals import (
     caveats,
     degenerate,
     effective_size,
+    grouped_jackknife_acceleration,
     interval_method,
     wilson_interval,
 )
@@ -78,15 +79,8 @@ def jackknife_accelerations(
                 big_b = np.bincount(codes, weights=w * b, minlength=k)
                 with np.errstate(invalid="ignore", divide="ignore"):
                     loo = (big_a[codes] - w * a) / (big_b[codes] - w * b)
-                ok = inside & np.isfinite(loo)
-                count = np.bincount(codes[ok], minlength=k)
-                mean = np.bincount(codes[ok], weights=loo[ok], minlength=k) / np.maximum(count, 1)
-                d = np.where(ok, mean[codes] - loo, 0.0)
-                s2 = np.bincount(codes, weights=d * d, minlength=k)
-                s3 = np.bincount(codes, weights=d * d * d, minlength=k)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    acc = np.where((count >= 2) & (s2 > 0), s3 / (6.0 * np.maximum(s2, 1e-300) ** 1.5), 0.0)
-                out[m, family.slice_ids, q] = acc
+                loo = np.where(inside, loo, np.nan)
+                out[m, family.slice_ids, q] = grouped_jackknife_acceleration(loo, codes, k)
     return out
 
 
