@@ -16,7 +16,8 @@ from statsmodels.stats.proportion import proportion_confint
 
 from disaggregated_eval import seeds
 from disaggregated_eval.audit import audit
-from disaggregated_eval.audit.comparisons import PERMUTATION_DESIGNS
+from disaggregated_eval.audit.calibration_table import score_bins
+from disaggregated_eval.audit.comparisons import PERMUTATION_DESIGNS, SCORE_STRATA
 from disaggregated_eval.engine.permutation import (
     SEQUENTIAL_EXCEEDANCES,
     exact_count_pvalue,
@@ -177,16 +178,17 @@ def test_monte_carlo_p_values_equal_a_brute_force_loop(weighted):
     cats = categories(y, r, 0.5)
     comps = res.comparisons.set_index(["kind", "slice", "reference", "metric"])
     point = res.slices.set_index(["slice", "metric"])["estimate"]
-    metrics = ["auc", "log_loss"] + (["false_positive_rate"] if weighted else [])
+    metrics = ["auc", "log_loss", "observed_expected_ratio"] + (["false_positive_rate"] if weighted else [])
     for metric in metrics:
-        design_cats, by_label = PERMUTATION_DESIGNS[metric]
+        design_cats, within = PERMUTATION_DESIGNS[metric]
         rows = np.flatnonzero(np.isin(cats, design_cats))
-        space = permutation_space(y[rows], r[rows], w[rows], metrics=[metric], threshold=0.5,
-                                  strata=y[rows].astype(np.int64) if by_label else None)  # fmt: skip
+        # AUC: within each class; observed/expected ratio: within quantile bins of the score
+        strata = {"label": y[rows].astype(np.int64), "score": score_bins(r[rows], SCORE_STRATA)[0], None: None}
+        space = permutation_space(y[rows], r[rows], w[rows], metrics=[metric], threshold=0.5, strata=strata[within])
         first = (sdf["race"].to_numpy() == "Asian")[rows]
         n_first = space.first_counts(first)
         name = "+".join(("TN", "FP", "FN", "TP")[c] for c in design_cats) if len(design_cats) < 4 else "all"
-        path = ("audit", "permutation", "p", name + (" by label" if by_label else ""), "race=Asian")
+        path = ("audit", "permutation", "p", name + (f" by {within}" if within else ""), "race=Asian")
         draws = permutation_draws(space, n_first, seeds.seed_sequence(5, *path), P)
         unit = space.unit_of_row
         stats_overall, stats_rest = [], []
