@@ -16,8 +16,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from disaggregated_eval import seeds
 from disaggregated_eval.audit import audit
-from disaggregated_eval.audit.calibration_table import score_bins
-from disaggregated_eval.audit.comparisons import PERMUTATION_DESIGNS, SCORE_STRATA
+from disaggregated_eval.audit.comparisons import PERMUTATION_DESIGNS, score_strata
 from disaggregated_eval.engine.permutation import (
     SEQUENTIAL_EXCEEDANCES,
     exact_count_pvalue,
@@ -183,7 +182,7 @@ def test_monte_carlo_p_values_equal_a_brute_force_loop(weighted):
         design_cats, within = PERMUTATION_DESIGNS[metric]
         rows = np.flatnonzero(np.isin(cats, design_cats))
         # AUC: within each class; observed/expected ratio: within quantile bins of the score
-        strata = {"label": y[rows].astype(np.int64), "score": score_bins(r[rows], SCORE_STRATA)[0], None: None}
+        strata = {"label": y[rows].astype(np.int64), "score": score_strata(r[rows]), None: None}
         space = permutation_space(y[rows], r[rows], w[rows], metrics=[metric], threshold=0.5, strata=strata[within])
         first = (sdf["race"].to_numpy() == "Asian")[rows]
         n_first = space.first_counts(first)
@@ -355,3 +354,15 @@ def test_grouped_jackknife_acceleration_equals_the_one_group_formula():
     want = [jackknife_acceleration(loo[codes == g]) if (codes == g).any() else 0.0 for g in range(4)]
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
     assert got[3] == 0.0 and np.all(got[:3] != 0.0)
+
+
+def test_score_strata_keep_few_score_values_apart():
+    from disaggregated_eval.audit.comparisons import SCORE_STRATA
+
+    two = np.array([0.15, 0.75, 0.75, 0.15, 0.75])
+    np.testing.assert_array_equal(score_strata(two), [0, 1, 1, 0, 1])  # quantile bins would merge them
+    many = np.random.default_rng(3).random(1000)
+    strata = score_strata(many)
+    assert np.unique(strata).size == SCORE_STRATA
+    # increasing in the score: a stratum's scores all lie below the next stratum's
+    assert all(many[strata == k].max() < many[strata == k + 1].min() for k in range(SCORE_STRATA - 1))
