@@ -288,19 +288,19 @@ def fit_controlled_weights(
 
 
 def weight_notes(weights: list[ControlledWeights], plan: SlicePlan, opts: AuditOptions) -> list[str]:
-    """One note per fitted weight model: its estimator, the slices without overlap (withheld) and
-    those with poor balance (module docstring)."""
-    notes = []
+    """Notes on the fitted weight models: the estimator (one note for the families that share it), then
+    one per family with slices without overlap (withheld) or with poor balance (module docstring)."""
+    methods: dict[tuple, list[str]] = {}
+    problems = []
     seen = set()
     for cw in weights:
         key = (cw.family, cw.control, cw.model if cw.control == "R" else None)
         if key in seen or cw.diagnostics is None:
             continue
         seen.add(key)
-        what = f"weights of {plan.families[cw.family].name}, V = {cw.control}"
-        if cw.control == "R":
-            what += f" ({opts.scores[cw.model]})"
-        text = f"{what}: {cw.note}" if cw.note else f"{what}: {cw.method}"
+        family = plan.families[cw.family].name
+        control = f"V = {cw.control}" + (f" ({opts.scores[cw.model]})" if cw.control == "R" else "")
+        methods.setdefault((control, cw.note or cw.method), []).append(family)
         diag = cw.diagnostics
         names = [plan.names[s] for s in cw.slices]
         no_overlap = [names[g] for g, why in enumerate(diag["overlap_reason"]) if why]
@@ -309,18 +309,21 @@ def weight_notes(weights: list[ControlledWeights], plan: SlicePlan, opts: AuditO
             for g, (smd, term, bad) in enumerate(zip(diag["balance_smd"], diag["balance_term"], diag["poor_balance"]))
             if bad and not diag["overlap_reason"].iloc[g]
         ]
+        parts = []
         if no_overlap:
-            text += (
-                f"; no overlap (V nearly determines the slice, so M_a is its own metric and T_a is 0 by "
+            parts.append(
+                f"no overlap (V nearly determines the slice, so M_a is its own metric and T_a is 0 by "
                 f"construction), T_a withheld: {', '.join(no_overlap)}"
             )
         if poor:
-            text += (
-                f"; poor balance (|standardised mean difference of V| above {POOR_BALANCE_SMD:g} between the "
+            parts.append(
+                f"poor balance (|standardised mean difference of V| above {POOR_BALANCE_SMD:g} between the "
                 f"slice and the re-weighted population; read T_a with care): {', '.join(poor)}"
             )
-        notes.append(text)
-    return notes
+        if parts:
+            problems.append(f"weights of {family}, {control}: " + "; ".join(parts))
+    notes = [f"weights of {', '.join(families)}, {control}: {what}" for (control, what), families in methods.items()]
+    return notes + problems
 
 
 def _weighted_rows(fc, plan, opts, weighted, estimates: AuditEstimates, reasons, metric_ok, intervals, fitted):
