@@ -751,3 +751,12 @@ def test_poor_balance_is_marked_in_the_summary_table():
     assert not any(line.startswith("a") and "*" in line for line in lines)
     assert any(line.startswith("b") and line.rstrip().endswith("*") for line in lines)
     assert "* poor balance" in text
+
+
+def test_control_r_of_hard_predictions_says_that_r_is_the_decision():
+    df = _frame(n=400)
+    df["h"] = (df["p"] >= 0.5).astype(int)
+    res = audit(df, label="y", scores=["p", "h"], groups=["race"], controls=["R"], metrics=["accuracy"], **FAST)
+    notes = [n for n in res.notes if "a hard 0/1 prediction, so R is the decision" in n]
+    assert len(notes) == 1 and "V = R of h:" in notes[0]  # the score p is not named
+    assert set(res.controlled.loc[res.controlled["model"] == "h", "weight_method"]) == {"cell_frequency"}

@@ -140,6 +140,12 @@ def plan_controlled(prepared: AuditInput, plan: SlicePlan, opts: AuditOptions) -
                 labels=tuple(plan.names[family.slice_ids[i]] for i in kept),
             )
         )
+    hard = [m for m in opts.scores if prepared.hard[m]]
+    if "R" in weighted and hard:
+        notes.append(
+            f"controlled evaluation with V = R of {', '.join(hard)}: a hard 0/1 prediction, so R is the decision "
+            f"itself (two values), not a risk score; T_a compares people with the same decision"
+        )
     if prepared.weight is not None:
         notes.append(
             "controlled evaluation: the weight models P(A | V) are fitted without sample weights; every "
