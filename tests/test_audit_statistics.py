@@ -16,7 +16,8 @@ from statsmodels.stats.proportion import proportion_confint
 
 from disaggregated_eval import seeds
 from disaggregated_eval.audit import audit
-from disaggregated_eval.audit.comparisons import PERMUTATION_DESIGNS, score_strata
+from disaggregated_eval.audit.calibration_table import score_bins
+from disaggregated_eval.audit.comparisons import PERMUTATION_DESIGNS, SCORE_STRATA
 from disaggregated_eval.engine.permutation import (
     SEQUENTIAL_EXCEEDANCES,
     exact_count_pvalue,
@@ -182,7 +183,7 @@ def test_monte_carlo_p_values_equal_a_brute_force_loop(weighted):
         design_cats, within = PERMUTATION_DESIGNS[metric]
         rows = np.flatnonzero(np.isin(cats, design_cats))
         # AUC: within each class; observed/expected ratio: within quantile bins of the score
-        strata = {"label": y[rows].astype(np.int64), "score": score_strata(r[rows]), None: None}
+        strata = {"label": y[rows].astype(np.int64), "score": score_bins(r[rows], SCORE_STRATA)[0], None: None}
         space = permutation_space(y[rows], r[rows], w[rows], metrics=[metric], threshold=0.5, strata=strata[within])
         first = (sdf["race"].to_numpy() == "Asian")[rows]
         n_first = space.first_counts(first)
@@ -357,7 +358,8 @@ def test_grouped_jackknife_acceleration_equals_the_one_group_formula():
 
 
 def test_score_strata_keep_few_score_values_apart():
-    from disaggregated_eval.audit.comparisons import SCORE_STRATA
+    def score_strata(scores):
+        return score_bins(scores, SCORE_STRATA)[0]
 
     two = np.array([0.15, 0.75, 0.75, 0.15, 0.75])
     np.testing.assert_array_equal(score_strata(two), [0, 1, 1, 0, 1])  # quantile bins would merge them

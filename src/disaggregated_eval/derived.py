@@ -24,6 +24,7 @@ its inputs is.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -205,24 +206,21 @@ def spread_ratio(x: Replicated, members: np.ndarray) -> Replicated:
         )
 
 
+def _elementwise(op: Callable[[np.ndarray, np.ndarray], np.ndarray], xs: tuple[Replicated, ...]) -> Replicated:
+    return Replicated(
+        point=functools.reduce(op, (x.point for x in xs)),
+        replicates=functools.reduce(op, (x.replicates for x in xs)),
+    )
+
+
 def maximum(*xs: Replicated) -> Replicated:
     """Elementwise maximum of several derived sets of the same shape (NaN if any is NaN)."""
-    point = xs[0].point
-    replicates = xs[0].replicates
-    for x in xs[1:]:
-        point = np.maximum(point, x.point)
-        replicates = np.maximum(replicates, x.replicates)
-    return Replicated(point=point, replicates=replicates)
+    return _elementwise(np.maximum, xs)
 
 
 def minimum(*xs: Replicated) -> Replicated:
     """Elementwise minimum of several derived sets of the same shape (NaN if any is NaN)."""
-    point = xs[0].point
-    replicates = xs[0].replicates
-    for x in xs[1:]:
-        point = np.minimum(point, x.point)
-        replicates = np.minimum(replicates, x.replicates)
-    return Replicated(point=point, replicates=replicates)
+    return _elementwise(np.minimum, xs)
 
 
 def complement(x: Replicated) -> Replicated:

@@ -1,8 +1,10 @@
 """Calibration per slice: observed rates per score bin, the expected calibration error, observed/expected.
 
-Bins. Each model's scores are cut into ``calibration_bins`` quantile bins over the whole file, with the
-library's binning rule (:mod:`disaggregated_eval.calibration`: ``pandas.qcut`` edges, duplicate edges
-dropped, empty bins dropped), so that every slice is read on the same bins. The bins are fixed: they
+Bins (:func:`score_bins`). A score with at most ``calibration_bins`` distinct values (deciles, a hard
+decision) gets one bin per value; otherwise its scores are cut into ``calibration_bins`` quantile bins
+over the whole file, with the library's binning rule (:mod:`disaggregated_eval.calibration`:
+``pandas.qcut`` edges, duplicate edges dropped, empty bins dropped). Quantile edges alone would merge
+tied values (COMPAS's 10 deciles gave 8 bins; a two-valued score, one). Every slice is read on the same bins. The bins are fixed: they
 are not recomputed on a resample (as the weights of the controlled evaluation).
 
 Per model, slice and bin (:data:`.result.CALIBRATION_BIN_COLUMNS`): the rows, the mean predicted risk
@@ -64,13 +66,18 @@ _BATCH_BYTES = 32 * 2**20  # the per-(slice, bin) sums of one batch
 def score_bins(scores: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bin of every row (``0 .. B-1`` in increasing score order, empty bins dropped) and each bin's score range.
 
+    One bin per distinct score when there are at most ``n_bins`` of them, else the library's quantile
+    bins (module docstring). Used by the calibration table and by the observed/expected ratio's test,
+    which permutes within these bins (:mod:`.comparisons`).
+
     Returns
     -------
     bins : ndarray of shape (n_rows,), int64
     low, high : ndarray of shape (B,)
         Smallest and largest score of the rows of each bin.
     """
-    raw = _quantile_bins(scores, n_bins)
+    values, by_value = np.unique(scores, return_inverse=True)
+    raw = by_value.ravel() if values.shape[0] <= n_bins else _quantile_bins(scores, n_bins)
     used, bins = np.unique(raw, return_inverse=True)
     k = used.shape[0]
     low = np.full(k, np.inf)

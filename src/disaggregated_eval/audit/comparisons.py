@@ -61,7 +61,6 @@ from .tallies import SliceTallies
 __all__ = [
     "PERMUTATION_DESIGNS",
     "SCORE_STRATA",
-    "score_strata",
     "TESTED_KINDS",
     "Term",
     "Comparison",
@@ -93,8 +92,9 @@ PERMUTATION_DESIGNS: dict[str, tuple[tuple[int, ...], str | None]] = {
     # validity study's sufficiency null).
     "observed_expected_ratio": (_ALL, "score"),
 }
-#: Quantile bins of the score within which the observed/expected ratio's test permutes (the
-#: calibration table's default number of bins; a score with fewer distinct values: one stratum each).
+#: Bins of the score within which the observed/expected ratio's test permutes
+#: (:func:`.calibration_table.score_bins`: one per value for a score with at most this many values,
+#: else quantile bins; the calibration table's default number of bins).
 SCORE_STRATA = 10
 
 
@@ -239,7 +239,7 @@ def test_pvalues(
         if within == "label":
             strata = y[rows].astype(np.int64)
         elif within == "score":
-            strata = score_strata(scores[m][rows])
+            strata = score_bins(scores[m][rows], SCORE_STRATA)[0]
         else:
             strata = None
         return rows, permutation_space(
@@ -307,19 +307,6 @@ def test_pvalues(
         if progress is not None:
             progress(done, total)
     return p, how
-
-
-def score_strata(scores: np.ndarray) -> np.ndarray:
-    """Stratum of every row for a test within bins of the score: each distinct score value when there
-    are at most :data:`SCORE_STRATA`, else the calibration table's quantile bins
-    (:func:`.calibration_table.score_bins`), shape (n_rows,), int64.
-
-    (Quantile bins alone would put a score with two values into one bin: both are quantile edges.)
-    """
-    values, codes = np.unique(scores, return_inverse=True)
-    if values.shape[0] <= SCORE_STRATA:
-        return codes.astype(np.int64).ravel()
-    return score_bins(scores, SCORE_STRATA)[0]
 
 
 def _design_name(design: tuple) -> str:

@@ -193,7 +193,8 @@ class AuditOptions:
     )
     calibration_bins: int = _opt(
         10,
-        "quantile bins of each model's score (over the whole file) of the calibration table and of the ECE",
+        "bins of each model's score (over the whole file) of the calibration table and of the ECE: one per value "
+        "for a score with at most B values, else quantile bins",
         section="summary analyses",
         metavar="B",
     )

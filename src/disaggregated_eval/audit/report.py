@@ -437,7 +437,8 @@ def _calibration_section(result: Any, figures) -> str:
         return ""
     parts = ['<details id="calibration"><summary>Calibration per slice: expected calibration error, '
              "observed/expected ratio, calibration curves</summary>",
-             "<p>Quantile bins of each model's score over the whole file; the expected calibration error (ECE) "
+             "<p>Bins of each model's score over the whole file (one per value for a score with few values, "
+             "else quantile bins); the expected calibration error (ECE) "
              "weighs each bin's gap between the observed rate and the mean predicted risk by its share of the "
              "slice. ECE is positive on a small slice even for a calibrated model; read it with its interval and "
              "against overall (<code>vs_overall</code>). Columns as in <code>calibration_summary.csv</code> and "
