@@ -25,9 +25,10 @@ bootstrap on the engine's resampling (:func:`disaggregated_eval.engine.resamplin
 same seeds, unit counts and strata rules as every bootstrap of the audit, seed path
 ``("audit", "calibration")``): rows that share their cell, label, weight and every model's score are
 one unit (:mod:`disaggregated_eval.engine.units`) and each resample's unit counts give the sums of every
-(cell, bin) as one sparse product; when the rows do not compress (continuous scores) the resamples are
-row indices, as the engine draws them, summed by the engine's :func:`~disaggregated_eval.engine.sums.keyed_draw_sums`; the
-cells add up into slices. ECE is an absolute value of noisy
+(cell, bin) as one sparse product; for continuous scores the units are the (cell, label, bin) categories,
+whose counts are exact and whose score sums are drawn given the counts (:func:`_score_categories`); with
+varying sample weights or small files the resamples are row indices, as the engine draws them, summed by
+the engine's :func:`~disaggregated_eval.engine.sums.keyed_draw_sums`; the cells add up into slices. ECE is an absolute value of noisy
 sums: on a small slice it is positive even for a perfectly calibrated model (``docs/method.md``,
 "Calibration per slice").
 """
@@ -35,17 +36,18 @@ sums: on a small slice it is positive even for a perfectly calibrated model (``d
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from .. import vocabulary
+from .. import seeds, vocabulary
 from ..calibration import _quantile_bins
 from ..derived import Replicated, difference, summarise
-from ..engine.resampling import default_batch_size, make_strata, run_batches, strata_for
+from ..engine.resampling import UNIT_BLOCK, default_batch_size, make_strata, run_batches, strata_for, unit_blocks
 from ..engine.sums import keyed_draw_sums
-from ..engine.units import find_units
+from ..engine.units import Units, find_units
 from ..intervals import (
     bca_interval,
     caveats,
@@ -183,9 +185,14 @@ def calibration_analysis(
     to_slices = _slice_matrix(plan)
     binned = {m: score_bins(scores[m], n_bins) for m in models}
 
-    # Units: rows equal in cell, label, weight and every model's score (exact in distribution). Without
-    # units (continuous scores) the resamples are row indices, as the engine draws them, summed by a kernel.
+    # Units: rows equal in cell, label, weight and every model's score (exact in distribution). Continuous
+    # scores: units of (cell, label, every model's bin) with the score sums drawn given the unit counts
+    # (_score_categories); with varying sample weights, or too few rows per category, the resamples are
+    # row indices, as the engine draws them, summed by a kernel.
     units = find_units([cells, y, w] + [scores[m] for m in models])
+    spread = None
+    if units is None:
+        units, spread = _score_categories(cells, y, w, [scores[m] for m in models], [binned[m][0] for m in models])
     if units is None:
         first = np.arange(n)
         multiplicity = None
@@ -198,10 +205,11 @@ def calibration_analysis(
         return sparse.csr_matrix((values, (np.arange(n_units), column)), shape=(n_units, width))
 
     per_model = {}
-    for m in models:
+    for i, m in enumerate(models):
         bins, _, _ = binned[m]
         k_bins = int(bins.max()) + 1
-        u_r, u_b = scores[m][first], bins[first]
+        u_r = scores[m][first] if spread is None else spread.mean[:, i]  # a category's mean score
+        u_b = bins[first]
         key = u_cell * k_bins + u_b
         values = np.stack([u_w * (u_y - u_r), u_w, u_w * u_y, u_w * u_r], axis=1)  # D, W, Y, R per unit
         per_model[m] = dict(
@@ -210,19 +218,29 @@ def calibration_analysis(
             values=np.ascontiguousarray(values),
             matrix=sparse.hstack([unit_matrix(key, values[:, 0], n_cells * k_bins)]
                                  + [unit_matrix(u_cell, values[:, j], n_cells) for j in (1, 2, 3)]).T.tocsr(),
+            # where a category's score sum departs from count x mean: D falls and R rises by as much
+            noise=None if spread is None else sparse.hstack(
+                [unit_matrix(key, -u_w, n_cells * k_bins), sparse.csr_matrix((n_units, 2 * n_cells)),
+                 unit_matrix(u_cell, u_w, n_cells)]).T.tocsr(),
         )  # fmt: skip
+    noise_seed = seeds.seed_sequence(seed, "score sums")
 
-    def statistics(draws: np.ndarray, rows: bool) -> tuple[dict, dict]:
+    def statistics(draws: np.ndarray, rows: bool, start: int | None = None) -> tuple[dict, dict]:
         """ECE and O/E of every model and slice for each resample: ``draws`` (n_draws, n_units) holds unit
-        counts, or (``rows``) the row indices drawn."""
+        counts, or (``rows``) the row indices drawn; ``start``: the first resample's index, where score sums
+        are drawn given the counts (None: the point estimate)."""
         b = draws.shape[0]
         ece, oe = {}, {}
-        for m, mats in per_model.items():
+        if spread is not None and start is not None:
+            deviations = spread.deviations(draws, noise_seed, start)
+        for i, (m, mats) in enumerate(per_model.items()):
             k = mats["k"]
             if rows:
                 sums = keyed_draw_sums(draws, mats["keys"], mats["values"], n_cells * k + 3 * n_cells).T
             else:
                 sums = np.asarray(mats["matrix"] @ np.ascontiguousarray(draws.T, dtype=np.float64))
+                if spread is not None and start is not None:
+                    sums += np.asarray(mats["noise"] @ np.ascontiguousarray(deviations[:, :, i].T))
             d_cells = sums[: n_cells * k].reshape(n_cells, k * b)
             d_slices = np.asarray(to_slices @ d_cells).reshape(plan.n_slices, k, b)
             big_w, big_y, big_r = (np.asarray(to_slices @ part) for part in sums[n_cells * k :].reshape(3, n_cells, b))
@@ -237,7 +255,7 @@ def calibration_analysis(
     reps_oe = {m: np.empty((n_resamples, plan.n_slices)) for m in models}
 
     def kernel(draws: np.ndarray, start: int, stop: int) -> None:
-        ece, oe = statistics(draws, rows=multiplicity is None)
+        ece, oe = statistics(draws, rows=multiplicity is None, start=start)
         for m in models:
             reps_ece[m][start:stop] = ece[m]
             reps_oe[m][start:stop] = oe[m]
@@ -340,6 +358,69 @@ def calibration_analysis(
         _q=summary["statistic"].map({s: i for i, s in enumerate(vocabulary.CALIBRATION_STATISTICS)}),
     ).sort_values(["_m", "_s", "_q"], kind="stable")
     return bins_table, summary[list(CALIBRATION_SUMMARY_COLUMNS)].reset_index(drop=True)
+
+
+#: Categories (cell, label, every model's score bin) are used for continuous scores only when they hold at
+#: least this many rows on average (fewer: the row draws, exact, are cheap anyway).
+SCORE_CATEGORY_MIN_ROWS = 50
+
+
+@dataclass(frozen=True)
+class _ScoreSpread:
+    """The scores of each category (``_score_categories``): mean, population SD and range, per model."""
+
+    mean: np.ndarray  # (n_categories, n_models)
+    sd: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+    def deviations(self, counts: np.ndarray, seed: np.random.SeedSequence, start: int) -> np.ndarray:
+        """Each category's score sum minus ``count x mean`` on resamples ``start ..``, shape (B, K, models).
+
+        Normal with variance ``count x sd^2`` (the sum of ``count`` draws with replacement from the
+        category's scores), kept inside ``count x [low, high]``. The normals are drawn in the engine's
+        blocks of resamples (:func:`~disaggregated_eval.engine.resampling.unit_blocks`): they depend on the
+        seed and the resample index only, as the counts do.
+        """
+        b, k = counts.shape
+        models = self.mean.shape[1]
+        z = np.empty((b, k, models))
+        for generator, first, lo, hi in unit_blocks(seed, start, start + b):
+            z[lo - start : hi - start] = generator.standard_normal((UNIT_BLOCK, k, models))[lo - first : hi - first]
+        c = counts.astype(np.float64)[:, :, None]
+        deviation = np.sqrt(c) * self.sd[None] * z
+        return np.clip(deviation, c * (self.low - self.mean)[None], c * (self.high - self.mean)[None])
+
+
+def _score_categories(cells, y, w, scores, bins) -> tuple[Units | None, _ScoreSpread | None]:
+    """Units of (cell, label, every model's bin) for the bootstrap of continuous scores, or ``(None, None)``.
+
+    The ECE and O/E read a row through its cell, label, bin and its score's contribution to its
+    (slice, bin) sum. A resample's count of each category is exact (``Multinomial``, as every unit
+    count); the sum of the scores drawn from a category given its count ``c`` is a sum of ``c`` draws with
+    replacement from the category's scores, with mean ``c x mean`` and variance ``c x sd^2``, drawn from
+    the normal with these moments (``docs/method.md``, "Calibration per slice"). Used only without
+    sample weights (or equal ones) and when categories hold at least :data:`SCORE_CATEGORY_MIN_ROWS`
+    rows on average.
+    """
+    if not np.all(w == w[0]):
+        return None, None
+    units = find_units([cells, y] + list(bins), max_share=1.0 / SCORE_CATEGORY_MIN_ROWS)
+    if units is None:
+        return None, None
+    k = units.n_units
+    stats = []
+    for r in scores:
+        total = np.bincount(units.of_row, weights=r, minlength=k)
+        mean = total / units.multiplicity
+        centred = r - mean[units.of_row]
+        sd = np.sqrt(np.bincount(units.of_row, weights=centred * centred, minlength=k) / units.multiplicity)
+        low = np.full(k, np.inf)
+        high = np.full(k, -np.inf)
+        np.minimum.at(low, units.of_row, r)
+        np.maximum.at(high, units.of_row, r)
+        stats.append((mean, sd, low, high))
+    return units, _ScoreSpread(*(np.stack([s[j] for s in stats], axis=1) for j in range(4)))
 
 
 def _per_slice_bin(plan: SlicePlan, key: np.ndarray, values: np.ndarray | None, k: int) -> np.ndarray:

@@ -42,6 +42,7 @@ __all__ = [
     "strata_for",
     "resample_indices",
     "resample_counts",
+    "unit_blocks",
     "default_batch_size",
     "run_batches",
     "numba_threads",
@@ -201,14 +202,27 @@ def _draw_counts_into(
             rows = strata.rows[lo:hi]
             m = multiplicity[rows]
             groups.append((rows, int(m.sum()), m / m.sum()))
-    for block in range(start // UNIT_BLOCK, (stop - 1) // UNIT_BLOCK + 1):
-        first = block * UNIT_BLOCK
-        generator = np.random.Generator(np.random.PCG64(resample_seed(base, block)))
+    for generator, first, lo, hi in unit_blocks(base, start, stop):
         counts = np.empty((UNIT_BLOCK, multiplicity.shape[0]), dtype=np.int64)
         for rows, total, shares in groups:
             counts[:, rows] = generator.multinomial(total, shares, size=UNIT_BLOCK)
-        lo, hi = max(start, first), min(stop, first + UNIT_BLOCK)
         out[lo - start : hi - start] = counts[lo - first : hi - first]
+
+
+def unit_blocks(seed: np.random.SeedSequence, start: int, stop: int):
+    """The blocks of :data:`UNIT_BLOCK` resamples that cover resamples ``start..stop-1``.
+
+    Yields ``(generator, first, lo, hi)`` per block: the block's generator (PCG64 seeded with
+    :func:`resample_seed` ``(seed, b)`` for block ``b``), its first resample, and the part
+    ``lo..hi-1`` of ``start..stop-1`` that it covers. A block draws its values for all its resamples
+    (rows ``lo - first .. hi - first`` are kept), so that the draws of resample ``i`` depend only on the
+    seed and ``i``, whatever the batches: the unit counts, and any draw made per unit count (the score
+    sums of :mod:`disaggregated_eval.audit.calibration_table`).
+    """
+    for block in range(start // UNIT_BLOCK, (stop - 1) // UNIT_BLOCK + 1):
+        first = block * UNIT_BLOCK
+        generator = np.random.Generator(np.random.PCG64(resample_seed(seed, block)))
+        yield generator, first, max(start, first), min(stop, first + UNIT_BLOCK)
 
 
 def _draw(
