@@ -760,3 +760,61 @@ def test_control_r_of_hard_predictions_says_that_r_is_the_decision():
     notes = [n for n in res.notes if "a hard 0/1 prediction, so R is the decision" in n]
     assert len(notes) == 1 and "V = R of h:" in notes[0]  # the score p is not named
     assert set(res.controlled.loc[res.controlled["model"] == "h", "weight_method"]) == {"cell_frequency"}
+
+
+@pytest.mark.parametrize("intersections", [2, 3])
+def test_families_summed_from_their_intersections_equal_their_own_walk(intersections, monkeypatch):
+    # An attribute's levels (and, with three attributes crossed, each 2-way intersection) take every sum
+    # but the AUC numerator from the cells of a finer family (estimates.family_parts, engine.walk
+    # "Parts"): the same sums added in another order, so point estimates and replicates equal those of
+    # walking every family in full to rounding (sample weights, a tied score, within_group strata).
+    from disaggregated_eval.audit import estimates
+
+    rng = np.random.default_rng(5)
+    df = _frame(n=600, weights=True)
+    df["age"] = rng.choice(["young", "mid", "old"], len(df))
+    attrs = tuple(
+        Attribute(c, tuple(pd.Categorical(df[c]).categories), pd.Categorical(df[c]).codes.astype(np.int64))
+        for c in ("race", "sex", "age")
+    )
+    plan = plan_slices(attrs, intersections=intersections)
+    families = plan.families[1:]
+    parts = estimates.family_parts(families)
+    names = [f.name for f in families]
+    if intersections == 3:  # everything from the cells
+        assert {names[f] for f in parts} == set(names) - {"race & sex & age"}
+        assert {parts[f]["parts"] for f in parts} == {names.index("race & sex & age") + 1}
+    else:  # each attribute from its smallest 2-way intersection; the 2-way ones walked in full
+        assert {names[f]: names[parts[f]["parts"] - 1] for f in parts} == {
+            "race": "race & sex", "sex": "race & sex", "age": "sex & age"}  # fmt: skip
+    y, w = df["y"].to_numpy(dtype=float), df["w"].to_numpy()
+    scores = [df["p"].to_numpy(), df["q"].to_numpy()]
+    run = dict(n_resamples=12, seed=seeds.seed_sequence(3, "parts"), strata=plan.cell_codes, n_threads=2)
+    point, reps = _slice_bootstrap(plan, y, scores, w, **run)
+    monkeypatch.setattr(estimates, "family_parts", lambda families: {})
+    point_full, reps_full = _slice_bootstrap(plan, y, scores, w, **run)
+    assert np.array_equal(np.isnan(point), np.isnan(point_full)) and np.array_equal(np.isnan(reps), np.isnan(reps_full))
+    np.testing.assert_allclose(point, point_full, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(reps, reps_full, rtol=1e-12, atol=1e-14)
+
+
+def test_walk_refuses_parts_that_do_not_refine_the_stream():
+    from disaggregated_eval.engine.walk import ModelStreams, Stream, build_layout
+
+    rng = np.random.default_rng(0)
+    n = 50
+    fine = rng.integers(0, 4, n)
+    codes = np.stack([fine // 2, fine], axis=1).astype(np.int32)
+    y = rng.integers(0, 2, n).astype(float)
+
+    def layout(part_codes):
+        streams = (Stream(0), Stream(0, codes=0, n_codes=2, universe=0, parts=2, part_codes=part_codes),
+                   Stream(0, codes=1, n_codes=4, universe=0))  # fmt: skip
+        return build_layout(y, [ModelStreams(rng.random(n), np.ones((n, 1)), codes, streams)], thresholds=(0.5,),
+                            terms=())  # fmt: skip
+
+    layout((0, 0, 1, 1))  # the right map
+    with pytest.raises(ValueError, match="do not refine"):
+        layout((0, 1, 0, 1))
+    with pytest.raises(ValueError, match="one of its 2 codes per code"):
+        layout((0, 0, 1))

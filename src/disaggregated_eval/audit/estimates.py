@@ -10,7 +10,9 @@ The walk layout of each model (:mod:`disaggregated_eval.engine.walk`):
 * weight column 0: the sample weight (or 1); code column ``f - 1``: the slice of each row in family
   ``f`` (each attribute, each intersection);
 * stream 0: the whole population (one accumulator: ``overall``, and the universe of the others);
-* stream ``f``: family ``f`` (one accumulator per slice, with complements: the rest of the rows);
+* stream ``f``: family ``f`` (one accumulator per slice, with complements: the rest of the rows); a
+  family whose attributes are a subset of another's (an attribute of an intersection with it) takes
+  every sum but its AUC numerator from that intersection's cells (:func:`family_parts`);
 * then, per family with a weighted controlled evaluation and per control variable ``V``, ``K`` streams
   of the weighted population metrics ``M_a`` (weights ``w P(A = a | V)`` on the family's evaluated
   rows) and ``K`` of the shared-space metrics (:func:`disaggregated_eval.evaluation.controlled_weight_columns`).
@@ -32,7 +34,7 @@ from ..engine.walk import ModelStreams, Stream, build_layout
 from ..evaluation import controlled_weight_columns
 from .slices import SlicePlan
 
-__all__ = ["ControlledWeights", "AuditEstimates", "n_outputs", "estimate_all"]
+__all__ = ["ControlledWeights", "AuditEstimates", "n_outputs", "family_parts", "estimate_all"]
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,39 @@ def n_outputs(plan: SlicePlan, n_models: int, controlled_levels: Sequence[int]) 
     return n_models * per_model
 
 
+def family_parts(families: Sequence) -> dict[int, dict]:
+    """The parts of each family's stream (:class:`~disaggregated_eval.engine.walk.Stream`, ``parts``).
+
+    A family whose attributes are a strict subset of another family's (an attribute of an intersection
+    with it) takes every sum but its AUC numerator from the slices of the finest such family, with the
+    fewest slices, that is a subset of no other (itself walked in full): a row then costs two
+    additions per resample in the coarser family instead of all of them (``engine.walk``, "Parts").
+
+    Parameters
+    ----------
+    families : sequence of Family
+        The families of the walk, in stream order (stream ``f + 1`` is family ``f``; stream 0 is the
+        whole population).
+
+    Returns
+    -------
+    dict
+        ``{f: {"parts": stream of the parts, "part_codes": family f's code of each of their codes}}``.
+    """
+    attributes = [set(f.attributes) for f in families]
+    maximal = [g for g in range(len(families)) if not any(attributes[g] < attributes[h] for h in range(len(families)))]
+    out = {}
+    for f, family in enumerate(families):
+        supersets = [g for g in maximal if attributes[f] < attributes[g]]
+        if not supersets:
+            continue
+        g = min(supersets, key=lambda g: families[g].n_slices)
+        mapping = np.zeros(families[g].n_slices, dtype=np.int64)  # combinations without rows: any code
+        mapping[families[g].codes] = family.codes
+        out[f] = {"parts": g + 1, "part_codes": tuple(int(c) for c in mapping)}
+    return out
+
+
 def estimate_all(
     plan: SlicePlan,
     y: np.ndarray,
@@ -150,12 +185,14 @@ def estimate_all(
     w = np.ones(n) if weight is None else weight
     families = plan.families[1:]
     codes = np.stack([f.codes for f in families], axis=1).astype(np.int32) if families else np.zeros((n, 0), np.int32)
+    parts = family_parts(families)
     models = []
     dense_index: list[list[tuple[ControlledWeights, int, int]]] = []
     for m, r in enumerate(scores):
         columns = [w]
         streams = [Stream(weight=0)]
-        streams += [Stream(weight=0, codes=f, n_codes=family.n_slices, universe=0) for f, family in enumerate(families)]
+        streams += [Stream(weight=0, codes=f, n_codes=family.n_slices, universe=0, **parts.get(f, {}))
+                    for f, family in enumerate(families)]  # fmt: skip
         entries = []
         for cw in controlled:
             if cw.model != m:

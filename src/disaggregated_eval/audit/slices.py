@@ -6,9 +6,10 @@ per combination of levels, all combinations listed, also those without rows). Sl
 ``overall``, ``race=Black`` and ``race=Black & sex=Female`` (attributes in the order given, levels
 in each attribute's order); a family is named by its attributes joined with `` & ``.
 
-The engine accumulates additive sums once per row in its *cell* (the observed combination of the
-levels of all attributes) and adds cells up into slices afterwards, so that each row is touched once
-per family, not once per slice (see :mod:`._kernel`).
+The engine's walk touches each row once per family, not once per slice (one accumulator per slice of
+a family's stream); a family whose slices are unions of an intersection's takes every sum but its AUC
+numerator from the intersection's slices after the walk (:func:`.estimates.family_parts`, the
+engine's "Parts").
 """
 
 from __future__ import annotations

@@ -33,6 +33,12 @@ reach a threshold the running ``CP`` and ``CN`` are copied: the false negatives 
 at that threshold. This is the walk of every bootstrap, permutation test and point estimate of the
 package, written once (:func:`_walk`).
 
+**Parts.** Every sum but the AUC numerator is a sum over rows, so a slice's sums are the sums of
+any partition of its rows: a stream whose codes are refined by another's (an attribute's levels by an
+intersection's cells) walks only its running negatives ``CN`` and ``AUC`` (two of its slots per row
+instead of all) and takes ``CP``, ``X1``, ``X2``, the threshold counts and the per-row terms from its
+parts after the walk (the same sums added in another order: equal to rounding).
+
 **Counts.** A walk reads, for ``LANES`` resamples at once, how often each row is counted: bootstrap
 counts (from drawn row indices), permutation memberships (0/1), or 1 for point estimates. Rows with
 the same values can be merged into one *unit* with a multiplicity (issue of compression; the walk
@@ -83,12 +89,21 @@ class Stream:
     universe : int
         Index (into the model's streams) of a one-accumulator stream over the same rows and
         weights whose accumulator is this stream's universe, or -1 (no complements).
+    parts : int
+        Index of a coded stream whose codes refine this stream's (an intersection's cells for an
+        attribute's levels), with the same weight column and universe, or -1. The walk then keeps only
+        this stream's running negatives and AUC numerator; its other sums are the sums of its parts'
+        (module docstring, "Parts").
+    part_codes : tuple of int
+        With ``parts``: this stream's code of each code of the parts stream.
     """
 
     weight: int
     codes: int = -1
     n_codes: int = 1
     universe: int = -1
+    parts: int = -1
+    part_codes: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,6 +168,10 @@ class WalkLayout:
     acc_univ: np.ndarray  # flat int64 per accumulator: its universe's accumulator or -1
     acc_is_univ: np.ndarray  # flat bool per accumulator
     a_off: np.ndarray  # (n_models + 1,)
+    st_derived: np.ndarray  # flat bool per stream: its sums but CN and AUC come from its parts
+    part_from: np.ndarray  # flat int64: accumulator (within the model) of each part ...
+    part_to: np.ndarray  # ... and the accumulator it adds into
+    p_off: np.ndarray  # (n_models + 1,)
     out_acc: np.ndarray  # flat int64 per output: accumulator (within the model)
     out_side: np.ndarray  # flat int64 per output: 0 coded accumulator, 1 its complement, 2 dense stream
     o_off: np.ndarray  # (n_models + 1,)
@@ -195,6 +214,7 @@ def build_layout(
     orders, ys, tvs, starts, ties, splits = [], [], [], [], [], []
     wblocks, cblocks, w_cols, c_cols = [], [], [], []
     st_weight, st_code, st_acc, st_univ, n_acc, acc_univ, acc_is_univ = [], [], [], [], [], [], []
+    st_derived, part_from, part_to, p_off = [], [], [], [0]
     dense_cols, n_dense, dw_blocks, dw_off = [], [], [], [0]
     out_acc, out_side = [], []
     seg_off, w_off, c_off, st_off, a_off, o_off = [0], [0], [0], [0], [0], [0]
@@ -250,7 +270,14 @@ def build_layout(
             st_code.append(stream.codes)
             st_acc.append(first_acc[s])
             st_univ.append(per_acc_univ[first_acc[s]] if stream.universe >= 0 else -1)
+            st_derived.append(stream.parts >= 0)
+            if stream.parts >= 0:
+                _check_parts(model, s, stream)
+                for j, k in enumerate(stream.part_codes):
+                    part_from.append(first_acc[stream.parts] + j)
+                    part_to.append(first_acc[s] + k)
         st_off.append(st_off[-1] + len(coded))
+        p_off.append(len(part_from))
         dense_cols.append(np.asarray([model.streams[s].weight for s in dense], dtype=np.int64))
         n_acc.append(total)
         n_dense.append(len(dense))
@@ -308,11 +335,30 @@ def build_layout(
         acc_univ=np.concatenate(acc_univ).astype(i64),
         acc_is_univ=np.concatenate(acc_is_univ).astype(np.bool_),
         a_off=np.asarray(a_off, dtype=i64),
+        st_derived=np.asarray(st_derived, dtype=np.bool_),
+        part_from=np.asarray(part_from, dtype=i64),
+        part_to=np.asarray(part_to, dtype=i64),
+        p_off=np.asarray(p_off, dtype=i64),
         out_acc=np.asarray(out_acc, dtype=i64),
         out_side=np.asarray(out_side, dtype=i64),
         o_off=np.asarray(o_off, dtype=i64),
         output_index=output_index,
     )
+
+
+def _check_parts(model: ModelStreams, s: int, stream: Stream) -> None:
+    """A stream's parts: a fully walked coded stream, same weight and universe, that refines its codes."""
+    if not 0 <= stream.parts < len(model.streams) or stream.parts == s or stream.codes < 0:
+        raise ValueError(f"stream {s}: parts must name another stream of the model; got {stream.parts}")
+    part = model.streams[stream.parts]
+    if part.codes < 0 or part.parts >= 0 or part.weight != stream.weight or part.universe != stream.universe:
+        raise ValueError(f"stream {s}: its parts must be a coded stream without parts, with its weight and universe")
+    mapping = np.asarray(stream.part_codes, dtype=np.int64)
+    if mapping.shape != (part.n_codes,) or (mapping.size and (mapping.min() < 0 or mapping.max() >= stream.n_codes)):
+        raise ValueError(f"stream {s}: part_codes must give one of its {stream.n_codes} codes per code of its parts")
+    fine = np.asarray(model.codes[:, part.codes], dtype=np.int64)
+    if not np.array_equal(mapping[fine], np.asarray(model.codes[:, stream.codes], dtype=np.int64)):
+        raise ValueError(f"stream {s}: the codes of its parts do not refine its codes as part_codes says")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -321,8 +367,8 @@ def build_layout(
 
 
 @numba.njit(cache=True)
-def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st_a, st_u, a_univ, a_isu, acc, pend,
-          flag, touched, Wd, n_d, accd, pendd, accw, pendw):  # fmt: skip
+def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st_a, st_u, st_d, a_univ, a_isu,
+          p_from, p_to, acc, pend, flag, touched, Wd, n_d, accd, pendd, accw, pendw):  # fmt: skip
     """One model's walk for LANES count vectors ``cs[j, lane]`` (rows in score order); module docstring.
 
     Coded streams: ``W`` (flat, ``n_w`` weight columns) and ``C`` (flat, ``n_c`` code columns) in
@@ -602,6 +648,20 @@ def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st
                     p2 = w2 * yj
                     p3 = w3 * yj
                     a = acc[k]
+                    if st_d[s]:  # the rest comes from its parts
+                        n0 = a[_CN, 0]
+                        n1 = a[_CN, 1]
+                        n2 = a[_CN, 2]
+                        n3 = a[_CN, 3]
+                        a[_AUC, 0] += p0 * n0
+                        a[_AUC, 1] += p1 * n1
+                        a[_AUC, 2] += p2 * n2
+                        a[_AUC, 3] += p3 * n3
+                        a[_CN, 0] = n0 + (w0 - p0)
+                        a[_CN, 1] = n1 + (w1 - p1)
+                        a[_CN, 2] = n2 + (w2 - p2)
+                        a[_CN, 3] = n3 + (w3 - p3)
+                        continue
                     u = st_u[s]
                     if u >= 0:
                         b = acc[u]
@@ -685,6 +745,18 @@ def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st
             for slot in range(accw.shape[0]):
                 for lane in range(LANES):
                     accd[s, slot, lane] = accw[slot, lane, s]
+    # ---- derived accumulators: every sum but CN and AUC from their parts ----
+    n_slots = acc.shape[1]
+    for i in range(p_to.shape[0]):
+        for slot in range(n_slots):
+            if slot != _CN and slot != _AUC:
+                for lane in range(LANES):
+                    acc[p_to[i], slot, lane] = 0.0
+    for i in range(p_to.shape[0]):
+        for slot in range(n_slots):
+            if slot != _CN and slot != _AUC:
+                for lane in range(LANES):
+                    acc[p_to[i], slot, lane] += acc[p_from[i], slot, lane]
 
 
 @numba.njit(cache=True)
@@ -744,9 +816,9 @@ def _finalize(acc, accd, n_lanes, out_acc, out_side, a_univ, n_thr, term_slots, 
 
 @numba.njit(parallel=True, cache=True)
 def _kernel(draws, from_counts, order, identity, y, tv, term_slots, seg_starts, seg_tie, seg_off, splits,
-            weights, w_off, w_cols, codes, c_off, c_cols, st_weight, st_code, st_acc, st_univ, st_off, n_acc,
-            acc_univ, acc_is_univ, a_off, dense_weights, dw_off, n_dense, out_acc, out_side, o_off, slots, odds,
-            n_threads, out):  # fmt: skip
+            weights, w_off, w_cols, codes, c_off, c_cols, st_weight, st_code, st_acc, st_univ, st_derived, st_off,
+            n_acc, acc_univ, acc_is_univ, a_off, part_from, part_to, p_off, dense_weights, dw_off, n_dense, out_acc,
+            out_side, o_off, slots, odds, n_threads, out):  # fmt: skip
     """Metrics of every output for a batch of resamples; blocks of LANES resamples, block ``b`` by
     thread ``b % n_threads`` (a fixed schedule: results do not depend on the thread count).
 
@@ -821,8 +893,11 @@ def _kernel(draws, from_counts, order, identity, y, tv, term_slots, seg_starts, 
                     st_code[s0:s1],
                     st_acc[s0:s1],
                     st_univ[s0:s1],
+                    st_derived[s0:s1],
                     acc_univ[a0:a1],
                     acc_is_univ[a0:a1],
+                    part_from[p_off[m] : p_off[m + 1]],
+                    part_to[p_off[m] : p_off[m + 1]],
                     acc[:na],
                     pend[:na],
                     flag[:na],
@@ -904,11 +979,15 @@ def run_kernel(
         L.st_code,
         L.st_acc,
         L.st_univ,
+        L.st_derived,
         L.st_off,
         L.n_acc,
         L.acc_univ,
         L.acc_is_univ,
         L.a_off,
+        L.part_from,
+        L.part_to,
+        L.p_off,
         L.dense_weights,
         L.dw_off,
         L.n_dense,
