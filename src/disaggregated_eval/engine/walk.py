@@ -577,6 +577,7 @@ def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st
                         cp = accw[_CP, lane]
                         cn = accw[_CN, lane]
                         tt0 = accw[t0, lane]
+                        tt1 = accw[t0 + min(1, n_terms - 1), lane]
                         for j in range(chunk, chunk_stop):
                             c = cs[j, lane]
                             yj = y[j]
@@ -589,7 +590,11 @@ def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st
                                 cp[s] += p
                                 cn[s] += w - p
                                 tt0[s] += w * v0
-                            for t in range(1, n_terms):
+                            if n_terms > 1:
+                                v1 = tv[1, j]
+                                for s in range(n_d):
+                                    tt1[s] += c * Wd[row + s] * v1
+                            for t in range(2, n_terms):
                                 tt = accw[t0 + t, lane]
                                 v = tv[t, j]
                                 for s in range(n_d):
@@ -849,8 +854,12 @@ def _kernel(draws, from_counts, order, identity, y, tv, term_slots, seg_starts, 
         touched = np.zeros(max_acc, dtype=np.int64)
         accd = np.zeros((max_dense, n_slots, LANES))
         pendd = np.zeros((max_dense, 2, LANES))
-        accw = np.zeros((n_slots, LANES, max_dense if max_dense > DENSE_LANE_MAX else 1))
-        pendw = np.zeros((2, LANES, max_dense if max_dense > DENSE_LANE_MAX else 1))
+        # the many-stream loop's accumulators, C-contiguous at each model's own width (a slice of one wide
+        # array would be a strided view, whose inner loops over the streams the compiler does not vectorise)
+        accw = np.zeros((n_slots, LANES, 1))
+        pendw = np.zeros((2, LANES, 1))
+        wide_acc = [np.zeros((n_slots, LANES, max(n_dense[m], 1))) for m in range(n_models)]
+        wide_pend = [np.zeros((2, LANES, max(n_dense[m], 1))) for m in range(n_models)]
         terms = np.zeros(N_TERMS)
         values = np.empty(N_METRIC_SLOTS)
         for block in range(th, n_blocks, n_threads):
@@ -906,8 +915,8 @@ def _kernel(draws, from_counts, order, identity, y, tv, term_slots, seg_starts, 
                     nd,
                     accd[:nd],
                     pendd[:nd],
-                    accw[:, :, :nd] if nd > DENSE_LANE_MAX else accw,
-                    pendw[:, :, :nd] if nd > DENSE_LANE_MAX else pendw,
+                    wide_acc[m] if nd > DENSE_LANE_MAX else accw,
+                    wide_pend[m] if nd > DENSE_LANE_MAX else pendw,
                 )
                 _finalize(
                     acc[:na],
