@@ -653,22 +653,9 @@ def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st
                     p2 = w2 * yj
                     p3 = w3 * yj
                     a = acc[k]
-                    if st_d[s]:  # the rest comes from its parts
-                        n0 = a[_CN, 0]
-                        n1 = a[_CN, 1]
-                        n2 = a[_CN, 2]
-                        n3 = a[_CN, 3]
-                        a[_AUC, 0] += p0 * n0
-                        a[_AUC, 1] += p1 * n1
-                        a[_AUC, 2] += p2 * n2
-                        a[_AUC, 3] += p3 * n3
-                        a[_CN, 0] = n0 + (w0 - p0)
-                        a[_CN, 1] = n1 + (w1 - p1)
-                        a[_CN, 2] = n2 + (w2 - p2)
-                        a[_CN, 3] = n3 + (w3 - p3)
-                        continue
+                    full = not st_d[s]  # a stream with parts walks only its AUC numerator and CN
                     u = st_u[s]
-                    if u >= 0:
+                    if full and u >= 0:
                         b = acc[u]
                         a[_X1, 0] += p0 * b[_CN, 0]
                         a[_X1, 1] += p1 * b[_CN, 1]
@@ -686,14 +673,16 @@ def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st
                     a[_AUC, 1] += p1 * n1
                     a[_AUC, 2] += p2 * n2
                     a[_AUC, 3] += p3 * n3
-                    a[_CP, 0] += p0
-                    a[_CP, 1] += p1
-                    a[_CP, 2] += p2
-                    a[_CP, 3] += p3
                     a[_CN, 0] = n0 + (w0 - p0)
                     a[_CN, 1] = n1 + (w1 - p1)
                     a[_CN, 2] = n2 + (w2 - p2)
                     a[_CN, 3] = n3 + (w3 - p3)
+                    if not full:
+                        continue
+                    a[_CP, 0] += p0
+                    a[_CP, 1] += p1
+                    a[_CP, 2] += p2
+                    a[_CP, 3] += p3
                     for t in range(n_terms):
                         v = tv[t, j]
                         a[t0 + t, 0] += w0 * v
