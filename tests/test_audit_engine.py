@@ -767,12 +767,18 @@ def test_families_summed_from_their_intersections_equal_their_own_walk(intersect
     # An attribute's levels (and, with three attributes crossed, each 2-way intersection) take every sum
     # but the AUC numerator from the cells of a finer family (estimates.family_parts, engine.walk
     # "Parts"): the same sums added in another order, so point estimates and replicates equal those of
-    # walking every family in full to rounding (sample weights, a tied score, within_group strata).
+    # walking every family in full to rounding (sample weights, a tied score, within_group strata), with
+    # undefined values in the same places: race=Asian has no predicted positive under model p, so its
+    # precision is undefined and its predicted positive and false positive rates exactly 0 (a total of
+    # negatives from one order of additions minus its share below the threshold from another gave
+    # +-1e-16 and a precision of 0 instead of NaN).
     from disaggregated_eval.audit import estimates
 
     rng = np.random.default_rng(5)
     df = _frame(n=600, weights=True)
     df["age"] = rng.choice(["young", "mid", "old"], len(df))
+    asian = df["race"] == "Asian"
+    df.loc[asian, "p"] = 0.45 * rng.random(int(asian.sum()))
     attrs = tuple(
         Attribute(c, tuple(pd.Categorical(df[c]).categories), pd.Categorical(df[c]).codes.astype(np.int64))
         for c in ("race", "sex", "age")
@@ -796,6 +802,13 @@ def test_families_summed_from_their_intersections_equal_their_own_walk(intersect
     assert np.array_equal(np.isnan(point), np.isnan(point_full)) and np.array_equal(np.isnan(reps), np.isnan(reps_full))
     np.testing.assert_allclose(point, point_full, rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(reps, reps_full, rtol=1e-12, atol=1e-14)
+    s = plan.names.index("race=Asian")
+    metric = {q: i for i, q in enumerate(METRICS)}
+    assert np.isnan(point[0, s, 0, metric["precision"]])
+    assert point[0, s, 0, metric["predicted_positive_rate"]] == 0.0
+    assert point[0, s, 0, metric["false_positive_rate"]] == 0.0
+    assert np.isnan(reps[:, 0, s, 0, metric["precision"]]).all()
+    assert (reps[:, 0, s, 0, metric["predicted_positive_rate"]] == 0.0).all()
 
 
 def test_walk_refuses_parts_that_do_not_refine_the_stream():
@@ -816,5 +829,11 @@ def test_walk_refuses_parts_that_do_not_refine_the_stream():
     layout((0, 0, 1, 1))  # the right map
     with pytest.raises(ValueError, match="do not refine"):
         layout((0, 1, 0, 1))
-    with pytest.raises(ValueError, match="one of its 2 codes per code"):
+    with pytest.raises(ValueError, match="one of its 2 codes"):
         layout((0, 0, 1))
+    # a universe's running sums are read during the walk: it cannot take them from parts
+    streams = (Stream(0, codes=0, n_codes=1, parts=1, part_codes=(0, 0, 0, 0)),
+               Stream(0, codes=1, n_codes=4, universe=0))  # fmt: skip
+    one = np.stack([np.zeros(n), fine], axis=1).astype(np.int32)
+    with pytest.raises(ValueError, match="is a universe"):
+        build_layout(y, [ModelStreams(rng.random(n), np.ones((n, 1)), one, streams)], thresholds=(0.5,), terms=())

@@ -131,7 +131,7 @@ def family_parts(families: Sequence) -> dict[int, dict]:
         if not supersets:
             continue
         g = min(supersets, key=lambda g: families[g].n_slices)
-        mapping = np.zeros(families[g].n_slices, dtype=np.int64)  # combinations without rows: any code
+        mapping = np.full(families[g].n_slices, -1, dtype=np.int64)  # combinations without rows: none
         mapping[families[g].codes] = family.codes
         out[f] = {"parts": g + 1, "part_codes": tuple(int(c) for c in mapping)}
     return out

@@ -35,9 +35,11 @@ package, written once (:func:`_walk`).
 
 **Parts.** Every sum but the AUC numerator is a sum over rows, so a slice's sums are the sums of
 any partition of its rows: a stream whose codes are refined by another's (an attribute's levels by an
-intersection's cells) walks only its running negatives ``CN`` and ``AUC`` (two of its slots per row
-instead of all) and takes ``CP``, ``X1``, ``X2``, the threshold counts and the per-row terms from its
-parts after the walk (the same sums added in another order: equal to rounding).
+intersection's cells) walks, in a run of distinct scores, only its running negatives ``CN`` and
+``AUC`` (two of its slots per row instead of all; a tie group is walked in full, as before), and after
+the walk takes every sum but ``AUC`` from its parts (the same sums added in another order: equal to
+rounding; ``CN`` too, so that a total and its part below a threshold are the same sums and their
+difference is exactly 0 when nothing is predicted positive).
 
 **Counts.** A walk reads, for ``LANES`` resamples at once, how often each row is counted: bootstrap
 counts (from drawn row indices), permutation memberships (0/1), or 1 for point estimates. Rows with
@@ -95,7 +97,8 @@ class Stream:
         this stream's running negatives and AUC numerator; its other sums are the sums of its parts'
         (module docstring, "Parts").
     part_codes : tuple of int
-        With ``parts``: this stream's code of each code of the parts stream.
+        With ``parts``: this stream's code of each code of the parts stream (-1 for a code without rows,
+        which is then not added). A stream with parts cannot be another stream's universe.
     """
 
     weight: int
@@ -272,10 +275,15 @@ def build_layout(
             st_univ.append(per_acc_univ[first_acc[s]] if stream.universe >= 0 else -1)
             st_derived.append(stream.parts >= 0)
             if stream.parts >= 0:
+                if s in referenced:
+                    raise ValueError(
+                        f"stream {s} is a universe: its running sums are read during the walk, it cannot have parts"
+                    )
                 _check_parts(model, s, stream)
                 for j, k in enumerate(stream.part_codes):
-                    part_from.append(first_acc[stream.parts] + j)
-                    part_to.append(first_acc[s] + k)
+                    if k >= 0:  # -1: a part without rows
+                        part_from.append(first_acc[stream.parts] + j)
+                        part_to.append(first_acc[s] + k)
         st_off.append(st_off[-1] + len(coded))
         p_off.append(len(part_from))
         dense_cols.append(np.asarray([model.streams[s].weight for s in dense], dtype=np.int64))
@@ -354,8 +362,11 @@ def _check_parts(model: ModelStreams, s: int, stream: Stream) -> None:
     if part.codes < 0 or part.parts >= 0 or part.weight != stream.weight or part.universe != stream.universe:
         raise ValueError(f"stream {s}: its parts must be a coded stream without parts, with its weight and universe")
     mapping = np.asarray(stream.part_codes, dtype=np.int64)
-    if mapping.shape != (part.n_codes,) or (mapping.size and (mapping.min() < 0 or mapping.max() >= stream.n_codes)):
-        raise ValueError(f"stream {s}: part_codes must give one of its {stream.n_codes} codes per code of its parts")
+    if mapping.shape != (part.n_codes,) or (mapping.size and (mapping.min() < -1 or mapping.max() >= stream.n_codes)):
+        raise ValueError(
+            f"stream {s}: part_codes must give one of its {stream.n_codes} codes (or -1 for a part without rows) "
+            "per code of its parts"
+        )
     fine = np.asarray(model.codes[:, part.codes], dtype=np.int64)
     if not np.array_equal(mapping[fine], np.asarray(model.codes[:, stream.codes], dtype=np.int64)):
         raise ValueError(f"stream {s}: the codes of its parts do not refine its codes as part_codes says")
@@ -739,16 +750,18 @@ def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st
             for slot in range(accw.shape[0]):
                 for lane in range(LANES):
                     accd[s, slot, lane] = accw[slot, lane, s]
-    # ---- derived accumulators: every sum but CN and AUC from their parts ----
+    # ---- accumulators with parts: every sum but the AUC numerator from their parts (also the total of
+    # negatives, whose running value served the AUC: the metrics subtract the negatives below a threshold
+    # from it, and both must be the same sums for "no predicted positive" to give exactly 0) ----
     n_slots = acc.shape[1]
     for i in range(p_to.shape[0]):
         for slot in range(n_slots):
-            if slot != _CN and slot != _AUC:
+            if slot != _AUC:
                 for lane in range(LANES):
                     acc[p_to[i], slot, lane] = 0.0
     for i in range(p_to.shape[0]):
         for slot in range(n_slots):
-            if slot != _CN and slot != _AUC:
+            if slot != _AUC:
                 for lane in range(LANES):
                     acc[p_to[i], slot, lane] += acc[p_from[i], slot, lane]
 
