@@ -108,9 +108,10 @@ def family_parts(families: Sequence) -> dict[int, dict]:
     """The parts of each family's stream (:class:`~disaggregated_eval.engine.walk.Stream`, ``parts``).
 
     A family whose attributes are a strict subset of another family's (an attribute of an intersection
-    with it) takes every sum but its AUC numerator from the slices of the finest such family, with the
-    fewest slices, that is a subset of no other (itself walked in full): a row then costs two
-    additions per resample in the coarser family instead of all of them (``engine.walk``, "Parts").
+    with it) takes every sum but its AUC numerator from the slices of a maximal family (one whose
+    attributes are a subset of no other's, itself walked in full) that holds its attributes, the one
+    with the fewest slices: a row then costs two additions per resample in the coarser family instead
+    of all of them (``engine.walk``, "Parts").
 
     Parameters
     ----------
@@ -121,7 +122,8 @@ def family_parts(families: Sequence) -> dict[int, dict]:
     Returns
     -------
     dict
-        ``{f: {"parts": stream of the parts, "part_codes": family f's code of each of their codes}}``.
+        ``{f: {"parts": stream of the parts, "part_codes": family f's code of each of their codes}}``
+        (-1 for a combination of levels without rows); families without a maximal superset are absent.
     """
     attributes = [set(f.attributes) for f in families]
     maximal = [g for g in range(len(families)) if not any(attributes[g] < attributes[h] for h in range(len(families)))]

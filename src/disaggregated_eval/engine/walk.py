@@ -94,8 +94,8 @@ class Stream:
     parts : int
         Index of a coded stream whose codes refine this stream's (an intersection's cells for an
         attribute's levels), with the same weight column and universe, or -1. The walk then keeps only
-        this stream's running negatives and AUC numerator; its other sums are the sums of its parts'
-        (module docstring, "Parts").
+        this stream's running negatives and AUC numerator through runs of distinct scores, and every sum
+        but the AUC numerator is then its parts' (module docstring, "Parts").
     part_codes : tuple of int
         With ``parts``: this stream's code of each code of the parts stream (-1 for a code without rows,
         which is then not added). A stream with parts cannot be another stream's universe.
@@ -171,7 +171,7 @@ class WalkLayout:
     acc_univ: np.ndarray  # flat int64 per accumulator: its universe's accumulator or -1
     acc_is_univ: np.ndarray  # flat bool per accumulator
     a_off: np.ndarray  # (n_models + 1,)
-    st_derived: np.ndarray  # flat bool per stream: its sums but CN and AUC come from its parts
+    st_derived: np.ndarray  # flat bool per stream: every sum but AUC comes from its parts
     part_from: np.ndarray  # flat int64: accumulator (within the model) of each part ...
     part_to: np.ndarray  # ... and the accumulator it adds into
     p_off: np.ndarray  # (n_models + 1,)
@@ -387,7 +387,8 @@ def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st
     accumulator's universe (or -1) and whether it is one; accumulators ``acc[k, slot, lane]``.
     Dense streams: ``Wd`` (flat, ``n_d`` columns), accumulators ``accd[s, slot, lane]`` (no code
     look-up, the four lanes unrolled). Both are zeroed here; ``pend``, ``pendd``, ``flag``, ``touched``
-    are scratch for the tie groups (left zeroed).
+    are scratch for the tie groups (left zeroed). Streams with ``st_d`` have parts: accumulator
+    ``p_from[i]`` adds into ``p_to[i]`` after the walk (every slot but the AUC numerator).
     """
     n_streams = st_w.shape[0]
     n_terms = tv.shape[0]
