@@ -313,7 +313,7 @@ def test_end_to_end_exit_0_and_every_output_file(compas_audit):
 
 @pytest.mark.slow
 def test_end_to_end_tables_have_the_documented_columns_in_parquet_and_csv(compas_audit):
-    from disaggregated_eval.audit.result import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS
+    from disaggregated_eval.audit.columns import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS
 
     out_dir, proc = compas_audit
     assert proc.returncode == 0, proc.stderr

@@ -66,7 +66,7 @@ def test_options_table_lists_every_option_with_its_flag_and_default():
 
 
 def test_column_tables_match_the_result_constants():
-    from disaggregated_eval.audit.result import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS, SUMMARY_TABLES
+    from disaggregated_eval.audit.columns import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS, SUMMARY_TABLES
 
     tables = [
         ("`slices`:", SLICE_COLUMNS),

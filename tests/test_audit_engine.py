@@ -30,9 +30,9 @@ from statsmodels.stats.multitest import multipletests
 
 from disaggregated_eval import seeds, vocabulary
 from disaggregated_eval.audit import AuditInputError, AuditOptions, AuditResult, audit
+from disaggregated_eval.audit.columns import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS
 from disaggregated_eval.audit.comparisons import adjust
 from disaggregated_eval.audit.estimates import estimate_all
-from disaggregated_eval.audit.result import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS
 from disaggregated_eval.audit.slices import Attribute, plan_slices
 from disaggregated_eval.engine import metric_slots, resample_counts
 from disaggregated_eval.intervals import percentile_interval

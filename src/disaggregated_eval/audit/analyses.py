@@ -1,7 +1,7 @@
 """The summary analyses of an audit, run after its core tables: fairness, calibration, thresholds, detectability.
 
 :func:`summary_analyses` is called once by :func:`disaggregated_eval.audit.audit`, after the slices,
-comparisons and controlled tables, and returns the tables of :data:`.result.SUMMARY_TABLES`:
+comparisons and controlled tables, and returns the tables of :data:`.columns.SUMMARY_TABLES`:
 
 * ``fairness`` (:mod:`.fairness`): on the audit's own paired bootstrap when it computed the selection
   rate, the false positive rate and the true (or false negative) rate; otherwise on a bootstrap of

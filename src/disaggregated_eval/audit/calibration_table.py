@@ -7,11 +7,11 @@ over the whole file, with the library's binning rule (:mod:`disaggregated_eval.c
 tied values (COMPAS's 10 deciles gave 8 bins; a two-valued score, one). Every slice is read on the same bins. The bins are fixed: they
 are not recomputed on a resample (as the weights of the controlled evaluation).
 
-Per model, slice and bin (:data:`.result.CALIBRATION_BIN_COLUMNS`): the rows, the mean predicted risk
+Per model, slice and bin (:data:`.columns.CALIBRATION_BIN_COLUMNS`): the rows, the mean predicted risk
 ``sum w r / sum w``, the observed rate ``sum w y / sum w`` and its Wilson interval (Kish's effective
 size under sample weights), as the calibration curves of the pipeline (paper Supplementary A.3).
 
-Per model and slice (:data:`.result.CALIBRATION_SUMMARY_COLUMNS`):
+Per model and slice (:data:`.columns.CALIBRATION_SUMMARY_COLUMNS`):
 
 * the expected calibration error ``ECE_s = sum_b (W_sb / W_s) |Y_sb / W_sb - R_sb / W_sb|
   = sum_b |Y_sb - R_sb| / W_s`` with ``W``, ``Y``, ``R`` the sums of ``w``, ``w y``, ``w r`` (Naeini,
@@ -172,7 +172,7 @@ def calibration_analysis(
     Returns
     -------
     bins, summary : pandas.DataFrame
-        Columns :data:`.result.CALIBRATION_BIN_COLUMNS` and :data:`.result.CALIBRATION_SUMMARY_COLUMNS`.
+        Columns :data:`.columns.CALIBRATION_BIN_COLUMNS` and :data:`.columns.CALIBRATION_SUMMARY_COLUMNS`.
     """
     n = y.shape[0]
     w = np.ones(n) if weight is None else weight

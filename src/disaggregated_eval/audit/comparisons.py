@@ -419,7 +419,7 @@ def comparison_table(
     adjust_method: str,
     adjust_scope: str = "metric",
 ) -> pd.DataFrame:
-    """The ``comparisons`` table (:data:`.result.COMPARISON_COLUMNS`).
+    """The ``comparisons`` table (:data:`.columns.COMPARISON_COLUMNS`).
 
     Parameters
     ----------

@@ -399,7 +399,7 @@ def controlled_table(
     comparisons: pd.DataFrame,
     weights: Sequence[ControlledWeights] = (),
 ) -> pd.DataFrame:
-    """The ``controlled`` table (:data:`.result.CONTROLLED_COLUMNS`), ordered by model, attribute,
+    """The ``controlled`` table (:data:`.columns.CONTROLLED_COLUMNS`), ordered by model, attribute,
     slice, control, metric.
 
     The subgroup's interval is the slices table's, and with ``V = none`` the interval of ``T_a`` (the

@@ -258,7 +258,7 @@ def detectability_table(
     detect_gap: float | None,
     adjusted: bool,
 ) -> pd.DataFrame:
-    """The ``detectability`` table (:data:`.result.DETECTABILITY_COLUMNS`), ordered by model, slice, metric.
+    """The ``detectability`` table (:data:`.columns.DETECTABILITY_COLUMNS`), ordered by model, slice, metric.
 
     Parameters
     ----------

@@ -432,7 +432,7 @@ def fairness_table(
     references: Mapping[int, int],
     confidence: float,
 ) -> pd.DataFrame:
-    """The ``fairness`` table (:data:`.result.FAIRNESS_COLUMNS`), ordered by model, family, statistic.
+    """The ``fairness`` table (:data:`.columns.FAIRNESS_COLUMNS`), ordered by model, family, statistic.
 
     Parameters
     ----------

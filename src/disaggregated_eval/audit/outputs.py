@@ -73,7 +73,7 @@ __all__ = [
 #: Written into every manifest; marks a folder as an audit's output (safe to replace).
 TOOL = "disagg-eval audit"
 #: Tables written (each an attribute of AuditResult): the three core tables, then the summary analyses'
-#: (``result.SUMMARY_TABLES``: fairness, calibration, calibration_summary, thresholds, detectability).
+#: (``columns.SUMMARY_TABLES``: fairness, calibration, calibration_summary, thresholds, detectability).
 TABLES = ("slices", "comparisons", "controlled", *SUMMARY_TABLES)
 #: First characters that make a spreadsheet read a CSV cell as a formula (OWASP, "CSV Injection").
 FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")

@@ -38,31 +38,14 @@ import pandas as pd
 from .columns import (
     CALIBRATION_BIN_COLUMNS,
     CALIBRATION_SUMMARY_COLUMNS,
-    COMPARISON_COLUMNS,
-    COMPARISON_KINDS,
-    CONTROLLED_COLUMNS,
     DETECTABILITY_COLUMNS,
     FAIRNESS_COLUMNS,
-    SLICE_COLUMNS,
-    SUMMARY_TABLES,
     THRESHOLD_COLUMNS,
     empty_table,
 )
 from .options import AuditOptions
 
-__all__ = [
-    "AuditResult",
-    "SLICE_COLUMNS",
-    "COMPARISON_COLUMNS",
-    "CONTROLLED_COLUMNS",
-    "COMPARISON_KINDS",
-    "FAIRNESS_COLUMNS",
-    "CALIBRATION_BIN_COLUMNS",
-    "CALIBRATION_SUMMARY_COLUMNS",
-    "THRESHOLD_COLUMNS",
-    "DETECTABILITY_COLUMNS",
-    "SUMMARY_TABLES",
-]
+__all__ = ["AuditResult"]
 
 #: Columns of :attr:`AuditResult.slices` that name a row rather than hold a value.
 _KEY_COLUMNS = ("model", "slice", "attribute", "metric", "control")

@@ -115,7 +115,7 @@ def slice_table(
     *,
     confidence: float,
 ) -> pd.DataFrame:
-    """The ``slices`` table (:data:`.result.SLICE_COLUMNS`), ordered by model, slice, metric."""
+    """The ``slices`` table (:data:`.columns.SLICE_COLUMNS`), ordered by model, slice, metric."""
     rows = estimates.slice_rows[:, :, 0]  # (n_models, n_slices)
     classes = _class_sizes(tallies)
     counts = tallies.count

@@ -110,7 +110,7 @@ def thresholds_table(
     min_group_size: int,
     min_denominator: int,
 ) -> pd.DataFrame:
-    """The ``thresholds`` table (:data:`.result.THRESHOLD_COLUMNS`), ordered by model, slice, threshold, metric.
+    """The ``thresholds`` table (:data:`.columns.THRESHOLD_COLUMNS`), ordered by model, slice, threshold, metric.
 
     Parameters
     ----------
