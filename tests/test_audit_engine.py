@@ -787,12 +787,17 @@ def test_families_summed_from_their_intersections_equal_their_own_walk(intersect
     families = plan.families[1:]
     parts = estimates.family_parts(families)
     names = [f.name for f in families]
+    population = parts.pop(-1)  # the whole population's per-row terms: from the smallest maximal family
     if intersections == 3:  # everything from the cells
         assert {names[f] for f in parts} == set(names) - {"race & sex & age"}
         assert {parts[f]["parts"] for f in parts} == {names.index("race & sex & age") + 1}
+        assert population["parts"] == names.index("race & sex & age") + 1
     else:  # each attribute from its smallest 2-way intersection; the 2-way ones walked in full
         assert {names[f]: names[parts[f]["parts"] - 1] for f in parts} == {
             "race": "race & sex", "sex": "race & sex", "age": "sex & age"}  # fmt: skip
+        two_way = [f for f, name in enumerate(names) if "&" in name]
+        assert population["parts"] - 1 == min(two_way, key=lambda f: families[f].n_slices)
+    assert set(population["part_codes"]) == {0}
     y, w = df["y"].to_numpy(dtype=float), df["w"].to_numpy()
     scores = [df["p"].to_numpy(), df["q"].to_numpy()]
     run = dict(n_resamples=12, seed=seeds.seed_sequence(3, "parts"), strata=plan.cell_codes, n_threads=2)
@@ -831,9 +836,18 @@ def test_walk_refuses_parts_that_do_not_refine_the_stream():
         layout((0, 1, 0, 1))
     with pytest.raises(ValueError, match="one of its 2 codes"):
         layout((0, 0, 1))
-    # a universe's running sums are read during the walk: it cannot take them from parts
-    streams = (Stream(0, codes=0, n_codes=1, parts=1, part_codes=(0, 0, 0, 0)),
-               Stream(0, codes=1, n_codes=4, universe=0))  # fmt: skip
-    one = np.stack([np.zeros(n), fine], axis=1).astype(np.int32)
-    with pytest.raises(ValueError, match="is a universe"):
-        build_layout(y, [ModelStreams(rng.random(n), np.ones((n, 1)), one, streams)], thresholds=(0.5,), terms=())
+
+    # a universe takes only its per-row terms from parts, and only from a stream in it, every code to 0
+    def universe(parts, part_codes, inner_universe=0):
+        streams = (Stream(0, parts=parts, part_codes=part_codes), Stream(0, codes=1, n_codes=4, universe=inner_universe),
+                   Stream(0))  # fmt: skip
+        return build_layout(y, [ModelStreams(rng.random(n), np.ones((n, 1)), codes, streams)], thresholds=(0.5,),
+                            terms=("brier",))  # fmt: skip
+
+    assert list(universe(1, (0, 0, -1, 0)).st_derived) == [0, 2]
+    with pytest.raises(ValueError, match=r"0 \(or -1\) for each code"):
+        universe(1, (0, 1, 0, 0))
+    with pytest.raises(ValueError, match="only as a universe"):
+        universe(1, (0, 0, 0, 0), inner_universe=2)
+    with pytest.raises(ValueError, match="must be a coded stream without parts in it"):
+        universe(2, (0,))

@@ -244,6 +244,25 @@ def test_permutation_draws_are_uniform_subsets():
     assert float(np.sum((counts - 1000.0) ** 2 / 1000.0)) < 61.0
 
 
+def test_permutation_chunks_hold_a_bounded_number_of_counts(monkeypatch):
+    """A chunk of permutations holds at most CHUNK_ELEMENTS unit counts (a 1,000,000-row audit of continuous
+    scores drew 4,096 x 1,000,000 counts at once: 32 GB); the chunks depend only on the data, so the first
+    permutations of a test are the same however many are drawn."""
+    from disaggregated_eval.engine import permutation
+
+    assert [b - a for _, a, b in permutation._chunks(10_000, 1_000)][:7] == [64, 128, 256, 512, 1024, 2048, 4096]
+    for n_units in (1_000, 20_000, 1_000_000):
+        sizes = [b - a for _, a, b in permutation._chunks(10_000, n_units)]
+        assert sum(sizes) == 10_000 and max(sizes) * n_units <= permutation.CHUNK_ELEMENTS
+    assert max(b - a for _, a, b in permutation._chunks(10_000, 1_000_000)) == 8
+    monkeypatch.setattr(permutation, "CHUNK_ELEMENTS", 2**12)  # 300 rows: chunks of 8
+    rng = np.random.default_rng(2)
+    space = permutation_space(np.zeros(300), rng.random(300), None, metrics=["auc"], threshold=0.5)
+    many = permutation_draws(space, np.array([40]), 11, 200)
+    assert (many.sum(axis=1) == 40).all() and many.max() == 1
+    np.testing.assert_array_equal(permutation_draws(space, np.array([40]), 11, 37), many[:37])
+
+
 def test_permutation_draws_of_units_are_multivariate_hypergeometric():
     """Units of 3, 2 and 5 rows, 4 drawn: the unit counts' frequencies match the multivariate
     hypergeometric pmf (chi-square over the 11 outcomes, 20,000 draws; 1e-6 quantile with 10 df ~47)."""

@@ -124,10 +124,18 @@ def family_parts(families: Sequence) -> dict[int, dict]:
     dict
         ``{f: {"parts": stream of the parts, "part_codes": family f's code of each of their codes}}``
         (-1 for a combination of levels without rows); families without a maximal superset are absent.
+        Key ``-1`` is the whole population (stream 0, the universe of every family): its per-row terms
+        from the maximal family with the fewest slices (its running sums are read during the walk and
+        stay walked).
     """
     attributes = [set(f.attributes) for f in families]
     maximal = [g for g in range(len(families)) if not any(attributes[g] < attributes[h] for h in range(len(families)))]
     out = {}
+    if maximal:
+        g = min(maximal, key=lambda g: families[g].n_slices)
+        mapping = np.full(families[g].n_slices, -1, dtype=np.int64)
+        mapping[families[g].codes] = 0
+        out[-1] = {"parts": g + 1, "part_codes": tuple(int(c) for c in mapping)}
     for f, family in enumerate(families):
         supersets = [g for g in maximal if attributes[f] < attributes[g]]
         if not supersets:
@@ -192,7 +200,7 @@ def estimate_all(
     dense_index: list[list[tuple[ControlledWeights, int, int]]] = []
     for m, r in enumerate(scores):
         columns = [w]
-        streams = [Stream(weight=0)]
+        streams = [Stream(weight=0, **parts.get(-1, {}))]
         streams += [Stream(weight=0, codes=f, n_codes=family.n_slices, universe=0, **parts.get(f, {}))
                     for f, family in enumerate(families)]  # fmt: skip
         entries = []

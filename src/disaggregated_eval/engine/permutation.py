@@ -221,19 +221,25 @@ def permutation_space(
 # Draws
 # ----------------------------------------------------------------------------------------------
 
-#: Chunk sizes of a test's permutations: 64, 128, ... doubling up to this (fixed, so the draws of a
-#: test do not depend on when it stops).
+#: Chunk sizes of a test's permutations: 64, 128, ... doubling up to 4,096 (fixed by the data, so the
+#: draws of a test do not depend on when it stops); with many units, smaller powers of two, so that a
+#: chunk's counts hold at most CHUNK_ELEMENTS values (64 MB per int64 array: 1,000,000 units, chunks
+#: of 8 permutations).
 _FIRST_CHUNK = 64
 _MAX_CHUNK = 4096
+CHUNK_ELEMENTS = 2**23
 
 
-def _chunks(n_permutations: int):
+def _chunks(n_permutations: int, n_units: int):
     """(index, start, stop) of the chunks covering permutations 0..n_permutations-1."""
-    start, size, c = 0, _FIRST_CHUNK, 0
+    cap = _MAX_CHUNK
+    while cap > 1 and cap * n_units > CHUNK_ELEMENTS:
+        cap //= 2
+    start, size, c = 0, min(_FIRST_CHUNK, cap), 0
     while start < n_permutations:
         stop = min(n_permutations, start + size)
         yield c, start, stop
-        start, size, c = stop, min(2 * size, _MAX_CHUNK), c + 1
+        start, size, c = stop, min(2 * size, cap), c + 1
 
 
 def _draw_chunk(space: PermutationSpace, n_first: np.ndarray, seed: np.random.SeedSequence, c: int, k: int):
@@ -279,7 +285,8 @@ def permutation_draws(
     """
     seed = as_seed_sequence(seed)
     first = np.asarray(n_first, dtype=np.int64)
-    parts = [_draw_chunk(space, first, seed, c, stop - start) for c, start, stop in _chunks(n_permutations)]
+    chunks = _chunks(n_permutations, space.multiplicity.shape[0])
+    parts = [_draw_chunk(space, first, seed, c, stop - start) for c, start, stop in chunks]
     return np.concatenate(parts) if parts else np.zeros((0, space.multiplicity.shape[0]), dtype=np.int64)
 
 
@@ -350,7 +357,7 @@ def permutation_test(
     p = np.full((n_stats, n_q), np.nan)
     used = np.zeros((n_stats, n_q), dtype=np.int64)
     with numba_threads(n_threads):
-        for c, start, stop in _chunks(n_permutations):
+        for c, start, stop in _chunks(n_permutations, space.multiplicity.shape[0]):
             if stopped.all():
                 break
             k = stop - start

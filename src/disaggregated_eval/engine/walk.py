@@ -39,7 +39,10 @@ intersection's cells) walks, in a run of distinct scores, only its running negat
 ``AUC`` (two of its slots per row instead of all; a tie group is walked in full, as before), and after
 the walk takes every sum but ``AUC`` from its parts (the same sums added in another order: equal to
 rounding; ``CN`` too, so that a total and its part below a threshold are the same sums and their
-difference is exactly 0 when nothing is predicted positive).
+difference is exactly 0 when nothing is predicted positive). A universe's ``CP``, ``CN`` and ``AUC``
+are read by every row of its streams and stay walked (in registers when a model has one universe
+without codes); it may take its per-row terms from parts (a coded stream in it, every code to its one
+accumulator).
 
 **Counts.** A walk reads, for ``LANES`` resamples at once, how often each row is counted: bootstrap
 counts (from drawn row indices), permutation memberships (0/1), or 1 for point estimates. Rows with
@@ -98,7 +101,12 @@ class Stream:
         but the AUC numerator is then its parts' (module docstring, "Parts").
     part_codes : tuple of int
         With ``parts``: this stream's code of each code of the parts stream (-1 for a code without rows,
-        which is then not added). A stream with parts cannot be another stream's universe.
+        which is then not added).
+
+    A universe may have parts too: a coded stream whose universe it is, walked in full, with
+    ``part_codes`` 0 (or -1) for every code. Its running positives, negatives and AUC numerator are read
+    during the walk and stay walked; only its per-row terms are then its parts' (module docstring,
+    "Parts").
     """
 
     weight: int
@@ -171,9 +179,11 @@ class WalkLayout:
     acc_univ: np.ndarray  # flat int64 per accumulator: its universe's accumulator or -1
     acc_is_univ: np.ndarray  # flat bool per accumulator
     a_off: np.ndarray  # (n_models + 1,)
-    st_derived: np.ndarray  # flat bool per stream: every sum but AUC comes from its parts
+    st_derived: np.ndarray  # flat int64 per stream: 0 walked in full, 1 every sum but AUC from its parts,
+    # 2 (a universe) its per-row terms from its parts
     part_from: np.ndarray  # flat int64: accumulator (within the model) of each part ...
-    part_to: np.ndarray  # ... and the accumulator it adds into
+    part_to: np.ndarray  # ... the accumulator it adds into ...
+    part_slot0: np.ndarray  # ... and the first slot added (every later one but the AUC numerator)
     p_off: np.ndarray  # (n_models + 1,)
     out_acc: np.ndarray  # flat int64 per output: accumulator (within the model)
     out_side: np.ndarray  # flat int64 per output: 0 coded accumulator, 1 its complement, 2 dense stream
@@ -217,7 +227,8 @@ def build_layout(
     orders, ys, tvs, starts, ties, splits = [], [], [], [], [], []
     wblocks, cblocks, w_cols, c_cols = [], [], [], []
     st_weight, st_code, st_acc, st_univ, n_acc, acc_univ, acc_is_univ = [], [], [], [], [], [], []
-    st_derived, part_from, part_to, p_off = [], [], [], [0]
+    st_derived, part_from, part_to, part_slot0, p_off = [], [], [], [], [0]
+    first_term_slot = _FIXED + 2 * len(thresholds)
     dense_cols, n_dense, dw_blocks, dw_off = [], [], [], [0]
     out_acc, out_side = [], []
     seg_off, w_off, c_off, st_off, a_off, o_off = [0], [0], [0], [0], [0], [0]
@@ -250,6 +261,9 @@ def build_layout(
         referenced = {s.universe for s in model.streams if s.universe >= 0}
         dense = [s for s, st in enumerate(model.streams) if st.codes < 0 and st.universe < 0 and s not in referenced]
         coded = [s for s in range(len(model.streams)) if s not in dense]
+        for s in dense:
+            if model.streams[s].parts >= 0:
+                raise ValueError(f"stream {s}: a stream without codes takes parts only as a universe")
         dense_index = {s: i for i, s in enumerate(dense)}
         first_acc: dict[int, int] = {}
         total = 0
@@ -273,17 +287,15 @@ def build_layout(
             st_code.append(stream.codes)
             st_acc.append(first_acc[s])
             st_univ.append(per_acc_univ[first_acc[s]] if stream.universe >= 0 else -1)
-            st_derived.append(stream.parts >= 0)
+            universe_parts = stream.parts >= 0 and s in referenced
+            st_derived.append(0 if stream.parts < 0 else 2 if universe_parts else 1)
             if stream.parts >= 0:
-                if s in referenced:
-                    raise ValueError(
-                        f"stream {s} is a universe: its running sums are read during the walk, it cannot have parts"
-                    )
-                _check_parts(model, s, stream)
+                _check_parts(model, s, stream, universe_parts)
                 for j, k in enumerate(stream.part_codes):
                     if k >= 0:  # -1: a part without rows
                         part_from.append(first_acc[stream.parts] + j)
                         part_to.append(first_acc[s] + k)
+                        part_slot0.append(first_term_slot if universe_parts else 0)
         st_off.append(st_off[-1] + len(coded))
         p_off.append(len(part_from))
         dense_cols.append(np.asarray([model.streams[s].weight for s in dense], dtype=np.int64))
@@ -343,9 +355,10 @@ def build_layout(
         acc_univ=np.concatenate(acc_univ).astype(i64),
         acc_is_univ=np.concatenate(acc_is_univ).astype(np.bool_),
         a_off=np.asarray(a_off, dtype=i64),
-        st_derived=np.asarray(st_derived, dtype=np.bool_),
+        st_derived=np.asarray(st_derived, dtype=i64),
         part_from=np.asarray(part_from, dtype=i64),
         part_to=np.asarray(part_to, dtype=i64),
+        part_slot0=np.asarray(part_slot0, dtype=i64),
         p_off=np.asarray(p_off, dtype=i64),
         out_acc=np.asarray(out_acc, dtype=i64),
         out_side=np.asarray(out_side, dtype=i64),
@@ -354,11 +367,21 @@ def build_layout(
     )
 
 
-def _check_parts(model: ModelStreams, s: int, stream: Stream) -> None:
-    """A stream's parts: a fully walked coded stream, same weight and universe, that refines its codes."""
-    if not 0 <= stream.parts < len(model.streams) or stream.parts == s or stream.codes < 0:
+def _check_parts(model: ModelStreams, s: int, stream: Stream, universe: bool) -> None:
+    """A stream's parts: a fully walked coded stream, same weight and universe, that refines its codes.
+
+    A universe's parts: a fully walked coded stream whose universe it is, all of whose codes map to 0.
+    """
+    if not 0 <= stream.parts < len(model.streams) or stream.parts == s or (stream.codes < 0 and not universe):
         raise ValueError(f"stream {s}: parts must name another stream of the model; got {stream.parts}")
     part = model.streams[stream.parts]
+    if universe:
+        mapping = np.asarray(stream.part_codes, dtype=np.int64)
+        if part.codes < 0 or part.parts >= 0 or part.universe != s:
+            raise ValueError(f"stream {s} is a universe: its parts must be a coded stream without parts in it")
+        if mapping.shape != (part.n_codes,) or not np.isin(mapping, (-1, 0)).all():
+            raise ValueError(f"stream {s} is a universe: part_codes must be 0 (or -1) for each code of its parts")
+        return
     if part.codes < 0 or part.parts >= 0 or part.weight != stream.weight or part.universe != stream.universe:
         raise ValueError(f"stream {s}: its parts must be a coded stream without parts, with its weight and universe")
     mapping = np.asarray(stream.part_codes, dtype=np.int64)
@@ -379,7 +402,7 @@ def _check_parts(model: ModelStreams, s: int, stream: Stream) -> None:
 
 @numba.njit(cache=True)
 def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st_a, st_u, st_d, a_univ, a_isu,
-          p_from, p_to, acc, pend, flag, touched, Wd, n_d, accd, pendd, accw, pendw):  # fmt: skip
+          p_from, p_to, p_slot0, acc, pend, flag, touched, Wd, n_d, accd, pendd, accw, pendw):  # fmt: skip
     """One model's walk for LANES count vectors ``cs[j, lane]`` (rows in score order); module docstring.
 
     Coded streams: ``W`` (flat, ``n_w`` weight columns) and ``C`` (flat, ``n_c`` code columns) in
@@ -388,7 +411,8 @@ def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st
     Dense streams: ``Wd`` (flat, ``n_d`` columns), accumulators ``accd[s, slot, lane]`` (no code
     look-up, the four lanes unrolled). Both are zeroed here; ``pend``, ``pendd``, ``flag``, ``touched``
     are scratch for the tie groups (left zeroed). Streams with ``st_d`` have parts: accumulator
-    ``p_from[i]`` adds into ``p_to[i]`` after the walk (every slot but the AUC numerator).
+    ``p_from[i]`` adds into ``p_to[i]`` after the walk (slots ``p_slot0[i]`` on but the AUC numerator;
+    ``st_d`` 1: all of them, 2, a universe: its per-row terms).
     """
     n_streams = st_w.shape[0]
     n_terms = tv.shape[0]
@@ -398,6 +422,19 @@ def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st
     accd[:] = 0.0
     accw[:] = 0.0
     n_seg = seg_starts.shape[0] - 1
+    # A model with one universe (updated last) without codes, as an audit's whole population: through runs
+    # of distinct scores its running positives, negatives and AUC numerator stay in registers, and its
+    # per-row terms are walked only if it does not take them from parts (st_d 2).
+    n_univ = 0
+    for s in range(n_streams):
+        if a_isu[st_a[s]]:
+            n_univ += 1
+    last = max(n_streams - 1, 0)
+    reg_u = n_univ == 1 and a_isu[st_a[last]] and st_c[last] < 0  # n_univ 1: n_streams >= 1
+    ku = st_a[last] if reg_u else 0
+    wu = st_w[last] if reg_u else 0
+    n_terms_u = n_terms if reg_u and st_d[last] == 0 else 0
+    n_walked = n_streams - 1 if reg_u else n_streams  # streams walked in memory
     # ---- dense streams, few: one pass per stream, the four lanes' sums in registers ----
     if 0 < n_d <= DENSE_LANE_MAX:
         two_terms = n_terms > 1
@@ -645,13 +682,19 @@ def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st
         if n_streams == 0:
             continue
         if not tie:
+            # the one universe's running positives P, negatives N and AUC numerator A in registers (reg_u)
+            P0 = P1 = P2 = P3 = N0 = N1 = N2 = N3 = A0 = A1 = A2 = A3 = 0.0
+            if reg_u:
+                P0, P1, P2, P3 = acc[ku, _CP, 0], acc[ku, _CP, 1], acc[ku, _CP, 2], acc[ku, _CP, 3]
+                N0, N1, N2, N3 = acc[ku, _CN, 0], acc[ku, _CN, 1], acc[ku, _CN, 2], acc[ku, _CN, 3]
+                A0, A1, A2, A3 = acc[ku, _AUC, 0], acc[ku, _AUC, 1], acc[ku, _AUC, 2], acc[ku, _AUC, 3]
             for j in range(start, stop):
                 yj = y[j]
                 c0 = cs[j, 0]
                 c1 = cs[j, 1]
                 c2 = cs[j, 2]
                 c3 = cs[j, 3]
-                for s in range(n_streams):
+                for s in range(n_walked):
                     wv = W[j * n_w + st_w[s]]
                     k = st_a[s]
                     if st_c[s] >= 0:
@@ -664,43 +707,84 @@ def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st
                     p1 = w1 * yj
                     p2 = w2 * yj
                     p3 = w3 * yj
-                    a = acc[k]
-                    full = not st_d[s]  # a stream with parts walks only its AUC numerator and CN
+                    full = st_d[s] != 1  # a stream with parts walks only its AUC numerator and CN
                     u = st_u[s]
                     if full and u >= 0:
-                        b = acc[u]
-                        a[_X1, 0] += p0 * b[_CN, 0]
-                        a[_X1, 1] += p1 * b[_CN, 1]
-                        a[_X1, 2] += p2 * b[_CN, 2]
-                        a[_X1, 3] += p3 * b[_CN, 3]
-                        a[_X2, 0] += (w0 - p0) * b[_CP, 0]
-                        a[_X2, 1] += (w1 - p1) * b[_CP, 1]
-                        a[_X2, 2] += (w2 - p2) * b[_CP, 2]
-                        a[_X2, 3] += (w3 - p3) * b[_CP, 3]
-                    n0 = a[_CN, 0]
-                    n1 = a[_CN, 1]
-                    n2 = a[_CN, 2]
-                    n3 = a[_CN, 3]
-                    a[_AUC, 0] += p0 * n0
-                    a[_AUC, 1] += p1 * n1
-                    a[_AUC, 2] += p2 * n2
-                    a[_AUC, 3] += p3 * n3
-                    a[_CN, 0] = n0 + (w0 - p0)
-                    a[_CN, 1] = n1 + (w1 - p1)
-                    a[_CN, 2] = n2 + (w2 - p2)
-                    a[_CN, 3] = n3 + (w3 - p3)
+                        if reg_u:  # u is ku
+                            acc[k, _X1, 0] += p0 * N0
+                            acc[k, _X1, 1] += p1 * N1
+                            acc[k, _X1, 2] += p2 * N2
+                            acc[k, _X1, 3] += p3 * N3
+                            acc[k, _X2, 0] += (w0 - p0) * P0
+                            acc[k, _X2, 1] += (w1 - p1) * P1
+                            acc[k, _X2, 2] += (w2 - p2) * P2
+                            acc[k, _X2, 3] += (w3 - p3) * P3
+                        else:
+                            acc[k, _X1, 0] += p0 * acc[u, _CN, 0]
+                            acc[k, _X1, 1] += p1 * acc[u, _CN, 1]
+                            acc[k, _X1, 2] += p2 * acc[u, _CN, 2]
+                            acc[k, _X1, 3] += p3 * acc[u, _CN, 3]
+                            acc[k, _X2, 0] += (w0 - p0) * acc[u, _CP, 0]
+                            acc[k, _X2, 1] += (w1 - p1) * acc[u, _CP, 1]
+                            acc[k, _X2, 2] += (w2 - p2) * acc[u, _CP, 2]
+                            acc[k, _X2, 3] += (w3 - p3) * acc[u, _CP, 3]
+                    n0 = acc[k, _CN, 0]
+                    n1 = acc[k, _CN, 1]
+                    n2 = acc[k, _CN, 2]
+                    n3 = acc[k, _CN, 3]
+                    acc[k, _AUC, 0] += p0 * n0
+                    acc[k, _AUC, 1] += p1 * n1
+                    acc[k, _AUC, 2] += p2 * n2
+                    acc[k, _AUC, 3] += p3 * n3
+                    acc[k, _CN, 0] = n0 + (w0 - p0)
+                    acc[k, _CN, 1] = n1 + (w1 - p1)
+                    acc[k, _CN, 2] = n2 + (w2 - p2)
+                    acc[k, _CN, 3] = n3 + (w3 - p3)
                     if not full:
                         continue
-                    a[_CP, 0] += p0
-                    a[_CP, 1] += p1
-                    a[_CP, 2] += p2
-                    a[_CP, 3] += p3
-                    for t in range(n_terms):
+                    acc[k, _CP, 0] += p0
+                    acc[k, _CP, 1] += p1
+                    acc[k, _CP, 2] += p2
+                    acc[k, _CP, 3] += p3
+                    for t in range(n_terms if st_d[s] == 0 else 0):
                         v = tv[t, j]
-                        a[t0 + t, 0] += w0 * v
-                        a[t0 + t, 1] += w1 * v
-                        a[t0 + t, 2] += w2 * v
-                        a[t0 + t, 3] += w3 * v
+                        acc[k, t0 + t, 0] += w0 * v
+                        acc[k, t0 + t, 1] += w1 * v
+                        acc[k, t0 + t, 2] += w2 * v
+                        acc[k, t0 + t, 3] += w3 * v
+                if not reg_u:
+                    continue
+                wv = W[j * n_w + wu]
+                w0 = c0 * wv
+                w1 = c1 * wv
+                w2 = c2 * wv
+                w3 = c3 * wv
+                p0 = w0 * yj
+                p1 = w1 * yj
+                p2 = w2 * yj
+                p3 = w3 * yj
+                A0 += p0 * N0
+                A1 += p1 * N1
+                A2 += p2 * N2
+                A3 += p3 * N3
+                P0 += p0
+                P1 += p1
+                P2 += p2
+                P3 += p3
+                N0 += w0 - p0
+                N1 += w1 - p1
+                N2 += w2 - p2
+                N3 += w3 - p3
+                for t in range(n_terms_u):
+                    v = tv[t, j]
+                    acc[ku, t0 + t, 0] += w0 * v
+                    acc[ku, t0 + t, 1] += w1 * v
+                    acc[ku, t0 + t, 2] += w2 * v
+                    acc[ku, t0 + t, 3] += w3 * v
+            if reg_u:
+                acc[ku, _CP, 0], acc[ku, _CP, 1], acc[ku, _CP, 2], acc[ku, _CP, 3] = P0, P1, P2, P3
+                acc[ku, _CN, 0], acc[ku, _CN, 1], acc[ku, _CN, 2], acc[ku, _CN, 3] = N0, N1, N2, N3
+                acc[ku, _AUC, 0], acc[ku, _AUC, 1], acc[ku, _AUC, 2], acc[ku, _AUC, 3] = A0, A1, A2, A3
         else:
             # pass 1: the group's positives and negatives per touched accumulator
             n_touched = 0
@@ -756,12 +840,12 @@ def _walk(cs, y, tv, seg_starts, seg_tie, splits, W, n_w, C, n_c, st_w, st_c, st
     # from it, and both must be the same sums for "no predicted positive" to give exactly 0) ----
     n_slots = acc.shape[1]
     for i in range(p_to.shape[0]):
-        for slot in range(n_slots):
+        for slot in range(p_slot0[i], n_slots):
             if slot != _AUC:
                 for lane in range(LANES):
                     acc[p_to[i], slot, lane] = 0.0
     for i in range(p_to.shape[0]):
-        for slot in range(n_slots):
+        for slot in range(p_slot0[i], n_slots):
             if slot != _AUC:
                 for lane in range(LANES):
                     acc[p_to[i], slot, lane] += acc[p_from[i], slot, lane]
@@ -825,7 +909,7 @@ def _finalize(acc, accd, n_lanes, out_acc, out_side, a_univ, n_thr, term_slots, 
 @numba.njit(parallel=True, cache=True)
 def _kernel(draws, from_counts, order, identity, y, tv, term_slots, seg_starts, seg_tie, seg_off, splits,
             weights, w_off, w_cols, codes, c_off, c_cols, st_weight, st_code, st_acc, st_univ, st_derived, st_off,
-            n_acc, acc_univ, acc_is_univ, a_off, part_from, part_to, p_off, dense_weights, dw_off, n_dense, out_acc,
+            n_acc, acc_univ, acc_is_univ, a_off, part_from, part_to, part_slot0, p_off, dense_weights, dw_off, n_dense, out_acc,
             out_side, o_off, slots, odds, n_threads, out):  # fmt: skip
     """Metrics of every output for a batch of resamples; blocks of LANES resamples, block ``b`` by
     thread ``b % n_threads`` (a fixed schedule: results do not depend on the thread count).
@@ -910,6 +994,7 @@ def _kernel(draws, from_counts, order, identity, y, tv, term_slots, seg_starts, 
                     acc_is_univ[a0:a1],
                     part_from[p_off[m] : p_off[m + 1]],
                     part_to[p_off[m] : p_off[m + 1]],
+                    part_slot0[p_off[m] : p_off[m + 1]],
                     acc[:na],
                     pend[:na],
                     flag[:na],
@@ -999,6 +1084,7 @@ def run_kernel(
         L.a_off,
         L.part_from,
         L.part_to,
+        L.part_slot0,
         L.p_off,
         L.dense_weights,
         L.dw_off,
