@@ -71,6 +71,36 @@ def test_n_permutations_has_a_limit():
         resolve_options(None, dict(label="y", scores=["p"], groups=["g"], n_permutations=1_000_001))
 
 
+def test_permutation_work_that_may_take_hours_is_said_before_any_work(monkeypatch):
+    # Continuous scores: every row is its own unit, and each Monte-Carlo test walks both sides of them once
+    # per permutation and design. 240 rows, groups a/b/c: 3 tests vs overall + 3 pairs = 6 tests per model;
+    # auc (design "all by label") and log loss ("all"): 2 designs; 400 permutations (above the 3-test
+    # family's 59). Bound: 6 x 2 x 400 x 2 x 240 = 2,304,000 rows.
+    from disaggregated_eval.audit import core
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the bootstrap started")
+
+    monkeypatch.setattr(core, "estimate_all", no_work)
+    monkeypatch.setattr(core, "PERMUTATION_WORK_WARNING", 2_304_000 - 1)
+    run = dict(label="y", scores=["p"], groups=["g"], metrics=["auc", "log_loss"], n_resamples=200, n_permutations=400)
+    expected = r"may walk up to 2\.3e\+06 rows: 6 tests per model x 2 permutation"
+    with pytest.warns(AuditWarning, match=expected) as got, pytest.raises(AssertionError, match="bootstrap started"):
+        audit(frame(), **run)
+    assert "n_permutations=0 skips the tests" in str(got[0].message)
+    monkeypatch.setattr(core, "PERMUTATION_WORK_WARNING", 2_304_000)  # at the limit: nothing said
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AuditWarning)
+        with pytest.raises(AssertionError, match="the bootstrap started"):
+            audit(frame(), **run)
+    # count metrics without weights have exact tests: no Monte-Carlo work at all
+    monkeypatch.setattr(core, "PERMUTATION_WORK_WARNING", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AuditWarning)
+        with pytest.raises(AssertionError, match="the bootstrap started"):
+            audit(frame(), **dict(run, metrics=["accuracy", "false_positive_rate"]))
+
+
 def test_pairwise_comparison_limit_counts_every_family():
     # L levels give L (L - 1) / 2 pairs: 200 levels 19,900, within the limit; 201 levels 20,100, not
     assert MAX_PAIRWISE_COMPARISONS == 20_000

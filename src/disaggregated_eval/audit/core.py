@@ -19,6 +19,7 @@ See ``docs/audit.md`` for the definitions and the columns.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -30,12 +31,20 @@ from .. import seeds, vocabulary
 from ..engine.permutation import min_permutations
 from ..engine.resampling import strata_for
 from ..engine.sums import FN, FP, PROPORTIONS, TP, metric_slots
+from ..engine.units import find_units
 from ..memory import check_bytes
 from . import controlled as _controlled
 from .analyses import summary_analyses
-from .comparisons import comparison_table, enumerate_comparisons, family_sizes, pairwise_notes, test_pvalues
+from .comparisons import (
+    PERMUTATION_DESIGNS,
+    comparison_table,
+    enumerate_comparisons,
+    family_sizes,
+    pairwise_notes,
+    test_pvalues,
+)
 from .estimates import AuditEstimates, estimate_all, n_outputs
-from .inputs import AuditInput, AuditInputError, prepare_input, resolve_options
+from .inputs import PERMUTATION_WORK_WARNING, AuditInput, AuditInputError, AuditWarning, prepare_input, resolve_options
 from .options import AuditOptions
 from .result import AuditResult
 from .slice_table import jackknife_accelerations, slice_table
@@ -105,6 +114,7 @@ def audit(
     controlled_plan = _controlled.plan_controlled(prepared, plan, opts)  # checks sizes before any work
     _check_memory(plan, controlled_plan, opts)
     opts, raised = _enough_permutations(plan, prepared, opts)
+    raised += _permutation_work(plan, prepared, opts)
     notes = list(prepared.notes) + list(controlled_plan.notes) + raised
 
     metrics = list(opts.metrics)
@@ -251,6 +261,11 @@ def _check_memory(plan: SlicePlan, cplan: _controlled.ControlledPlan, opts: Audi
     )
 
 
+def _monte_carlo_metrics(prepared: AuditInput, opts: AuditOptions) -> list[str]:
+    """The metrics whose tests are Monte Carlo: all but the proportions, and every one under sample weights."""
+    return [q for q in opts.metrics if prepared.weight is not None or q not in PROPORTIONS]
+
+
 def _enough_permutations(plan: SlicePlan, prepared: AuditInput, opts: AuditOptions) -> tuple[AuditOptions, list[str]]:
     """Raise ``n_permutations``, before any work and with a note, to what a family needs to flag anything.
 
@@ -262,7 +277,7 @@ def _enough_permutations(plan: SlicePlan, prepared: AuditInput, opts: AuditOptio
     """
     if opts.n_permutations == 0:
         return opts, []
-    monte_carlo = [q for q in opts.metrics if prepared.weight is not None or q not in PROPORTIONS]
+    monte_carlo = _monte_carlo_metrics(prepared, opts)
     if not monte_carlo:
         return opts, []
     sizes = family_sizes(plan, pairwise_max_levels=opts.pairwise_max_levels)
@@ -277,6 +292,44 @@ def _enough_permutations(plan: SlicePlan, prepared: AuditInput, opts: AuditOptio
         f"adjustment of families of up to {per_family:,} tests fewer permutations could never fall below {alpha:g}"
     )
     return replace(opts, n_permutations=needed), [note]
+
+
+def _permutation_work(plan: SlicePlan, prepared: AuditInput, opts: AuditOptions) -> list[str]:
+    """Warn, before any work and with a note, when the permutation tests may walk very many rows.
+
+    A Monte-Carlo test walks both sides of its permuted rows (merged into units where rows are equal,
+    :mod:`disaggregated_eval.engine.units`) once per permutation and conditioning design; the sequential
+    rule stops a test whose p-value is clearly large after a few dozen permutations, but one whose p-value
+    is small draws all ``n_permutations``. With continuous scores every row is its own unit, so at
+    1,000,000 rows the tests' bound is hours of CPU time, not the seconds of the bootstrap. Above
+    :data:`.inputs.PERMUTATION_WORK_WARNING` rows the bound and the options that lower it are said.
+    """
+    if opts.n_permutations == 0:
+        return []
+    monte_carlo = _monte_carlo_metrics(prepared, opts)
+    if not monte_carlo:
+        return []
+    designs = len({PERMUTATION_DESIGNS[q] for q in monte_carlo})
+    sizes = family_sizes(plan, pairwise_max_levels=opts.pairwise_max_levels)
+    tests = sizes["vs_overall"] + sizes["pairwise"]
+    weight = np.ones(prepared.y.shape[0]) if prepared.weight is None else prepared.weight
+    units = 0
+    for m in opts.scores:
+        found = find_units([prepared.y, prepared.scores[m], weight])
+        units += prepared.y.shape[0] if found is None else found.multiplicity.shape[0]
+    bound = tests * designs * opts.n_permutations * 2 * units
+    if bound <= PERMUTATION_WORK_WARNING:
+        return []
+    note = (
+        f"the Monte-Carlo permutation tests ({', '.join(monte_carlo)}) may walk up to {bound:.1e} rows: {tests:,} "
+        f"tests per model x {designs} permutation design(s) x up to {opts.n_permutations:,} permutations x both "
+        f"sides of {units:,} distinct rows (over {len(opts.scores)} model(s)), about {bound * 1e-8 / 3600:.1f} "
+        "CPU-hours at 10 ns per row; tests with large p-values stop early, tests with small ones draw every "
+        "permutation. n_permutations=0 skips the tests (the intervals remain); fewer metrics with Monte-Carlo "
+        "tests, a smaller pairwise_max_levels or fewer intersections make fewer tests"
+    )
+    warnings.warn(note, AuditWarning, stacklevel=3)
+    return [note]
 
 
 def _reasons(point: np.ndarray, tallies: SliceTallies, metrics: list[str], opts: AuditOptions):

@@ -8,7 +8,8 @@ rows (first at row 7); give positive_label when the label has two other values s
 Limits on the work an audit may ask for are named constants here, each checked by one function, before
 any work: :data:`MAX_PERMUTATIONS`, :data:`MIN_TAIL_REPLICATES` (:func:`check_resample_count`) and
 :data:`MAX_PAIRWISE_COMPARISONS` (:func:`check_comparison_count`). Values that work but weaken the
-audit give an :class:`AuditWarning`.
+audit give an :class:`AuditWarning`, and so does work that may take hours
+(:data:`PERMUTATION_WORK_WARNING`, checked in :mod:`.core` once the slices are planned).
 
 The frame may be a pandas or a polars ``DataFrame`` (converted with ``to_pandas`` at the boundary;
 polars is never imported here). Text levels of the group columns are stripped of surrounding spaces
@@ -53,6 +54,7 @@ __all__ = [
     "MAX_PERMUTATIONS",
     "MIN_TAIL_REPLICATES",
     "MAX_PAIRWISE_COMPARISONS",
+    "PERMUTATION_WORK_WARNING",
     "min_resamples",
     "check_resample_count",
     "check_comparison_count",
@@ -73,6 +75,9 @@ MIN_TAIL_REPLICATES = 5
 #: Most pairwise comparisons of slices (per model and metric, over every attribute and intersection):
 #: each has a bootstrap interval and a permutation test, so the work grows with the square of the levels.
 MAX_PAIRWISE_COMPARISONS = 20_000
+#: Rows (or units) the Monte-Carlo permutation tests may walk, at most, before an :class:`AuditWarning`
+#: says so: about a quarter of an hour of CPU time at 10 ns per row.
+PERMUTATION_WORK_WARNING = 10**11
 #: Attribute on the per-object record of :func:`resolve_options`: the values it checked.
 _CHECKED = "_checked_values"
 
