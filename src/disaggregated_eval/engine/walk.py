@@ -933,8 +933,10 @@ def _kernel(draws, from_counts, order, identity, y, tv, term_slots, seg_starts, 
             gather = True
     for th in numba.prange(n_threads):
         # counts of each row in the block's resamples; float32 is exact for counts below 2**24
-        counts = np.zeros((n, LANES), dtype=np.float32)
-        cs = np.zeros((n if gather else 1, LANES), dtype=np.float32)
+        # lane-major: each resample's counts are one contiguous row (the scatter of its draws stays in a
+        # quarter of the memory); the walk reads them through the transposed view, cs[j, lane]
+        counts = np.zeros((LANES, n), dtype=np.float32)
+        cs = np.zeros((LANES, n if gather else 1), dtype=np.float32)
         acc = np.zeros((max_acc, n_slots, LANES))
         pend = np.zeros((max_acc, 2, LANES))
         flag = np.zeros(max_acc, dtype=np.bool_)
@@ -954,22 +956,24 @@ def _kernel(draws, from_counts, order, identity, y, tv, term_slots, seg_starts, 
             n_lanes = min(LANES, n_batch - b0)
             counts[:] = 0.0
             for lane in range(n_lanes):
+                row = counts[lane]
                 if from_counts:
                     for i in range(n):
-                        counts[i, lane] = draws[b0 + lane, i]
+                        row[i] = draws[b0 + lane, i]
                 else:
                     for i in range(n):
-                        counts[draws[b0 + lane, i], lane] += 1.0
+                        row[draws[b0 + lane, i]] += 1.0
             for m in range(n_models):
                 if identity[m]:
-                    walked = counts
+                    walked = counts.T
                 else:
                     order_m = order[m]
-                    for j in range(n):
-                        i = order_m[j]
-                        for lane in range(LANES):
-                            cs[j, lane] = counts[i, lane]
-                    walked = cs
+                    for lane in range(LANES):
+                        src = counts[lane]
+                        dst = cs[lane]
+                        for j in range(n):
+                            dst[j] = src[order_m[j]]
+                    walked = cs.T
                 na = n_acc[m]
                 nd = n_dense[m]
                 s0, s1 = st_off[m], st_off[m + 1]
