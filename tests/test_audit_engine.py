@@ -844,7 +844,9 @@ def test_walk_refuses_parts_that_do_not_refine_the_stream():
         return build_layout(y, [ModelStreams(rng.random(n), np.ones((n, 1)), codes, streams)], thresholds=(0.5,),
                             terms=("brier",))  # fmt: skip
 
-    assert list(universe(1, (0, 0, -1, 0)).st_derived) == [0, 2]
+    assert list(universe(1, (0, 0, 0, 0)).st_derived) == [0, 2]
+    with pytest.raises(ValueError, match="-1 to a code of its parts that has rows"):
+        universe(1, (0, 0, -1, 0))
     with pytest.raises(ValueError, match=r"0 \(or -1\) for each code"):
         universe(1, (0, 1, 0, 0))
     with pytest.raises(ValueError, match="only as a universe"):

@@ -8,6 +8,7 @@ correct implementation fails with probability below about 1e-6 and a plausible b
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -15,7 +16,7 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from disaggregated_eval import seeds
-from disaggregated_eval.audit import audit
+from disaggregated_eval.audit import AuditWarning, audit
 from disaggregated_eval.audit.calibration_table import score_bins
 from disaggregated_eval.audit.comparisons import PERMUTATION_DESIGNS, SCORE_STRATA
 from disaggregated_eval.engine.permutation import (
@@ -246,8 +247,10 @@ def test_permutation_draws_are_uniform_subsets():
 
 def test_permutation_chunks_hold_a_bounded_number_of_counts(monkeypatch):
     """A chunk of permutations holds at most CHUNK_ELEMENTS unit counts (a 1,000,000-row audit of continuous
-    scores drew 4,096 x 1,000,000 counts at once: 32 GB); the chunks depend only on the data, so the first
-    permutations of a test are the same however many are drawn."""
+    scores drew 4,096 x 1,000,000 counts at once: 32 GB). The chunks depend only on the data and
+    n_permutations, so a test's draws do not depend on when the sequential rule stops it; with one stratum
+    the first permutations are even the same however many are drawn (with strata, the last, shorter chunk
+    draws each stratum's permutations with another size)."""
     from disaggregated_eval.engine import permutation
 
     assert [b - a for _, a, b in permutation._chunks(10_000, 1_000)][:7] == [64, 128, 256, 512, 1024, 2048, 4096]
@@ -261,6 +264,22 @@ def test_permutation_chunks_hold_a_bounded_number_of_counts(monkeypatch):
     many = permutation_draws(space, np.array([40]), 11, 200)
     assert (many.sum(axis=1) == 40).all() and many.max() == 1
     np.testing.assert_array_equal(permutation_draws(space, np.array([40]), 11, 37), many[:37])
+
+
+def test_a_test_whose_design_has_no_rows_is_not_made():
+    """Weighted precision permutes among the predicted positives of the two slices compared; where neither
+    has one there is nothing to permute: no test (NaN, no test name), not a crash (an empty permutation
+    space failed in the walk's layout)."""
+    rng = np.random.default_rng(0)
+    n = 300
+    df = pd.DataFrame({"y": rng.integers(0, 2, n), "g": rng.choice(["a", "b", "c"], n), "w": rng.gamma(2, 1, n)})
+    df["p"] = np.where(df["g"].isin(["a", "b"]), 0.1, rng.random(n))  # a, b: no predicted positive
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", AuditWarning)
+        r = audit(df, label="y", scores=["p"], groups=["g"], metrics=["precision"], sample_weight="w",
+                  n_resamples=60, n_permutations=20)  # fmt: skip
+    c = r.comparisons.set_index(["kind", "slice", "reference"])
+    assert np.isnan(c.loc[("pairwise", "g=a", "g=b"), "p_value"]) and c.loc[("pairwise", "g=a", "g=b"), "test"] == ""
 
 
 def test_permutation_draws_of_units_are_multivariate_hypergeometric():

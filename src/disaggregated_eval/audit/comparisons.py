@@ -236,6 +236,8 @@ def test_pvalues(
         """Permutation space of rows (original indices, in model m's score order) of a design."""
         cats_in, within = design
         rows = rows[np.isin(cats[m][rows], cats_in)]
+        if rows.size == 0:  # no row of the design (e.g. no predicted positive for precision): no test
+            return rows, None
         if within == "label":
             strata = y[rows].astype(np.int64)
         elif within == "score":
@@ -280,6 +282,8 @@ def test_pvalues(
                 if (m, design) not in spaces:
                     spaces[(m, design)] = space(m, design, orders[m])
                 rows, universe = spaces[(m, design)]
+            if universe is None:
+                continue
             n_first = universe.first_counts(in_slice[rows])
             if (n_first == 0).all() or (n_first == universe.stratum_sizes()).all():
                 continue

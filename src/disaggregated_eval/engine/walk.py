@@ -381,6 +381,8 @@ def _check_parts(model: ModelStreams, s: int, stream: Stream, universe: bool) ->
             raise ValueError(f"stream {s} is a universe: its parts must be a coded stream without parts in it")
         if mapping.shape != (part.n_codes,) or not np.isin(mapping, (-1, 0)).all():
             raise ValueError(f"stream {s} is a universe: part_codes must be 0 (or -1) for each code of its parts")
+        if (mapping[np.asarray(model.codes[:, part.codes], dtype=np.int64)] != 0).any():
+            raise ValueError(f"stream {s} is a universe: part_codes give -1 to a code of its parts that has rows")
         return
     if part.codes < 0 or part.parts >= 0 or part.weight != stream.weight or part.universe != stream.universe:
         raise ValueError(f"stream {s}: its parts must be a coded stream without parts, with its weight and universe")
@@ -909,8 +911,8 @@ def _finalize(acc, accd, n_lanes, out_acc, out_side, a_univ, n_thr, term_slots, 
 @numba.njit(parallel=True, cache=True)
 def _kernel(draws, from_counts, order, identity, y, tv, term_slots, seg_starts, seg_tie, seg_off, splits,
             weights, w_off, w_cols, codes, c_off, c_cols, st_weight, st_code, st_acc, st_univ, st_derived, st_off,
-            n_acc, acc_univ, acc_is_univ, a_off, part_from, part_to, part_slot0, p_off, dense_weights, dw_off, n_dense, out_acc,
-            out_side, o_off, slots, odds, n_threads, out):  # fmt: skip
+            n_acc, acc_univ, acc_is_univ, a_off, part_from, part_to, part_slot0, p_off, dense_weights, dw_off,
+            n_dense, out_acc, out_side, o_off, slots, odds, n_threads, out):  # fmt: skip
     """Metrics of every output for a batch of resamples; blocks of LANES resamples, block ``b`` by
     thread ``b % n_threads`` (a fixed schedule: results do not depend on the thread count).
 
