@@ -816,6 +816,36 @@ def test_families_summed_from_their_intersections_equal_their_own_walk(intersect
     assert (reps[:, 0, s, 0, metric["predicted_positive_rate"]] == 0.0).all()
 
 
+def test_a_rest_without_predicted_positives_has_an_undefined_precision():
+    # A rest's sums are its universe's minus its slice's, the same rows added in two orders: under sample
+    # weights "no predicted positive" came out as +-1e-17 and a precision of 0, 1 or -1 instead of NaN.
+    # 300 small weighted data sets (5 rows, scores to two decimals, 3 slices): every rest's precision,
+    # predicted positive rate, sensitivity and AUC equal compute_metrics on the rest's rows.
+    from disaggregated_eval.engine.walk import ModelStreams, Stream, build_layout, run_kernel
+
+    rng = np.random.default_rng(1)
+    n, metrics = 5, ["precision", "predicted_positive_rate", "sensitivity", "auc", "accuracy"]
+    undefined = 0
+    for _ in range(300):
+        y = rng.integers(0, 2, n).astype(float)
+        r = np.round(rng.random(n), 2)
+        w = rng.gamma(2, 1, n)
+        code = rng.integers(0, 3, n)
+        streams = (Stream(0), Stream(0, codes=0, n_codes=3, universe=0))
+        layout = build_layout(y, [ModelStreams(r, w[:, None], code[:, None].astype(np.int32), streams)],
+                              thresholds=(0.5,), terms=())  # fmt: skip
+        out = np.zeros((1, layout.n_outputs, 1, len(metrics)))
+        run_kernel(layout, np.ones((1, n), np.int64), from_counts=True, slots=metric_slots(metrics), odds=1.0,
+                   n_threads=1, out=out)  # fmt: skip
+        for k in range(3):
+            got = out[0, layout.output_index[(0, 1, k, 1)], 0]
+            ref = compute_metrics(y, r, sample_weight=w * (code != k), metrics=metrics)
+            expected = np.array([ref[q] for q in metrics])
+            np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)  # NaN where the reference's is
+            undefined += int(np.isnan(expected[0]))
+    assert undefined > 30  # the case arises often enough to be tested
+
+
 def test_walk_refuses_parts_that_do_not_refine_the_stream():
     from disaggregated_eval.engine.walk import ModelStreams, Stream, build_layout
 
