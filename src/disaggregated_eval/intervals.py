@@ -43,11 +43,18 @@ __all__ = [
     "percentile_bounds",
     "band_level",
     "degenerate",
+    "ROUNDING",
     "CAVEAT_UNDEFINED",
     "CAVEAT_DEGENERATE",
     "caveats",
 ]
 
+
+#: Two values of a metric within this share of ``max(1, |value|)`` are the same value up to rounding
+#: (the same sums added in another order, a ratio of sums of equal values): a bootstrap whose replicates
+#: all agree so is degenerate (:func:`degenerate`), and a replicate that agrees so with the estimate is a
+#: tie of BCa's bias correction (:func:`bca_interval`).
+ROUNDING = 1e-12
 
 #: The interval of each metric on one slice (``docs/method.md``, "Intervals"): ``wilson`` (Wilson's
 #: score interval on the metric's own counts, Kish's effective size under sample weights) for the
@@ -262,7 +269,7 @@ def degenerate(replicates: np.ndarray, *, axis: int = 0) -> np.ndarray:
     lo = np.min(np.where(finite, values, np.inf), axis=0)
     with np.errstate(invalid="ignore"):
         spread = hi - lo
-        return finite.any(axis=0) & (spread <= 1e-12 * np.maximum(1.0, np.abs(hi)))
+        return finite.any(axis=0) & (spread <= ROUNDING * np.maximum(1.0, np.abs(hi)))
 
 
 def caveats(estimate: np.ndarray, is_degenerate: np.ndarray) -> np.ndarray:
@@ -516,16 +523,18 @@ def bca_interval(
     -------
     low, high : ndarray of shape (n_columns,)
         The percentiles of the replicates at the BCa-adjusted levels; the bias correction
-        ``z0 = Phi^-1((#{theta* < theta} + #{theta* = theta} / 2) / B)``. NaN where no replicate is
-        finite or the estimate is undefined; a column whose replicates do not vary gives its one
-        value on both sides (the caller marks it degenerate).
+        ``z0 = Phi^-1((#{theta* < theta} + #{theta* = theta} / 2) / B)``, equal up to :data:`ROUNDING`
+        (a replicate equal to the estimate but for the order of its sums is a tie, not a side). NaN
+        where no replicate is finite or the estimate is undefined; a column whose replicates do not
+        vary gives its one value on both sides (the caller marks it degenerate).
     """
     columns = SortedReplicates(replicates)
     values = columns.values
     k = columns.count
     estimate = np.asarray(estimate, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        below = np.sum(values < estimate, axis=0) + 0.5 * np.sum(values == estimate, axis=0)
+        tie = np.abs(values - estimate) <= ROUNDING * np.maximum(1.0, np.abs(estimate))
+        below = np.sum((values < estimate) & ~tie, axis=0) + 0.5 * np.sum(tie, axis=0)
         share = np.clip(below / np.maximum(k, 1), 0.5 / np.maximum(k, 1), 1.0 - 0.5 / np.maximum(k, 1))
     z0 = special.ndtri(share)
     z = normal_quantile(level)
