@@ -113,8 +113,7 @@ def audit(
     plan = _plan(prepared, opts)
     controlled_plan = _controlled.plan_controlled(prepared, plan, opts)  # checks sizes before any work
     _check_memory(plan, controlled_plan, opts)
-    opts, raised = _enough_permutations(plan, prepared, opts)
-    raised += _permutation_work(plan, prepared, opts)
+    opts, raised = _plan_permutations(plan, prepared, opts)
     notes = list(prepared.notes) + list(controlled_plan.notes) + raised
 
     metrics = list(opts.metrics)
@@ -261,56 +260,40 @@ def _check_memory(plan: SlicePlan, cplan: _controlled.ControlledPlan, opts: Audi
     )
 
 
-def _monte_carlo_metrics(prepared: AuditInput, opts: AuditOptions) -> list[str]:
-    """The metrics whose tests are Monte Carlo: all but the proportions, and every one under sample weights."""
-    return [q for q in opts.metrics if prepared.weight is not None or q not in PROPORTIONS]
-
-
-def _enough_permutations(plan: SlicePlan, prepared: AuditInput, opts: AuditOptions) -> tuple[AuditOptions, list[str]]:
-    """Raise ``n_permutations``, before any work and with a note, to what a family needs to flag anything.
+def _plan_permutations(plan: SlicePlan, prepared: AuditInput, opts: AuditOptions) -> tuple[AuditOptions, list[str]]:
+    """The permutations of the Monte-Carlo tests, decided before any work, with a note for each decision.
 
     Monte-Carlo tests (metrics that are not proportions, or any metric under sample weights) have
     p-values of at least ``1 / (n_permutations + 1)``; after adjusting a family of ``m`` tests the
     smallest adjusted p-value is ``m`` times that, which must be able to fall below ``1 - confidence``
-    (:func:`disaggregated_eval.engine.permutation.min_permutations`). The sequential rule makes the
-    larger cap cost only where a p-value is small.
-    """
-    if opts.n_permutations == 0:
-        return opts, []
-    monte_carlo = _monte_carlo_metrics(prepared, opts)
-    if not monte_carlo:
-        return opts, []
-    sizes = family_sizes(plan, pairwise_max_levels=opts.pairwise_max_levels)
-    per_family = max(sizes.values()) * (len(monte_carlo) if opts.adjust_scope == "model" else 1)
-    alpha = 1.0 - opts.confidence
-    needed = min_permutations(per_family if opts.adjust != "none" else 1, alpha)
-    if opts.n_permutations >= needed:
-        return opts, []
-    note = (
-        f"n_permutations raised from {opts.n_permutations:,} to {needed:,}: the Monte-Carlo tests "
-        f"({', '.join(monte_carlo)}) have p-values of at least 1/(n_permutations + 1), and after the {opts.adjust} "
-        f"adjustment of families of up to {per_family:,} tests fewer permutations could never fall below {alpha:g}"
-    )
-    return replace(opts, n_permutations=needed), [note]
-
-
-def _permutation_work(plan: SlicePlan, prepared: AuditInput, opts: AuditOptions) -> list[str]:
-    """Warn, before any work and with a note, when the permutation tests may walk very many rows.
+    (:func:`disaggregated_eval.engine.permutation.min_permutations`): ``n_permutations`` is raised to that.
+    The sequential rule makes the larger cap cost only where a p-value is small.
 
     A Monte-Carlo test walks both sides of its permuted rows (merged into units where rows are equal,
     :mod:`disaggregated_eval.engine.units`) once per permutation and conditioning design; the sequential
     rule stops a test whose p-value is clearly large after a few dozen permutations, but one whose p-value
     is small draws all ``n_permutations``. With continuous scores every row is its own unit, so at
     1,000,000 rows the tests' bound is hours of CPU time, not the seconds of the bootstrap. Above
-    :data:`.inputs.PERMUTATION_WORK_WARNING` rows the bound and the options that lower it are said.
+    :data:`.inputs.PERMUTATION_WORK_WARNING` rows an :class:`AuditWarning` gives the bound and the options
+    that lower it.
     """
-    if opts.n_permutations == 0:
-        return []
-    monte_carlo = _monte_carlo_metrics(prepared, opts)
-    if not monte_carlo:
-        return []
-    designs = len({PERMUTATION_DESIGNS[q] for q in monte_carlo})
+    monte_carlo = [q for q in opts.metrics if prepared.weight is not None or q not in PROPORTIONS]
+    if opts.n_permutations == 0 or not monte_carlo:
+        return opts, []
+    notes = []
     sizes = family_sizes(plan, pairwise_max_levels=opts.pairwise_max_levels)
+    per_family = max(sizes.values()) * (len(monte_carlo) if opts.adjust_scope == "model" else 1)
+    alpha = 1.0 - opts.confidence
+    needed = min_permutations(per_family if opts.adjust != "none" else 1, alpha)
+    if opts.n_permutations < needed:
+        notes.append(
+            f"n_permutations raised from {opts.n_permutations:,} to {needed:,}: the Monte-Carlo tests "
+            f"({', '.join(monte_carlo)}) have p-values of at least 1/(n_permutations + 1), and after the "
+            f"{opts.adjust} adjustment of families of up to {per_family:,} tests fewer permutations could never "
+            f"fall below {alpha:g}"
+        )
+        opts = replace(opts, n_permutations=needed)
+    designs = len({PERMUTATION_DESIGNS[q] for q in monte_carlo})
     tests = sizes["vs_overall"] + sizes["pairwise"]
     weight = np.ones(prepared.y.shape[0]) if prepared.weight is None else prepared.weight
     units = 0
@@ -318,18 +301,19 @@ def _permutation_work(plan: SlicePlan, prepared: AuditInput, opts: AuditOptions)
         found = find_units([prepared.y, prepared.scores[m], weight])
         units += prepared.y.shape[0] if found is None else found.multiplicity.shape[0]
     bound = tests * designs * opts.n_permutations * 2 * units
-    if bound <= PERMUTATION_WORK_WARNING:
-        return []
-    note = (
-        f"the Monte-Carlo permutation tests ({', '.join(monte_carlo)}) may walk up to {bound:.1e} rows: {tests:,} "
-        f"tests per model x {designs} permutation design(s) x up to {opts.n_permutations:,} permutations x both "
-        f"sides of {units:,} distinct rows (over {len(opts.scores)} model(s)), about {bound * 1e-8 / 3600:.1f} "
-        "CPU-hours at 10 ns per row; tests with large p-values stop early, tests with small ones draw every "
-        "permutation. n_permutations=0 skips the tests (the intervals remain); fewer metrics with Monte-Carlo "
-        "tests, a smaller pairwise_max_levels or fewer intersections make fewer tests"
-    )
-    warnings.warn(note, AuditWarning, stacklevel=3)
-    return [note]
+    if bound > PERMUTATION_WORK_WARNING:
+        note = (
+            f"the Monte-Carlo permutation tests ({', '.join(monte_carlo)}) may walk up to {bound:.1e} rows: "
+            f"{tests:,} tests per model x {designs} permutation design(s) x up to {opts.n_permutations:,} "
+            f"permutations x both sides of {units:,} distinct rows (over {len(opts.scores)} model(s)), about "
+            f"{bound * 1e-8 / 3600:.1f} CPU-hours at 10 ns per row; tests with large p-values stop early, tests "
+            "with small ones draw every permutation. n_permutations=0 skips the tests (the intervals remain); "
+            "fewer metrics with Monte-Carlo tests, a smaller pairwise_max_levels or fewer intersections make "
+            "fewer tests"
+        )
+        warnings.warn(note, AuditWarning, stacklevel=3)
+        notes.append(note)
+    return opts, notes
 
 
 def _reasons(point: np.ndarray, tallies: SliceTallies, metrics: list[str], opts: AuditOptions):

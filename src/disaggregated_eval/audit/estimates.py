@@ -130,20 +130,19 @@ def family_parts(families: Sequence) -> dict[int, dict]:
     """
     attributes = [set(f.attributes) for f in families]
     maximal = [g for g in range(len(families)) if not any(attributes[g] < attributes[h] for h in range(len(families)))]
-    out = {}
-    if maximal:
-        g = min(maximal, key=lambda g: families[g].n_slices)
+
+    def parts(candidates: list[int], codes) -> dict:
+        """The smallest candidate family as parts; each of its slices to ``codes`` of its rows (-1: no rows)."""
+        g = min(candidates, key=lambda g: families[g].n_slices)
         mapping = np.full(families[g].n_slices, -1, dtype=np.int64)
-        mapping[families[g].codes] = 0
-        out[-1] = {"parts": g + 1, "part_codes": tuple(int(c) for c in mapping)}
+        mapping[families[g].codes] = codes
+        return {"parts": g + 1, "part_codes": tuple(int(c) for c in mapping)}
+
+    out = {-1: parts(maximal, 0)} if maximal else {}
     for f, family in enumerate(families):
         supersets = [g for g in maximal if attributes[f] < attributes[g]]
-        if not supersets:
-            continue
-        g = min(supersets, key=lambda g: families[g].n_slices)
-        mapping = np.full(families[g].n_slices, -1, dtype=np.int64)  # combinations without rows: none
-        mapping[families[g].codes] = family.codes
-        out[f] = {"parts": g + 1, "part_codes": tuple(int(c) for c in mapping)}
+        if supersets:
+            out[f] = parts(supersets, family.codes)
     return out
 
 

@@ -221,8 +221,15 @@ def build_layout(
     Returns
     -------
     WalkLayout
+
+    Raises
+    ------
+    ValueError
+        Without rows; for a universe or parts that do not fit the streams (:class:`Stream`).
     """
     n = y.shape[0]
+    if n == 0:
+        raise ValueError("build_layout needs at least one row; got none")
     thresholds = [float(t) for t in thresholds]
     orders, ys, tvs, starts, ties, splits = [], [], [], [], [], []
     wblocks, cblocks, w_cols, c_cols = [], [], [], []
