@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import _validity_fairness  # part (f): a sibling module of benchmarks/
 import numpy as np
 import pandas as pd
 from scipy.special import expit
@@ -341,8 +342,9 @@ def controlled_data(rng: np.random.Generator, n: int) -> pd.DataFrame:
 class Task:
     """One replicate of one cell.
 
-    ``kind``: ``strong`` (parts a, b strong null, d), ``weak`` (b), ``power`` (c), ``controlled`` (e).
-    ``param``: the FPR excess (power) or the number of rows (controlled). ``schemes``: resampling
+    ``kind``: ``strong`` (parts a, b strong null, d), ``weak`` (b), ``power`` (c), ``controlled`` (e),
+    ``fair`` and ``calibration`` (f, :mod:`_validity_fairness`). ``param``: the FPR excess (power), the
+    number of rows (controlled) or the cell's name (fair, calibration). ``schemes``: resampling
     schemes to audit (strong); ``permutations``: whether the population audit computes p-values.
     """
 
@@ -484,7 +486,16 @@ def _controlled(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
     return {"controlled": out.reset_index(drop=True)}
 
 
-_KINDS = {"strong": _strong, "weak": _weak, "power": _power, "controlled": _controlled}
+def _fair(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
+    return _validity_fairness.run_fair(task, lambda data, **options: _audit(task, data, warned, **options))
+
+
+def _calibration(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
+    return _validity_fairness.run_calibration(task, lambda data, **options: _audit(task, data, warned, **options))
+
+
+_KINDS = {"strong": _strong, "weak": _weak, "power": _power, "controlled": _controlled, "fair": _fair,
+          "calibration": _calibration}  # fmt: skip
 
 
 def run_task(task: Task) -> tuple[Task, dict[str, pd.DataFrame], float, list[str]]:

@@ -111,11 +111,12 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _validity as v
+import _validity_fairness as vf
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("a", "b", "c", "d", "e")
-DEFAULT_REPLICATES = {"a": 1000, "b": 250, "c": 80, "d": 1000, "e": 40}
-QUICK_REPLICATES = {"a": 40, "b": 10, "c": 5, "d": 40, "e": 2}
+PARTS = ("a", "b", "c", "d", "e", "f")
+DEFAULT_REPLICATES = {"a": 1000, "b": 250, "c": 80, "d": 1000, "e": 40, "f": 400}
+QUICK_REPLICATES = {"a": 40, "b": 10, "c": 5, "d": 40, "e": 2, "f": 3}
 DEFAULT_SEED = 20250101
 _SCHEMES = ("population", "within_group")
 
@@ -165,6 +166,11 @@ def parse_args(argv=None) -> argparse.Namespace:
 def build_tasks(parts, counts, root: int, n_resamples: int) -> list[v.Task]:
     """Every replicate of the requested parts, the most expensive first (for load balance)."""
     tasks: list[v.Task] = []
+    if "f" in parts:
+        for cell in vf.CALIBRATION_CELLS:
+            tasks += [v.Task("calibration", r, root, n_resamples, param=cell) for r in range(counts["f"])]
+        for cell in vf.FAIR_CELLS:
+            tasks += [v.Task("fair", r, root, n_resamples, param=cell) for r in range(counts["f"])]
     if "e" in parts:
         for n in v.CONTROLLED_SIZES:
             tasks += [v.Task("controlled", r, root, n_resamples, param=n) for r in range(counts["e"])]
@@ -518,6 +524,192 @@ def table_e(summary: pd.DataFrame) -> pd.DataFrame:
 
 
 # ----------------------------------------------------------------------------------------------
+# Part (f): the fairness summary, the verdicts and the calibration error
+# ----------------------------------------------------------------------------------------------
+_F_STATISTICS = {
+    "demographic_parity_difference": "DP diff",
+    "demographic_parity_ratio": "DP ratio",
+    "equalized_odds_difference": "EO diff",
+    "equalized_odds_ratio": "EO ratio",
+    "largest_gap": "largest gap",
+}
+_F_DISPARITY = {"predicted_positive_rate": "disp. sel", "false_positive_rate": "disp. FPR",
+                "false_negative_rate": "disp. FNR"}  # fmt: skip
+#: Coverage goal of part (f): at least 93%; up to 99.5% (an extreme over near-tied slices, a truth on the
+#: boundary, and the variance bound of the calibration error make these intervals conservative by design).
+F_COVERAGE = (0.93, 0.995)
+
+
+def _f_group(statistic: str, metric: str) -> str:
+    return _F_STATISTICS.get(statistic) or _F_DISPARITY[metric]
+
+
+def summarise_f_coverage(fair: pd.DataFrame, r_max: int) -> pd.DataFrame:
+    """(f1): coverage of every fairness statistic's interval, per cell."""
+    fair = fair[(fair["replicate"] < r_max) & fair["reported"]]
+    fair = fair.assign(group=[_f_group(s, m) for s, m in zip(fair["statistic"], fair["metric"], strict=True)])
+    rows = []
+    for cell_name, cell in vf.FAIR_CELLS.items():
+        g = fair[fair["cell"] == cell_name]
+        row = {"cell": cell_name, "truth": cell.truth, "K": cell.k, "n": cell.n,
+               "replicates": int(g["replicate"].nunique())}  # fmt: skip
+        verdicts = []
+        groups = list(_F_STATISTICS.values()) + list(_F_DISPARITY.values())
+        for group in groups:
+            x = g[g["group"] == group]
+            p, _se, r = v.rate(x["covered"])
+            row[group] = p
+            verdicts.append(v.rate_verdict(p, r, low=F_COVERAGE[0], high=F_COVERAGE[1], k=len(groups)))
+        row["verdict"] = v.worst_verdict(verdicts)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def table_f_coverage(summary: pd.DataFrame) -> pd.DataFrame:
+    groups = list(_F_STATISTICS.values()) + list(_F_DISPARITY.values())
+    out = summary[["cell", "truth", "K", "n", "replicates"]].rename(columns={"replicates": "R"}).copy()
+    for group in groups:
+        out[group] = [_pct(x) for x in summary[group]]
+    out["goal"] = "93-99.5%"
+    out["verdict"] = summary["verdict"]
+    return out
+
+
+def summarise_f_verdicts(fair: pd.DataFrame, comparisons: pd.DataFrame, r_max: int) -> pd.DataFrame:
+    """(f2): per cell, the share of audits with a wrong verdict in the fairness summary (any statistic) and in
+    the worst metric's slice-vs-overall family, the share with any '**' (beyond tolerance), and the joint
+    coverage of the summary's simultaneous band."""
+    fair = fair[(fair["replicate"] < r_max) & fair["reported"]]
+    comparisons = comparisons[(comparisons["replicate"] < r_max) & comparisons["reported"]]
+    rows = []
+    for cell_name, cell in vf.FAIR_CELLS.items():
+        f = fair[fair["cell"] == cell_name].groupby("replicate")
+        c = comparisons[comparisons["cell"] == cell_name]
+        wrong, se, r = v.rate(f["wrong"].any())
+        band = v.rate(f["band_covered"].all())
+        beyond = v.rate(f["verdict"].apply(lambda x: (x == "beyond tolerance").any()))
+        per_metric = {m: v.rate(c[c["metric"] == m].groupby("replicate")["wrong"].any()) for m in vf.FAIR_METRICS}
+        worst_metric = max(per_metric, key=lambda m: per_metric[m][0])
+        worst = per_metric[worst_metric]
+        rows.append({
+            "cell": cell_name, "truth": cell.truth, "replicates": r, "summary_wrong": wrong, "summary_wrong_se": se,
+            "band_joint": band[0], "band_joint_se": band[1], "beyond": beyond[0],
+            "comparisons_wrong": worst[0], "comparisons_wrong_se": worst[1], "comparisons_metric": worst_metric,
+            "verdict": v.worst_verdict([v.rate_verdict(wrong, r, high=v.ALPHA),
+                                        v.rate_verdict(worst[0], worst[2], high=v.ALPHA, k=len(per_metric))]),
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def table_f_verdicts(summary: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "cell": summary["cell"], "truth": summary["truth"], "R": summary["replicates"],
+        "fairness summary: any wrong verdict": [_pct(p, s) for p, s in zip(summary["summary_wrong"],
+                                                                            summary["summary_wrong_se"])],
+        "any **": [_pct(p) for p in summary["beyond"]],
+        "band joint coverage": [_pct(p, s) for p, s in zip(summary["band_joint"], summary["band_joint_se"])],
+        "vs overall: any wrong verdict (worst metric)": [
+            f"{_pct(p, s)} ({m})" for p, s, m in zip(summary["comparisons_wrong"], summary["comparisons_wrong_se"],
+                                                     summary["comparisons_metric"])],
+        "goal": "<=5%", "verdict": summary["verdict"],
+    })  # fmt: skip
+
+
+def summarise_f_power(fair: pd.DataFrame, comparisons: pd.DataFrame, width: pd.DataFrame, r_max: int) -> pd.DataFrame:
+    """(f3): the power to certify and the width of the DP difference's interval against the previous one."""
+    rows = []
+    c = comparisons[(comparisons["cell"] == vf.POWER_CELL) & (comparisons["replicate"] < r_max)]
+    both = c[c["metric"].isin(["false_positive_rate", "predicted_positive_rate"])]
+    p, se, r = v.rate(both.groupby("replicate")["within"].all())
+    rows.append({"claim": "every slice's FPR and selection rate within 0.05 of overall (slice vs overall)",
+                 "cell": vf.POWER_CELL, "replicates": r, "value": _pct(p, se), "goal": ">=80%",
+                 "verdict": v.rate_verdict(p, r, low=0.80)})  # fmt: skip
+    f = fair[(fair["cell"] == vf.POWER_CELL) & (fair["replicate"] < r_max)]
+    for statistic in ("demographic_parity_difference", "equalized_odds_difference"):
+        x = f[f["statistic"] == statistic]
+        p, se, r = v.rate(x["verdict"].isin(["within tolerance", "differs, within tolerance"]))
+        rows.append({"claim": f"{_F_STATISTICS[statistic]} within 0.05 (family statistic)", "cell": vf.POWER_CELL,
+                     "replicates": r, "value": _pct(p, se), "goal": "none", "verdict": "-"})  # fmt: skip
+    w = width[width["replicate"] < r_max]
+    if len(w):
+        ratio = float(w["width"].mean() / w["old_width"].mean())
+        new_cov = v.rate(fair[(fair["cell"] == vf.WIDTH_CELL) & (fair["statistic"] == "demographic_parity_difference")
+                              & (fair["replicate"] < r_max)]["covered"])  # fmt: skip
+        old_cov = v.rate(w["old_covered"])
+        rows.append({"claim": "DP difference interval width / previous percentile interval's (mean widths; "
+                     f"coverage {_pct(*new_cov[:2])} vs {_pct(*old_cov[:2])})", "cell": vf.WIDTH_CELL,
+                     "replicates": len(w), "value": f"{ratio:.2f}", "goal": "<=1.3",
+                     "verdict": "PASS" if ratio <= 1.3 else "FAIL"})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def summarise_f_bias(fair: pd.DataFrame, r_max: int) -> pd.DataFrame:
+    """(f1b): mean error of the plug-in and of the bias-corrected estimate of the DP and EO differences."""
+    fair = fair[(fair["replicate"] < r_max) & fair["reported"]]
+    rows = []
+    for cell_name, cell in vf.FAIR_CELLS.items():
+        row = {
+            "cell": cell_name,
+            "truth": cell.truth,
+            "R": int(fair.loc[fair["cell"] == cell_name, "replicate"].nunique()),
+        }
+        for statistic in ("demographic_parity_difference", "equalized_odds_difference"):
+            x = fair[(fair["cell"] == cell_name) & (fair["statistic"] == statistic)]
+            label = _F_STATISTICS[statistic]
+            row[f"{label}: truth"] = f"{x['truth'].mean():.3f}" if len(x) else "-"
+            row[f"{label}: plug-in bias"] = f"{(x['estimate'] - x['truth']).mean():+.4f}" if len(x) else "-"
+            row[f"{label}: corrected bias"] = f"{(x['bias_corrected'] - x['truth']).mean():+.4f}" if len(x) else "-"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summarise_f_calibration(calibration: pd.DataFrame, r_max: int) -> pd.DataFrame:
+    """(f4): coverage of the calibration error (and its distance from overall) and of the O/E ratio, per size."""
+    calibration = calibration[calibration["replicate"] < r_max]
+    rows = []
+    for cell in vf.CALIBRATION_CELLS:
+        for size in (*vf.CALIBRATION_SIZES, "overall"):
+            name = "overall" if size == "overall" else f"size=n{size}"
+            g = calibration[(calibration["cell"] == cell) & (calibration["slice"] == name)]
+            ce, oe = g[g["statistic"] == "calibration_error"], g[g["statistic"] == "observed_expected_ratio"]
+            ece = g[g["statistic"] == "expected_calibration_error"]
+            cov = v.rate(ce["covered"].astype(bool))
+            oe_cov = v.rate(oe["covered"].astype(bool))
+            row = {"cell": cell, "slice": str(size), "replicates": cov[2], "ce_truth": float(ce["truth"].mean()),
+                   "ce_coverage": cov[0], "ce_coverage_se": cov[1], "ce_lower_positive": float(ce["lower_positive"].mean()),
+                   "ce_mean": float(ce["estimate"].mean()), "ece_mean": float(ece["estimate"].mean()),
+                   "oe_coverage": oe_cov[0], "oe_coverage_se": oe_cov[1]}  # fmt: skip
+            verdicts = [v.rate_verdict(cov[0], cov[2], low=F_COVERAGE[0], high=F_COVERAGE[1], k=4),
+                        v.rate_verdict(oe_cov[0], oe_cov[2], low=0.93, high=0.99, k=4)]  # fmt: skip
+            if size != "overall":
+                vs = v.rate(ce["vs_covered"].astype(bool))
+                oe_vs = v.rate(oe["vs_covered"].astype(bool))
+                row.update(ce_vs_coverage=vs[0], oe_vs_coverage=oe_vs[0])
+                verdicts += [v.rate_verdict(vs[0], vs[2], low=F_COVERAGE[0], high=F_COVERAGE[1], k=4),
+                             v.rate_verdict(oe_vs[0], oe_vs[2], low=0.93, high=0.99, k=4)]  # fmt: skip
+            else:
+                row.update(ce_vs_coverage=np.nan, oe_vs_coverage=np.nan)
+            row["verdict"] = v.worst_verdict(verdicts)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def table_f_calibration(summary: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "cell": summary["cell"], "slice rows": summary["slice"], "R": summary["replicates"],
+        "true CE": [f"{x:.2f}" for x in summary["ce_truth"]],
+        "CE coverage": [_pct(p, s) for p, s in zip(summary["ce_coverage"], summary["ce_coverage_se"])],
+        "CE lower > 0": [_pct(p) for p in summary["ce_lower_positive"]],
+        "CE vs overall coverage (truth 0)": [_pct(p) for p in summary["ce_vs_coverage"]],
+        "mean CE": [f"{x:.4f}" for x in summary["ce_mean"]],
+        "mean ECE (plug-in)": [f"{x:.4f}" for x in summary["ece_mean"]],
+        "O/E coverage": [_pct(p, s) for p, s in zip(summary["oe_coverage"], summary["oe_coverage_se"])],
+        "O/E vs overall coverage": [_pct(p) for p in summary["oe_vs_coverage"]],
+        "goal": "CE 93-99.5%, O/E 93-99%", "verdict": summary["verdict"],
+    })  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
 # Output
 # ----------------------------------------------------------------------------------------------
 
@@ -547,6 +739,11 @@ TITLES = {
     "c": "(c) Power to flag a slice of 15% of 3,000 rows whose false positive rate is above the rest's 0.20",
     "d": "(d) Joint coverage of the simultaneous bands over the reported slices (%)",
     "e": "(e) Controlled differences T_a with the audit's cross-fitted weights",
+    "f1": "(f1) Coverage of the fairness summary's 95% intervals (%; Monte-Carlo SE about 0.8-1.1 at 400 replicates)",
+    "f1b": "(f1b) Mean error of the plug-in and of the bias-corrected demographic-parity and equalized-odds differences",
+    "f2": "(f2) Wrong verdicts per audit (%): the fairness summary's (simultaneous) and the slice-vs-overall families'",
+    "f3": "(f3) Power to certify, and the width of the demographic-parity difference's interval",
+    "f4": "(f4) Calibration error (debiased, interval that reaches 0) and observed/expected ratio, per slice size",
 }
 
 
@@ -615,6 +812,16 @@ def main(argv=None) -> int:
     if "e" in args.parts:
         out["e_controlled"] = summarise_e(tables["controlled"], args.counts["e"])
         shown.append(("e", table_e(out["e_controlled"])))
+    if "f" in args.parts:
+        r_f = args.counts["f"]
+        out["f_coverage"] = summarise_f_coverage(tables["fair"], r_f)
+        out["f_verdicts"] = summarise_f_verdicts(tables["fair"], tables["fair_comparisons"], r_f)
+        out["f_power"] = summarise_f_power(tables["fair"], tables["fair_comparisons"], tables["fair_width"], r_f)
+        out["f_bias"] = summarise_f_bias(tables["fair"], r_f)
+        out["f_calibration"] = summarise_f_calibration(tables["calibration"], r_f)
+        shown += [("f1", table_f_coverage(out["f_coverage"])), ("f1b", out["f_bias"]),
+                  ("f2", table_f_verdicts(out["f_verdicts"])), ("f3", out["f_power"].rename(columns={"replicates": "R"})),
+                  ("f4", table_f_calibration(out["f_calibration"]))]  # fmt: skip
 
     verdicts = pd.concat([f["verdict"].str.split(" ").str[0] for f in out.values() if "verdict" in f])
     tally = ", ".join(f"{k} {int((verdicts == k).sum())}" for k in ("PASS", "NEAR", "FAIL"))

@@ -359,7 +359,7 @@ def test_end_to_end_terminal_table_and_streams(compas_audit):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert f"seed {DEFAULT_SEED} (the default" in out
-    assert re.search(r"^slice\s+n\s+estimate\s+95% CI\s+width\s+MDD\s+flags$", out, re.M)
+    assert re.search(r"^slice\s+n\s+estimate\s+95% CI\s+width\s+MDD\s+verdict$", out, re.M)
     # the fairness summary opens the output, before the table of the headline metric
     assert out.index("Fairness summary of compas_score") < out.index("False positive rate of compas_score by slice")
     assert re.search(r"^overall\s+618\s+0\.\d{3}\s+\[0\.\d{3}, 0\.\d{3}\]\s+0\.\d{3}", out, re.M)

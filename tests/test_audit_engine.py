@@ -31,7 +31,6 @@ from statsmodels.stats.multitest import multipletests
 from disaggregated_eval import seeds, vocabulary
 from disaggregated_eval.audit import AuditInputError, AuditOptions, AuditResult, audit
 from disaggregated_eval.audit.columns import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS
-from disaggregated_eval.audit.comparisons import adjust
 from disaggregated_eval.audit.estimates import estimate_all
 from disaggregated_eval.audit.slices import Attribute, plan_slices
 from disaggregated_eval.engine import metric_slots, resample_counts
@@ -415,10 +414,19 @@ def test_comparison_differences_and_kinds():
 
 
 def test_holm_and_benjamini_hochberg_equal_statsmodels():
+    # Without a tolerance (no certification hypotheses) the families' adjusted p-values are statsmodels' Holm
+    # and Benjamini-Hochberg; with one, Holm's step-down counts the certifications too (next test).
     df = _frame(n=300)
     for method, sm in (("holm", "holm"), ("bh", "fdr_bh")):
         res = audit(
-            df, label="y", scores=["p"], groups=["race", "sex"], n_resamples=40, n_permutations=400, adjust=method
+            df,
+            label="y",
+            scores=["p"],
+            groups=["race", "sex"],
+            n_resamples=40,
+            n_permutations=400,
+            adjust=method,
+            tolerance=["none"],
         )
         tested = res.comparisons[res.comparisons["kind"] != "vs_model"]
         for _, family in tested.groupby(["model", "kind", "metric"]):
@@ -432,9 +440,26 @@ def test_holm_and_benjamini_hochberg_equal_statsmodels():
     none = audit(df, label="y", scores=["p"], groups=["race"], n_resamples=40, n_permutations=40, adjust="none")
     tested = none.comparisons[none.comparisons["kind"] != "vs_model"]
     np.testing.assert_array_equal(tested["p_adjusted"].to_numpy(), tested["p_value"].to_numpy())
-    p = np.array([0.01, np.nan, 0.04, 0.03])
-    np.testing.assert_array_equal(adjust(p, "holm")[[0, 2, 3]], multipletests(p[[0, 2, 3]], method="holm")[1])
-    assert np.isnan(adjust(p, "bh")[1])
+    np.testing.assert_array_equal(tested["p_within_adjusted"].to_numpy(), tested["p_within"].to_numpy())
+
+
+def test_with_a_tolerance_each_family_is_adjusted_with_its_certifications():
+    # The default tolerance: every tested family's p_adjusted and p_within_adjusted are the partitioned Holm
+    # step-down of its p_value and p_within (verdicts.partitioned_holm), and the verdicts read them at 5%.
+    from disaggregated_eval.verdicts import partitioned_holm, verdict_text
+
+    df = _frame(n=3000)
+    res = audit(df, label="y", scores=["p"], groups=["race", "sex"], n_resamples=200, n_permutations=400)
+    tested = res.comparisons[res.comparisons["kind"] != "vs_model"]
+    assert tested["p_within"].notna().any()  # large enough slices are candidates for certification
+    for _, family in tested.groupby(["model", "kind", "metric"]):
+        a, b = partitioned_holm(family["p_value"].to_numpy(float), family["p_within"].to_numpy(float))
+        np.testing.assert_array_equal(family["p_adjusted"].to_numpy(), a)
+        np.testing.assert_array_equal(family["p_within_adjusted"].to_numpy(), b)
+        for r in family[family["reported"] & (family["caveat"] == "")].itertuples():
+            differs = r.p_adjusted < 0.05 if np.isfinite(r.p_adjusted) else (r.ci_low > 0 or r.ci_high < 0)
+            assert r.verdict == verdict_text(bool(differs), bool(r.p_within_adjusted < 0.05)), r
+    assert (res.comparisons.loc[res.comparisons["kind"] == "vs_model", "verdict"] == "").all()
 
 
 def test_no_permutations_gives_no_p_values():

@@ -1,4 +1,4 @@
-"""Calibration curves with Wilson intervals (paper Supplementary A.3).
+"""Calibration curves with Wilson intervals (paper Supplementary A.3), and the calibration error of a slice.
 
 A calibration curve bins the scores into quantile bins and plots, per bin, the mean score (x) against
 the fraction of positive labels (y), with a 95% Wilson score interval for the fraction.
@@ -14,15 +14,26 @@ Binning rule (matches ``pandas.qcut(scores, n_bins, duplicates="drop")``):
   edge (the minimum score): a score equal to an inner edge goes to the lower bin;
 - interpolated edges can leave a bin with no scores (e.g. two distinct scores and ten bins); empty
   bins are dropped and the remaining bins are numbered ``0, 1, ...`` in increasing score order.
+
+The calibration error of a slice over fixed bins (:func:`binned_error_sums`,
+:func:`calibration_error_interval`; ``docs/method.md``, "Calibration per slice") is the
+root-mean-square gap between the observed rate and the mean predicted risk,
+``CE = sqrt(sum_b p_b delta_b^2)`` with ``p_b`` the slice's share in bin ``b`` and ``delta_b`` the mean
+of ``y - r`` there: the l2 calibration error of Kumar, Liang and Ma (2019, "Verified uncertainty
+calibration", NeurIPS). Its plug-in (like the expected calibration error, the l1 version) is positive
+on every sample of a calibrated slice; :func:`calibration_error_interval` gives the debiased estimate
+and an interval that reaches 0 for a calibrated slice with the stated probability.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import special, stats
 from statsmodels.stats.proportion import proportion_confint
 
 from . import vocabulary
@@ -36,7 +47,17 @@ from ._validation import (
     check_unique_labels,
 )
 
-__all__ = ["CALIBRATION_COLUMNS", "calibration_curve", "calibration_table"]
+__all__ = [
+    "CALIBRATION_COLUMNS",
+    "calibration_curve",
+    "calibration_table",
+    "stack_calibration_tables",
+    "BinnedErrors",
+    "binned_error_sums",
+    "BIN_SUMS",
+    "binned_errors",
+    "calibration_error_interval",
+]
 
 #: Columns of :func:`calibration_curve` (``calibration_table`` prepends ``model`` and ``group``).
 CALIBRATION_COLUMNS = ["bin", "n", "mean_score", "fraction_positive", "ci_low", "ci_high"]
@@ -228,3 +249,200 @@ def stack_calibration_tables(tables: Mapping[str, pd.DataFrame], *, study: str) 
         raise ValueError("tables must hold at least one calibration table")
     stacked = pd.concat([t.assign(study=study, dataset=dataset) for dataset, t in tables.items()], ignore_index=True)
     return stacked[["study", "dataset"] + [c for c in stacked.columns if c not in ("study", "dataset")]]
+
+
+# --------------------------------------------------------------------------------------------------
+# calibration error of a slice over fixed bins: debiased, with an interval that reaches 0
+# --------------------------------------------------------------------------------------------------
+#: The per-(group, bin) sums :func:`binned_error_sums` returns, in order (``e = y - r``, ``w`` the
+#: row weight): rows, ``w``, ``w^2``, ``w e``, ``w^2 e``, ``w^2 e^2``, ``w^2 r (1 - r)``.
+BIN_SUMS: tuple[str, ...] = ("rows", "w", "w2", "we", "w2e", "w2e2", "w2v")
+
+
+def binned_error_sums(
+    y: np.ndarray, scores: np.ndarray, weight: np.ndarray, key: np.ndarray, n_keys: int
+) -> np.ndarray:
+    """Sums of every (group, bin) key behind the calibration error (:data:`BIN_SUMS`).
+
+    Parameters
+    ----------
+    y, scores, weight : ndarray of shape (n_rows,)
+        Labels 0/1, scores in [0, 1], non-negative weights (1 without sample weights).
+    key : ndarray of shape (n_rows,), int
+        ``group * n_bins + bin`` of every row, in ``0 .. n_keys - 1``.
+    n_keys : int
+
+    Returns
+    -------
+    ndarray of shape (n_keys, 7)
+        Sums that add over groups (cells add up into slices).
+    """
+    e = y - scores
+    w = weight
+    w2 = w * w
+    columns = (None, w, w2, w * e, w2 * e, w2 * e * e, w2 * scores * (1.0 - scores))
+    return np.stack([np.bincount(key, weights=c, minlength=n_keys) for c in columns], axis=1)
+
+
+@dataclass(frozen=True)
+class BinnedErrors:
+    """Per group and bin: the share of the group's weight, the mean error ``y - r`` and its variance.
+
+    Attributes
+    ----------
+    share : ndarray of shape (n_groups, n_bins)
+        ``W_b / W`` (0 in empty bins).
+    deviation : ndarray of shape (n_groups, n_bins)
+        ``sum w (y - r) / sum w`` (the bin's observed rate minus its mean predicted risk).
+    variance : ndarray of shape (n_groups, n_bins)
+        Unbiased estimate of the variance of ``deviation`` under sampling of rows
+        (``n / (n - 1) sum w^2 (e - deviation)^2 / W^2``).
+    floor : ndarray of shape (n_groups, n_bins)
+        The variance ``sum w^2 r (1 - r) / W^2`` that ``deviation`` has if the bin is calibrated.
+    usable : ndarray of shape (n_groups, n_bins), bool
+        Bins with at least two rows (a variance can be estimated).
+    """
+
+    share: np.ndarray
+    deviation: np.ndarray
+    variance: np.ndarray
+    floor: np.ndarray
+    usable: np.ndarray
+
+
+def binned_errors(sums: np.ndarray) -> BinnedErrors:
+    """:class:`BinnedErrors` from :func:`binned_error_sums` added into groups, shape (n_groups, n_bins, 7)."""
+    rows, w, w2, we, w2e, w2e2, w2v = (sums[..., k] for k in range(len(BIN_SUMS)))
+    total = w.sum(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share = np.where(total > 0, w / np.where(total > 0, total, 1.0), 0.0)
+        d = np.where(w > 0, we / np.where(w > 0, w, 1.0), 0.0)
+        spread = np.maximum(w2e2 - 2.0 * d * w2e + d * d * w2, 0.0)  # sum w^2 (e - d)^2
+        usable = (rows >= 2) & (w > 0)
+        variance = np.where(usable, rows / np.maximum(rows - 1.0, 1.0) * spread / np.where(w > 0, w * w, 1.0), 0.0)
+        floor = np.where(usable, w2v / np.where(w > 0, w * w, 1.0), 0.0)
+    return BinnedErrors(share=share, deviation=d, variance=variance, floor=floor, usable=usable)
+
+
+def _scaled_chi2(mean: np.ndarray, var: np.ndarray, q: float) -> np.ndarray:
+    """The ``q`` quantile of ``a chi2_nu`` with mean ``mean`` and variance ``var`` (Satterthwaite)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a = var / (2.0 * mean)
+        nu = 2.0 * mean * mean / var
+        out = a * stats.chi2.ppf(q, nu)
+    return np.where(var > 0, out, mean)
+
+
+def calibration_error_interval(
+    share: np.ndarray,
+    deviation: np.ndarray,
+    variance: np.ndarray,
+    usable: np.ndarray,
+    *,
+    floor: np.ndarray | None = None,
+    confidence: float = 0.95,
+    iterations: int = 60,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Debiased root-mean-square calibration error, its interval and the debiased squared error, per group.
+
+    Parameters
+    ----------
+    share, deviation, variance : ndarray of shape (n_groups, n_bins)
+        Each bin's share ``p_b`` of the group, its estimated gap ``d_b`` (observed rate minus mean
+        predicted risk, or any difference of such gaps) and the estimated variance ``v_b`` of ``d_b``
+        (:func:`binned_errors`).
+    usable : ndarray of shape (n_groups, n_bins), bool
+        Bins that count (the others, with fewer than two rows, are left out).
+    floor : ndarray of shape (n_groups, n_bins), optional
+        A lower bound of each ``Var(d_b)`` used in the interval's variance terms (the variance under
+        calibration: bins whose rows all agree have ``v_b = 0`` but not a known gap).
+    confidence : float
+        Two-sided level, in (0, 1).
+    iterations : int
+        Bisection steps of each bound.
+
+    Returns
+    -------
+    estimate, low, high : ndarray of shape (n_groups,)
+        ``sqrt(max(0, T))`` with ``T = sum_b p_b (d_b^2 - v_b)`` the debiased estimate of the squared
+        error (unbiased for ``sum_b p_b delta_b^2`` given the bins' rows: Kumar, Liang and Ma, 2019), and
+        the square roots of the interval of the squared error. NaN where the group has no usable bin.
+    squared : ndarray of shape (n_groups,)
+        ``T`` itself (negative when the gaps are smaller than their noise).
+
+    Notes
+    -----
+    ``S = sum_b p_b d_b^2`` has mean ``theta + mu0`` (``theta`` the squared error, ``mu0 = sum p_b v_b``)
+    and, for normal ``d_b``, variance ``sum p_b^2 (4 delta_b^2 v_b + 2 v_b^2) <= 4 m theta + v0`` with
+    ``m = max_b p_b v_b`` and ``v0 = 2 sum p_b^2 v_b^2``. ``theta`` is in the interval when ``S`` lies between
+    the ``(1 -+ confidence) / 2`` quantiles of the scaled chi-square with that mean and variance
+    (Satterthwaite's approximation of a weighted sum of noncentral chi-squares): the lower bound is 0
+    exactly when ``S`` is not above what calibration gives at level ``(1 - confidence) / 2`` (a test
+    whose null is calibration), and the variance bound makes the upper bound conservative where the
+    gaps differ between bins. The acceptance region in ``theta`` is an interval: the lower bound is
+    found by bisection on the increasing upper quantile, the upper bound on the lower quantile
+    made non-decreasing (its smallest value from ``theta`` on), which only widens it. When no ``theta``
+    is accepted (``S`` below the lower quantile of every ``theta``) the upper bound is the normal
+    approximation's at a debiased estimate of 0, ``2 z^2 m + sqrt(4 z^4 m^2 + z^2 v0)``.
+    """
+    share = np.asarray(share, dtype=np.float64)
+    d = np.asarray(deviation, dtype=np.float64)
+    v = np.asarray(variance, dtype=np.float64)
+    ok = np.asarray(usable, dtype=bool)
+    v_terms = v if floor is None else np.maximum(v, np.asarray(floor, dtype=np.float64))
+    p = np.where(ok, share, 0.0)
+    s = np.sum(p * np.where(ok, d * d, 0.0), axis=-1)
+    mu0 = np.sum(p * np.where(ok, v, 0.0), axis=-1)
+    m = np.max(p * np.where(ok, v_terms, 0.0), axis=-1)
+    v0 = 2.0 * np.sum(p * p * np.where(ok, v_terms * v_terms, 0.0), axis=-1)
+    squared = s - mu0
+    has = ok.any(axis=-1)
+    tail = 0.5 * (1.0 - confidence)
+
+    def quantile(theta: np.ndarray, q: float) -> np.ndarray:
+        return _scaled_chi2(theta + mu0, 4.0 * m * theta + v0, q)
+
+    # lower bound: the smallest theta whose upper quantile reaches S (0 when theta = 0 does)
+    lo_t = np.zeros_like(s)
+    hi_t = np.maximum(s, 0.0)
+    need = quantile(lo_t, 1.0 - tail) < s
+    for _ in range(iterations):
+        mid = 0.5 * (lo_t + hi_t)
+        reach = quantile(mid, 1.0 - tail) >= s
+        hi_t = np.where(reach, mid, hi_t)
+        lo_t = np.where(reach, lo_t, mid)
+    low = np.where(need, hi_t, 0.0)
+
+    # upper bound: the largest theta whose (non-decreasing envelope of the) lower quantile stays <= S
+    top = np.maximum(np.maximum(s, mu0), 1e-300)
+    for _ in range(200):
+        grow = quantile(top, tail) <= s
+        if not grow.any():
+            break
+        top = np.where(grow, 2.0 * top, top)
+    grid = top[..., None] * np.linspace(0.0, 1.0, 65)
+    q_grid = np.stack([quantile(grid[..., k], tail) for k in range(grid.shape[-1])], axis=-1)
+    envelope = np.minimum.accumulate(q_grid[..., ::-1], axis=-1)[..., ::-1]
+    below = envelope <= s[..., None]
+    last = np.where(below.any(axis=-1), below.shape[-1] - 1 - np.argmax(below[..., ::-1], axis=-1), -1)
+    start = np.take_along_axis(grid, np.maximum(last, 0)[..., None], axis=-1)[..., 0]
+    stop = np.take_along_axis(grid, np.minimum(last + 1, grid.shape[-1] - 1)[..., None], axis=-1)[..., 0]
+    a, b = start.copy(), stop.copy()
+    for _ in range(iterations):
+        mid = 0.5 * (a + b)
+        inside = quantile(mid, tail) <= s
+        a = np.where(inside, mid, a)
+        b = np.where(inside, b, mid)
+    # no theta accepted (S below the noise of every theta, by chance or because the bins' variances are
+    # overestimated): the normal approximation's upper bound at a debiased estimate of 0,
+    # theta = 2 z^2 m + sqrt(4 z^4 m^2 + z^2 v0), never of zero width
+    z = special.ndtri(1.0 - tail)
+    fallback = 2.0 * z * z * m + np.sqrt(4.0 * z**4 * m * m + z * z * v0)
+    high = np.where(last >= 0, a, np.maximum(fallback, a))
+    high = np.maximum(high, low)
+    with np.errstate(invalid="ignore"):
+        estimate = np.sqrt(np.maximum(squared, 0.0))
+        out_low, out_high = np.sqrt(np.maximum(low, 0.0)), np.sqrt(np.maximum(high, 0.0))
+    nan = np.full(s.shape, np.nan)
+    return (np.where(has, estimate, nan), np.where(has, out_low, nan), np.where(has, out_high, nan),
+            np.where(has, squared, nan))  # fmt: skip

@@ -8,6 +8,9 @@ One home for every interval of the package (``docs/method.md``, "Bootstrap" and 
   (:class:`SortedReplicates`), for the bands;
 * :func:`band_level`: the common level of a simultaneous (sup-t, quantile-based) band over a family
   of quantities (Montiel Olea and Plagborg-Moller, 2019);
+* :func:`max_abs_t` and :func:`max_t_level`: the studentized max-|t| of bootstrap deviations and the
+  two-sided level whose score intervals hold simultaneously over a family (the critical value of a
+  sup-t band, for intervals of any shape);
 * :func:`degenerate`: which quantities have a zero-width bootstrap distribution (every finite
   replicate the same value): such an interval is not evidence of anything and is marked, never shown
   as an ordinary interval.
@@ -34,6 +37,7 @@ __all__ = [
     "effective_size",
     "wilson_interval",
     "newcombe_difference",
+    "mover_ratio",
     "auc_score_interval",
     "bca_interval",
     "jackknife_acceleration",
@@ -42,6 +46,8 @@ __all__ = [
     "percentile_interval",
     "percentile_bounds",
     "band_level",
+    "max_abs_t",
+    "max_t_level",
     "degenerate",
     "ROUNDING",
     "CAVEAT_UNDEFINED",
@@ -248,6 +254,80 @@ def band_level(replicates: np.ndarray, family: np.ndarray, confidence: float, *,
     return hi
 
 
+def max_abs_t(deviations: np.ndarray) -> np.ndarray:
+    """The largest studentized deviation of each resample over a set of quantities.
+
+    Parameters
+    ----------
+    deviations : ndarray of shape (n_resamples, n_quantities)
+        Each quantity's bootstrap replicate minus its estimate (or any linearisation of it, e.g. of a
+        log ratio); NaN or infinite where the quantity is undefined on the resample.
+
+    Returns
+    -------
+    ndarray of shape (n_resamples,)
+        ``max_j |deviation_j| / sd_j`` with ``sd_j`` the standard deviation of quantity ``j``'s finite
+        deviations; a resample on which a quantity is undefined gives ``inf`` (it counts as outside,
+        as in :func:`band_level`); a quantity whose deviations do not vary (``sd = 0``, a degenerate
+        bootstrap) is left out. 0 for a resample when no quantity is left.
+
+    Notes
+    -----
+    The studentized max statistic of a sup-t band (Chernozhukov, Lee and Rosen, 2013, "Intersection
+    bounds: estimation and inference", Econometrica 81; Montiel Olea and Plagborg-Moller, 2019); with
+    :func:`max_t_level` it gives the level at which intervals of every quantity hold at once.
+    """
+    values = np.asarray(deviations, dtype=np.float64)
+    if values.ndim != 2:
+        raise ValueError(f"deviations must have shape (n_resamples, n_quantities); got shape {values.shape}")
+    if values.shape[1] == 0:
+        return np.zeros(values.shape[0])
+    finite = np.isfinite(values)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        count = finite.sum(axis=0)
+        centred = np.where(finite, values, 0.0)
+        mean = centred.sum(axis=0) / np.maximum(count, 1)
+        var = np.where(finite, (values - mean) ** 2, 0.0).sum(axis=0) / np.maximum(count - 1, 1)
+    sd = np.sqrt(var)
+    keep = (count >= 2) & (sd > ROUNDING * np.maximum(1.0, np.abs(mean)))
+    if not keep.any():
+        return np.zeros(values.shape[0])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.abs(values[:, keep]) / sd[keep]
+    t = np.where(finite[:, keep], t, np.inf)
+    return t.max(axis=1)
+
+
+def max_t_level(max_t: np.ndarray, tail: float) -> float:
+    """The two-sided level of per-quantity intervals that hold jointly but for ``tail``.
+
+    Parameters
+    ----------
+    max_t : ndarray of shape (n_resamples,)
+        :func:`max_abs_t` of the family (or the elementwise maximum of several families').
+    tail : float
+        In (0, 1): the probability, under the bootstrap, that some quantity's ``|t|`` exceeds the
+        critical value (``1 - confidence`` for a two-sided simultaneous band; ``(1 - confidence) / 2``
+        for one side of a one-sided family such as the lower bounds of a largest gap).
+
+    Returns
+    -------
+    float
+        ``2 Phi(c) - 1`` with ``c`` the ``1 - tail`` quantile of ``max_t`` (numpy's linear
+        interpolation): an interval of each quantity at this level (a Wilson, Newcombe or MOVER
+        interval, whose half-width is about ``c`` standard errors) has the joint coverage ``1 - tail``.
+        At least ``1 - tail`` (one quantity); 1 when the quantile is infinite (too many undefined
+        resamples to bound anything).
+    """
+    values = np.asarray(max_t, dtype=np.float64)
+    if values.size == 0:
+        return float(1.0 - tail)
+    c = float(np.quantile(values, 1.0 - tail))
+    if not np.isfinite(c):
+        return 1.0
+    return float(max(1.0 - tail, 2.0 * special.ndtr(c) - 1.0))
+
+
 def degenerate(replicates: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """Whether every finite replicate of a quantity is the same value (a zero-width bootstrap).
 
@@ -382,6 +462,48 @@ def newcombe_difference(
     low = d - np.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
     high = d + np.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
     return low, high
+
+
+def mover_ratio(
+    p1: np.ndarray, n1: np.ndarray, p2: np.ndarray, n2: np.ndarray, level: float | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Interval of the ratio ``p1 / p2`` of two independent proportions (MOVER-R with Wilson's bounds).
+
+    Parameters
+    ----------
+    p1, n1, p2, n2 : ndarray
+        Proportions and (effective) denominators of the two samples (Kish's size under sample weights).
+    level : float or ndarray
+        Two-sided level(s) in (0, 1].
+
+    Returns
+    -------
+    low, high : ndarray
+        The bounds of Donner and Zou (2012, "Closed-form confidence intervals for functions of the
+        normal mean and standard deviation", Statistical Methods in Medical Research 21; the MOVER-R
+        of Newcombe, 2013, "Confidence intervals for proportions and related measures of effect size",
+        chapter 7) from the Wilson bounds ``l1, u1, l2, u2`` at ``level``: the roots of
+        ``(p1 - theta p2)^2 = (p1 - l1)^2 + theta^2 (u2 - p2)^2`` (low) and
+        ``(p1 - theta p2)^2 = (u1 - p1)^2 + theta^2 (p2 - l2)^2`` (high), written in the forms that stay
+        finite when a count is 0: ``low`` is 0 when ``p1 = 0``, ``high`` is infinite when ``l2 = 0``
+        (the denominator's interval reaches 0). Never of zero width when both samples have rows; NaN
+        where either side is undefined.
+    """
+    p1, n1, p2, n2 = (np.asarray(v, dtype=np.float64) for v in (p1, n1, p2, n2))
+    l1, u1 = wilson_interval(p1, n1, level)
+    l2, u2 = wilson_interval(p2, n2, level)
+    b = p1 * p2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        a_low = u2 * (2.0 * p2 - u2)
+        c_low = l1 * (2.0 * p1 - l1)
+        root = np.sqrt(np.maximum(b * b - a_low * c_low, 0.0))
+        low = np.where(c_low > 0.0, c_low / (b + root), 0.0)
+        a_high = l2 * (2.0 * p2 - l2)
+        c_high = u1 * (2.0 * p1 - u1)
+        root = np.sqrt(np.maximum(b * b - a_high * c_high, 0.0))
+        high = np.where(a_high > 0.0, (b + root) / np.where(a_high > 0.0, a_high, 1.0), np.inf)
+    bad = ~(np.isfinite(l1) & np.isfinite(l2))
+    return np.where(bad, np.nan, low), np.where(bad, np.nan, high)
 
 
 def auc_score_interval(

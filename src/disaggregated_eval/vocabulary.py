@@ -186,8 +186,10 @@ DISPARITY_METRICS: tuple[str, ...] = ("predicted_positive_rate", "false_positive
 FOUR_FIFTHS_BAND: tuple[float, float] = (0.8, 1.25)
 #: Metrics of the threshold analysis: selection rate, true positive rate, false positive rate.
 THRESHOLD_METRICS: tuple[str, ...] = ("predicted_positive_rate", "sensitivity", "false_positive_rate")
-#: Statistics of the audit's per-slice calibration summary.
-CALIBRATION_STATISTICS: tuple[str, ...] = ("expected_calibration_error", "observed_expected_ratio")
+#: Statistics of the audit's per-slice calibration summary: the plug-in expected calibration error (no
+#: interval), the debiased root-mean-square calibration error (an interval that reaches 0), the
+#: observed/expected ratio.
+CALIBRATION_STATISTICS: tuple[str, ...] = ("expected_calibration_error", "calibration_error", "observed_expected_ratio")
 #: ``caveat`` of an estimate that is undefined (NaN) on the data themselves (e.g. precision without
 #: predicted positives).
 CAVEAT_UNDEFINED = "undefined"

@@ -6,8 +6,10 @@ comparisons and controlled tables, and returns the tables of :data:`.columns.SUM
 * ``fairness`` (:mod:`.fairness`): on the audit's own paired bootstrap when it computed the selection
   rate, the false positive rate and the true (or false negative) rate; otherwise on a bootstrap of
   these four rates of its own (seed path ``("audit", "fairness")``, same resamples scheme), with a note;
-* ``calibration`` and ``calibration_summary`` (:mod:`.calibration_table`): a bootstrap of the
-  per-(slice, score bin) sums on the engine's resampling (seed path ``("audit", "calibration")``);
+* ``calibration`` and ``calibration_summary`` (:mod:`.calibration_table`): from the per-(slice, score bin)
+  sums, and the observed/expected ratio from the slices and comparisons tables (or, when the audit did
+  not compute that metric, a bootstrap of its own on the engine's resampling, seed path
+  ``("audit", "calibration")``);
 * ``thresholds`` (:mod:`.thresholds`): counts at each threshold of the option ``thresholds``;
 * ``detectability`` (:mod:`.detectability`): from the counts, the comparisons' families and the
   bootstrap.
@@ -25,8 +27,9 @@ import pandas as pd
 
 from .. import seeds
 from ..engine.resampling import strata_for
-from ..engine.sums import metric_slots
+from ..engine.sums import PROPORTIONS, metric_slots
 from ..memory import check_bytes
+from ..verdicts import parse_tolerance
 from .calibration_table import calibration_analysis
 from .detectability import detectability_table
 from .estimates import AuditEstimates, estimate_all, n_outputs
@@ -113,7 +116,8 @@ def summary_analyses(
     notes: list[str] = []
 
     # ---- fairness summary ----------------------------------------------------------------------
-    sources = [metric_sources(estimates, reasons, metrics, m) for m in range(len(model_names))]
+    sizes = {q: tallies.proportion(q)[1] for q in PROPORTIONS}
+    sources = [metric_sources(estimates, reasons, metrics, m, sizes) for m in range(len(model_names))]
     missing = missing_fairness_metrics(metrics)
     if missing:
         extra_metrics = list(FAIRNESS_METRICS)
@@ -138,7 +142,7 @@ def summary_analyses(
         )
         extra_reasons = reasons_for(extra, extra_metrics)
         for m in range(len(model_names)):
-            sources[m] = {**sources[m], **metric_sources(extra, extra_reasons, extra_metrics, m)}
+            sources[m] = {**sources[m], **metric_sources(extra, extra_reasons, extra_metrics, m, sizes)}
         notes.append(
             f"fairness summary: {', '.join(missing)} not among the metrics, so the selection rate, true and false "
             f"positive rates and false negative rate were bootstrapped for it separately (seed path audit/fairness): "
@@ -147,7 +151,7 @@ def summary_analyses(
     frame = SimpleNamespace(slices=slices, options=options)
     headline = [headline_metric(frame, model) for model in model_names]
     fairness = fairness_table(plan, sources, model_names, headline=headline, references=references,
-                              confidence=options.confidence)  # fmt: skip
+                              confidence=options.confidence, tolerance=parse_tolerance(options.tolerance))  # fmt: skip
 
     # ---- calibration per slice -------------------------------------------------------------------
     observed_expected = slices[slices["metric"] == "observed_expected_ratio"]
@@ -166,6 +170,11 @@ def summary_analyses(
         resampling=options.resampling,
         n_threads=options.n_threads,
         observed_expected=observed_expected if len(observed_expected) else None,
+        observed_expected_vs_overall=comparisons[
+            (comparisons["metric"] == "observed_expected_ratio") & (comparisons["kind"] == "vs_overall")
+        ]
+        if len(comparisons)
+        else None,
         progress=_stage(progress, "calibration bootstrap"),
     )
 

@@ -15,12 +15,19 @@ Per model and slice (:data:`.columns.CALIBRATION_SUMMARY_COLUMNS`):
 
 * the expected calibration error ``ECE_s = sum_b (W_sb / W_s) |Y_sb / W_sb - R_sb / W_sb|
   = sum_b |Y_sb - R_sb| / W_s`` with ``W``, ``Y``, ``R`` the sums of ``w``, ``w y``, ``w r`` (Naeini,
-  Cooper and Hauskrecht, 2015, on quantile bins);
+  Cooper and Hauskrecht, 2015, on quantile bins): the plug-in the other tools report, without an
+  interval (it is positive on every sample of a calibrated slice, and no bootstrap of it covers 0);
+* the calibration error ``CE_s = sqrt(sum_b (W_sb / W_s) delta_sb^2)``, the root-mean-square gap
+  (the l2 calibration error of Kumar, Liang and Ma, 2019), debiased, with an interval that reaches 0
+  for a calibrated slice (:func:`disaggregated_eval.calibration.calibration_error_interval`), and as
+  ``vs_overall`` the same statistic of the slice's gaps minus the whole population's, bin by bin
+  (0 when the slice is calibrated as everyone is; :func:`_calibration_errors`);
 * the observed/expected ratio ``sum_b Y_sb / sum_b R_sb`` (the slices table's
-  ``observed_expected_ratio``; its estimate and interval are taken from there when the audit computed it),
+  ``observed_expected_ratio``; its estimate and interval are taken from there when the audit computed
+  it), with a BCa interval (jackknife acceleration per slice) and, against the overall value, a paired
+  percentile interval of the difference (``vs_overall``).
 
-each with a BCa interval (jackknife acceleration per slice) and, against the overall value, a paired
-percentile interval of the difference (``vs_overall``). The sums of every (slice, bin) come from ONE
+The observed/expected ratio's replicates (and the ECE's point estimate) come from ONE
 bootstrap on the engine's resampling (:func:`disaggregated_eval.engine.resampling.run_batches`: the
 same seeds, unit counts and strata rules as every bootstrap of the audit, seed path
 ``("audit", "calibration")``): rows that share their cell, label, weight and every model's score are
@@ -43,7 +50,7 @@ import pandas as pd
 from scipy import sparse
 
 from .. import seeds, vocabulary
-from ..calibration import _quantile_bins
+from ..calibration import BIN_SUMS, _quantile_bins, binned_error_sums, binned_errors, calibration_error_interval
 from ..derived import Replicated, difference, summarise
 from ..engine.resampling import UNIT_BLOCK, default_batch_size, make_strata, run_batches, strata_for, unit_blocks
 from ..engine.sums import keyed_draw_sums
@@ -53,7 +60,6 @@ from ..intervals import (
     caveats,
     degenerate,
     effective_size,
-    grouped_jackknife_acceleration,
     wilson_interval,
 )
 from .columns import CALIBRATION_BIN_COLUMNS, CALIBRATION_SUMMARY_COLUMNS
@@ -97,27 +103,95 @@ def _slice_matrix(plan: SlicePlan) -> sparse.csr_matrix:
     return sparse.csr_matrix((np.ones(rows.shape[0]), (rows, cols)), shape=(plan.n_slices, n_cells))
 
 
-def _ece_accelerations(plan: SlicePlan, y, r, w, bins, n_bins: int) -> np.ndarray:
-    """BCa acceleration of every slice's ECE: the jackknife leaves out one row of the slice at a time.
+def _observed_expected_bootstrap(
+    plan: SlicePlan,
+    y: np.ndarray,
+    scores: Sequence[np.ndarray],
+    w: np.ndarray,
+    binned: dict,
+    models: Sequence[int],
+    *,
+    n_resamples: int,
+    seed: np.random.SeedSequence,
+    resampling: str,
+    n_threads: int,
+    progress: Callable[[int, int], None] | None,
+) -> tuple[dict, dict]:
+    """Point estimates and paired replicates of every slice's observed/expected ratio, per model.
 
-    With ``e = w (y - r)``, ``D_kb`` the sum of ``e`` in slice ``k`` and bin ``b``, ``E_k = sum_b |D_kb|``
-    and ``W_k = sum w``, leaving out row ``i`` (bin ``b_i``) gives
-    ``(E_k - |D_kb_i| + |D_kb_i - e_i|) / (W_k - w_i)``, for every row and family at once.
+    ONE bootstrap on the engine's resampling (module docstring): unit counts (rows equal in cell, label,
+    weight and every model's score), or for continuous scores (cell, label, every model's bin)
+    categories with their score sums drawn given the counts (:func:`_score_categories`), or row indices
+    summed by the engine's kernel. Returns ``point[m]`` of shape (n_slices,) and ``reps[m]`` of shape
+    (n_resamples, n_slices).
     """
-    out = np.zeros(plan.n_slices)
-    e = w * (y - r)
-    inside = w > 0
-    for family in plan.families:
-        k = family.n_slices
-        codes = family.codes
-        key = codes * n_bins + bins
-        d = np.bincount(key, weights=e, minlength=k * n_bins)
-        big_e = np.abs(d).reshape(k, n_bins).sum(axis=1)
-        big_w = np.bincount(codes, weights=w, minlength=k)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            loo = (big_e[codes] - np.abs(d[key]) + np.abs(d[key] - e)) / (big_w[codes] - w)
-        out[family.slice_ids] = grouped_jackknife_acceleration(np.where(inside, loo, np.nan), codes, k)
-    return out
+    n = y.shape[0]
+    cells = plan.cell_codes.astype(np.int64)
+    n_cells = plan.n_cells
+    to_slices = _slice_matrix(plan)
+    units = find_units([cells, y, w] + [scores[m] for m in models])
+    spread = None
+    if units is None:
+        units, spread = _score_categories(cells, y, w, [scores[m] for m in models], [binned[m][0] for m in models])
+    if units is None:
+        first = np.arange(n)
+        multiplicity = None
+    else:
+        first, multiplicity = units.first, units.multiplicity
+    n_units = first.shape[0]
+    u_cell, u_y, u_w = cells[first], y[first], w[first]
+
+    def unit_matrix(column: np.ndarray, values: np.ndarray) -> sparse.csr_matrix:
+        return sparse.csr_matrix((values, (np.arange(n_units), column)), shape=(n_units, n_cells))
+
+    per_model = {}
+    for i, m in enumerate(models):
+        u_r = scores[m][first] if spread is None else spread.mean[:, i]  # a category's mean score
+        values = np.stack([u_w * u_y, u_w * u_r], axis=1)  # Y, R per unit
+        per_model[m] = dict(
+            keys=np.ascontiguousarray(np.stack([j * n_cells + u_cell for j in range(2)], axis=1)),
+            values=np.ascontiguousarray(values),
+            matrix=sparse.hstack([unit_matrix(u_cell, values[:, j]) for j in (0, 1)]).T.tocsr(),
+            # where a category's score sum departs from count x mean, R moves by as much
+            noise=None if spread is None else sparse.hstack(
+                [sparse.csr_matrix((n_units, n_cells)), unit_matrix(u_cell, u_w)]).T.tocsr(),
+        )  # fmt: skip
+    noise_seed = seeds.seed_sequence(seed, "score sums")
+
+    def statistics(draws: np.ndarray, rows: bool, start: int | None = None) -> dict:
+        """O/E of every model and slice for each resample: ``draws`` (n_draws, n_units) holds unit counts,
+        or (``rows``) the row indices drawn; ``start``: the first resample's index, where score sums are
+        drawn given the counts (None: the point estimate)."""
+        b = draws.shape[0]
+        oe = {}
+        if spread is not None and start is not None:
+            deviations = spread.deviations(draws, noise_seed, start)
+        for i, (m, mats) in enumerate(per_model.items()):
+            if rows:
+                sums = keyed_draw_sums(draws, mats["keys"], mats["values"], 2 * n_cells).T
+            else:
+                sums = np.asarray(mats["matrix"] @ np.ascontiguousarray(draws.T, dtype=np.float64))
+                if spread is not None and start is not None:
+                    sums += np.asarray(mats["noise"] @ np.ascontiguousarray(deviations[:, :, i].T))
+            big_y, big_r = (np.asarray(to_slices @ part) for part in sums.reshape(2, n_cells, b))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                oe[m] = np.where(big_r > 0, big_y / big_r, np.nan).T
+        return oe
+
+    every_row = np.ones((1, n_units), dtype=np.int64) if multiplicity is None else multiplicity[None, :]
+    point = {m: values[0] for m, values in statistics(every_row, rows=False).items()}
+    reps = {m: np.empty((n_resamples, plan.n_slices)) for m in models}
+
+    def kernel(draws: np.ndarray, start: int, stop: int) -> None:
+        for m, values in statistics(draws, rows=multiplicity is None, start=start).items():
+            reps[m][start:stop] = values
+
+    batch = max(1, min(default_batch_size(n_units), _BATCH_BYTES // (8 * plan.n_slices * 2 * len(models))))
+    strata = strata_for(resampling, u_cell)
+    run_batches(kernel, n=n_units, n_resamples=n_resamples, seed=seed, batch_size=batch,
+                strata=make_strata(strata, n_units), n_threads=n_threads, progress=progress,
+                multiplicity=multiplicity)  # fmt: skip
+    return point, reps
 
 
 def calibration_analysis(
@@ -136,6 +210,7 @@ def calibration_analysis(
     resampling: str,
     n_threads: int,
     observed_expected: pd.DataFrame | None = None,
+    observed_expected_vs_overall: pd.DataFrame | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The ``calibration`` and ``calibration_summary`` tables of an audit (module docstring).
@@ -160,12 +235,17 @@ def calibration_analysis(
         Slices with fewer rows are withheld (interval only).
     n_resamples : int
     seed : numpy.random.SeedSequence
-        Seed of the bootstrap (resample ``i`` uses child ``i``).
+        Seed of the observed/expected bootstrap (resample ``i`` uses child ``i``), run only when the
+        audit did not compute that metric.
     resampling : {"population", "within_group"}
         The audit's scheme (``within_group``: strata are the cells).
     n_threads : int
     observed_expected : pandas.DataFrame, optional
         The slices table's ``observed_expected_ratio`` rows: their estimates and intervals are used.
+    observed_expected_vs_overall : pandas.DataFrame, optional
+        The comparisons table's ``vs_overall`` rows of ``observed_expected_ratio``: their differences and
+        intervals are the summary's ``vs_overall`` (the same paired bootstrap differences). With both
+        tables for every model, no bootstrap is run here.
     progress : callable, optional
         ``progress(done, total)`` after each batch of resamples.
 
@@ -181,91 +261,19 @@ def calibration_analysis(
         return (pd.DataFrame({c: [] for c in CALIBRATION_BIN_COLUMNS}),
                 pd.DataFrame({c: [] for c in CALIBRATION_SUMMARY_COLUMNS}))  # fmt: skip
     cells = plan.cell_codes.astype(np.int64)
-    n_cells = plan.n_cells
-    to_slices = _slice_matrix(plan)
     binned = {m: score_bins(scores[m], n_bins) for m in models}
-
-    # Units: rows equal in cell, label, weight and every model's score (exact in distribution). Continuous
-    # scores: units of (cell, label, every model's bin) with the score sums drawn given the unit counts
-    # (_score_categories); with varying sample weights, or too few rows per category, the resamples are
-    # row indices, as the engine draws them, summed by a kernel.
-    units = find_units([cells, y, w] + [scores[m] for m in models])
-    spread = None
-    if units is None:
-        units, spread = _score_categories(cells, y, w, [scores[m] for m in models], [binned[m][0] for m in models])
-    if units is None:
-        first = np.arange(n)
-        multiplicity = None
-    else:
-        first, multiplicity = units.first, units.multiplicity
-    n_units = first.shape[0]
-    u_cell, u_y, u_w = cells[first], y[first], w[first]
-
-    def unit_matrix(column: np.ndarray, values: np.ndarray, width: int) -> sparse.csr_matrix:
-        return sparse.csr_matrix((values, (np.arange(n_units), column)), shape=(n_units, width))
-
-    per_model = {}
-    for i, m in enumerate(models):
-        bins, _, _ = binned[m]
-        k_bins = int(bins.max()) + 1
-        u_r = scores[m][first] if spread is None else spread.mean[:, i]  # a category's mean score
-        u_b = bins[first]
-        key = u_cell * k_bins + u_b
-        values = np.stack([u_w * (u_y - u_r), u_w, u_w * u_y, u_w * u_r], axis=1)  # D, W, Y, R per unit
-        per_model[m] = dict(
-            k=k_bins,
-            keys=np.ascontiguousarray(np.stack([key] + [j * n_cells + n_cells * k_bins + u_cell for j in range(3)], axis=1)),
-            values=np.ascontiguousarray(values),
-            matrix=sparse.hstack([unit_matrix(key, values[:, 0], n_cells * k_bins)]
-                                 + [unit_matrix(u_cell, values[:, j], n_cells) for j in (1, 2, 3)]).T.tocsr(),
-            # where a category's score sum departs from count x mean: D falls and R rises by as much
-            noise=None if spread is None else sparse.hstack(
-                [unit_matrix(key, -u_w, n_cells * k_bins), sparse.csr_matrix((n_units, 2 * n_cells)),
-                 unit_matrix(u_cell, u_w, n_cells)]).T.tocsr(),
-        )  # fmt: skip
-    noise_seed = seeds.seed_sequence(seed, "score sums")
-
-    def statistics(draws: np.ndarray, rows: bool, start: int | None = None) -> tuple[dict, dict]:
-        """ECE and O/E of every model and slice for each resample: ``draws`` (n_draws, n_units) holds unit
-        counts, or (``rows``) the row indices drawn; ``start``: the first resample's index, where score sums
-        are drawn given the counts (None: the point estimate)."""
-        b = draws.shape[0]
-        ece, oe = {}, {}
-        if spread is not None and start is not None:
-            deviations = spread.deviations(draws, noise_seed, start)
-        for i, (m, mats) in enumerate(per_model.items()):
-            k = mats["k"]
-            if rows:
-                sums = keyed_draw_sums(draws, mats["keys"], mats["values"], n_cells * k + 3 * n_cells).T
-            else:
-                sums = np.asarray(mats["matrix"] @ np.ascontiguousarray(draws.T, dtype=np.float64))
-                if spread is not None and start is not None:
-                    sums += np.asarray(mats["noise"] @ np.ascontiguousarray(deviations[:, :, i].T))
-            d_cells = sums[: n_cells * k].reshape(n_cells, k * b)
-            d_slices = np.asarray(to_slices @ d_cells).reshape(plan.n_slices, k, b)
-            big_w, big_y, big_r = (np.asarray(to_slices @ part) for part in sums[n_cells * k :].reshape(3, n_cells, b))
-            with np.errstate(invalid="ignore", divide="ignore"):
-                ece[m] = np.where(big_w > 0, np.abs(d_slices).sum(axis=1) / big_w, np.nan).T
-                oe[m] = np.where(big_r > 0, big_y / big_r, np.nan).T
-        return ece, oe
-
-    every_row = np.ones((1, n_units), dtype=np.int64) if multiplicity is None else multiplicity[None, :]
-    point_ece, point_oe = statistics(every_row, rows=False)
-    reps_ece = {m: np.empty((n_resamples, plan.n_slices)) for m in models}
-    reps_oe = {m: np.empty((n_resamples, plan.n_slices)) for m in models}
-
-    def kernel(draws: np.ndarray, start: int, stop: int) -> None:
-        ece, oe = statistics(draws, rows=multiplicity is None, start=start)
+    given = {}
+    if observed_expected is not None and observed_expected_vs_overall is not None:
         for m in models:
-            reps_ece[m][start:stop] = ece[m]
-            reps_oe[m][start:stop] = oe[m]
-
-    k_max = max(mats["k"] for mats in per_model.values())
-    batch = max(1, min(default_batch_size(n_units), _BATCH_BYTES // (8 * plan.n_slices * k_max * len(models))))
-    strata = strata_for(resampling, u_cell)
-    run_batches(kernel, n=n_units, n_resamples=n_resamples, seed=seed, batch_size=batch,
-                strata=make_strata(strata, n_units), n_threads=n_threads, progress=progress,
-                multiplicity=multiplicity)  # fmt: skip
+            name = model_names[m]
+            own = observed_expected[observed_expected["model"] == name].set_index("slice")
+            vs = observed_expected_vs_overall[observed_expected_vs_overall["model"] == name].set_index("slice")
+            if len(own):
+                given[m] = (own.reindex(list(plan.names)), vs.reindex(list(plan.names)))
+    missing = [m for m in models if m not in given]
+    point_oe, reps_oe = ({}, {}) if not missing else _observed_expected_bootstrap(
+        plan, y, scores, w, binned, missing, n_resamples=n_resamples, seed=seed, resampling=resampling,
+        n_threads=n_threads, progress=progress)  # fmt: skip
 
     slice_rows = plan.slice_counts()
     names = np.array(plan.names, dtype=object)
@@ -273,7 +281,7 @@ def calibration_analysis(
     bin_frames, summary_frames = [], []
     for m in models:
         bins, low_score, high_score = binned[m]
-        k = per_model[m]["k"]
+        k = int(bins.max()) + 1
         key = cells * k + bins
         rows = _per_slice_bin(plan, key, None, k).astype(np.int64)
         big_w, big_y, big_r, big_w2 = (_per_slice_bin(plan, key, v, k) for v in (w, w * y, w * scores[m], w * w))
@@ -281,8 +289,11 @@ def calibration_analysis(
             observed = np.where(big_w > 0, big_y / big_w, np.nan)
             predicted = np.where(big_w > 0, big_r / big_w, np.nan)
         ci_low, ci_high = wilson_interval(observed, effective_size(big_w, big_w2), confidence)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            total = big_w.sum(axis=1)
+            ece = np.where(total > 0, np.abs(big_y - big_r).sum(axis=1) / np.where(total > 0, total, 1.0), np.nan)
         reasons = withheld_reasons("mean_predicted_risk", slice_rows, slice_rows, slice_rows, slice_rows,
-                                   point_ece[m][0], min_group_size=min_group_size, min_denominator=0)  # fmt: skip
+                                   ece, min_group_size=min_group_size, min_denominator=0)  # fmt: skip
         reported = reasons == ""
         bin_frames.append(
             pd.DataFrame(
@@ -305,50 +316,53 @@ def calibration_analysis(
             )
         )
         n_bins_used = (rows > 0).sum(axis=1).astype(np.int64)
-        accelerations = {
-            "expected_calibration_error": _ece_accelerations(plan, y, scores[m], w, bins, k),
-            "observed_expected_ratio": _oe_accelerations(plan, y, scores[m], w),
-        }
-        for statistic, point, reps in (
-            ("expected_calibration_error", point_ece[m][0], reps_ece[m]),
-            ("observed_expected_ratio", point_oe[m][0], reps_oe[m]),
-        ):
-            low, high = bca_interval(reps, point, accelerations[statistic], confidence)
+        base = {"model": model_names[m], "slice": names, "attribute": attributes, "n": slice_rows.astype(np.int64),
+                "n_bins": n_bins_used, "reported": reported, "reason": reasons.astype(str)}  # fmt: skip
+        not_overall = np.arange(plan.n_slices) > 0
+        # the expected calibration error: the plug-in only (biased upward on small slices; no interval)
+        summary_frames.append(pd.DataFrame({
+            **base, "statistic": "expected_calibration_error",
+            "estimate": np.where(reported, ece, np.nan), "ci_low": np.nan, "ci_high": np.nan,
+            "interval": INTERVAL_NONE, "vs_overall": np.nan, "vs_overall_low": np.nan, "vs_overall_high": np.nan,
+            "n_undefined": 0, "caveat": caveats(ece, np.zeros(plan.n_slices, dtype=bool)).astype(str),
+        }))  # fmt: skip
+        # the calibration error: debiased, with an interval that reaches 0 (library: calibration.py)
+        error, vs = _calibration_errors(plan, key, y, scores[m], w, k, confidence)
+        summary_frames.append(pd.DataFrame({
+            **base, "statistic": "calibration_error",
+            "estimate": np.where(reported, error[0], np.nan), "ci_low": error[1], "ci_high": error[2],
+            "interval": INTERVAL_CALIBRATION_ERROR,
+            "vs_overall": np.where(reported & not_overall, vs[0], np.nan),
+            "vs_overall_low": np.where(not_overall, vs[1], np.nan), "vs_overall_high": np.where(not_overall, vs[2], np.nan),
+            "n_undefined": 0, "caveat": caveats(error[0], np.zeros(plan.n_slices, dtype=bool)).astype(str),
+        }))  # fmt: skip
+        if m in given:
+            own, vs = given[m]
+            point, low, high = (own[c].to_numpy(float) for c in ("estimate", "ci_low", "ci_high"))
+            point = np.where(reported, point, np.nan)
+            caveat = own["caveat"].fillna("").to_numpy(object)
+            undefined = own["n_undefined"].fillna(0).to_numpy(np.int64)
+            vs_estimate, vs_low, vs_high = (vs[c].to_numpy(float) for c in ("difference", "ci_low", "ci_high"))
+            vs_ok = (vs["caveat"].fillna("").to_numpy(object) == "") & not_overall
+        else:
+            point, reps = point_oe[m], reps_oe[m]
+            low, high = bca_interval(reps, point, _oe_accelerations(plan, y, scores[m], w), confidence)
             caveat = caveats(point, degenerate(reps))
-            interval = "bca"
-            if statistic == "observed_expected_ratio" and observed_expected is not None:
-                given = observed_expected[observed_expected["model"] == model_names[m]].set_index("slice")
-                if len(given):
-                    given = given.reindex(list(plan.names))
-                    low, high = given["ci_low"].to_numpy(float), given["ci_high"].to_numpy(float)
-                    caveat = given["caveat"].fillna("").to_numpy(object)
+            undefined = np.sum(~np.isfinite(reps), axis=0).astype(np.int64)
             x = Replicated(point=point, replicates=reps)
-            vs = summarise(difference(x, np.arange(plan.n_slices), np.zeros(plan.n_slices, dtype=np.int64)),
-                           confidence=confidence)  # fmt: skip
-            vs_ok = (vs.caveat == "") & (np.arange(plan.n_slices) > 0)
-            summary_frames.append(
-                pd.DataFrame(
-                    {
-                        "model": model_names[m],
-                        "slice": names,
-                        "attribute": attributes,
-                        "statistic": statistic,
-                        "estimate": np.where(reported, point, np.nan),
-                        "ci_low": np.where(caveat == "", low, np.nan),
-                        "ci_high": np.where(caveat == "", high, np.nan),
-                        "interval": interval,
-                        "vs_overall": np.where(reported & (np.arange(plan.n_slices) > 0), vs.estimate, np.nan),
-                        "vs_overall_low": np.where(vs_ok, vs.low, np.nan),
-                        "vs_overall_high": np.where(vs_ok, vs.high, np.nan),
-                        "n": slice_rows.astype(np.int64),
-                        "n_bins": n_bins_used,
-                        "n_undefined": np.sum(~np.isfinite(reps), axis=0).astype(np.int64),
-                        "reported": reported,
-                        "reason": reasons.astype(str),
-                        "caveat": np.asarray(caveat).astype(str),
-                    }
-                )
-            )
+            vs_oe = summarise(difference(x, np.arange(plan.n_slices), np.zeros(plan.n_slices, dtype=np.int64)),
+                              confidence=confidence)  # fmt: skip
+            vs_estimate, vs_low, vs_high = vs_oe.estimate, vs_oe.low, vs_oe.high
+            vs_ok = (vs_oe.caveat == "") & not_overall
+        summary_frames.append(pd.DataFrame({
+            **base, "statistic": "observed_expected_ratio",
+            "estimate": np.where(reported, point, np.nan),
+            "ci_low": np.where(caveat == "", low, np.nan), "ci_high": np.where(caveat == "", high, np.nan),
+            "interval": "bca",
+            "vs_overall": np.where(reported & not_overall, vs_estimate, np.nan),
+            "vs_overall_low": np.where(vs_ok, vs_low, np.nan), "vs_overall_high": np.where(vs_ok, vs_high, np.nan),
+            "n_undefined": undefined, "caveat": np.asarray(caveat).astype(str),
+        }))  # fmt: skip
     bins_table = pd.concat(bin_frames, ignore_index=True)[list(CALIBRATION_BIN_COLUMNS)]
     summary = pd.concat(summary_frames, ignore_index=True)
     order = {name: i for i, name in enumerate(model_names)}
@@ -421,6 +435,52 @@ def _score_categories(cells, y, w, scores, bins) -> tuple[Units | None, _ScoreSp
         np.maximum.at(high, units.of_row, r)
         stats.append((mean, sd, low, high))
     return units, _ScoreSpread(*(np.stack([s[j] for s in stats], axis=1) for j in range(4)))
+
+
+#: ``interval`` of the expected calibration error (a plug-in without interval) and of the calibration error.
+INTERVAL_NONE = "none"
+INTERVAL_CALIBRATION_ERROR = "scaled_chi2"
+
+
+def _calibration_errors(
+    plan: SlicePlan, key: np.ndarray, y: np.ndarray, r: np.ndarray, w: np.ndarray, k: int, confidence: float
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Every slice's calibration error and its distance from overall's calibration, with intervals.
+
+    The calibration error is :func:`disaggregated_eval.calibration.calibration_error_interval` of the
+    slice's bins. ``vs_overall`` is the same statistic of the differences between the slice's and the
+    whole population's gaps, bin by bin: ``d_sb - d_ob = (1 - pi_b) (d_sb - d_rb)`` with ``pi_b`` the
+    slice's share of the bin's weight and ``r`` the rest of the rows, whose variance is
+    ``(1 - pi_b)^2 (v_sb + v_rb)`` (slice and rest are independent samples given the bins' rows): 0 when
+    the slice is calibrated as the whole population is, whatever that is.
+
+    Returns
+    -------
+    (estimate, low, high), (vs_estimate, vs_low, vs_high) : ndarrays of shape (n_slices,)
+    """
+    sums = binned_error_sums(y, r, w, key, plan.n_cells * k).reshape(plan.n_cells, k, len(BIN_SUMS))
+    per_slice = plan.aggregate_cells(sums)  # (n_slices, k, 7)
+    own = binned_errors(per_slice)
+    error = calibration_error_interval(own.share, own.deviation, own.variance, own.usable, floor=own.floor,
+                                       confidence=confidence)[:3]  # fmt: skip
+    rest_sums = per_slice[:1] - per_slice
+    signed = [BIN_SUMS.index("we"), BIN_SUMS.index("w2e")]  # sums of e may be negative; the others not (rounding)
+    unsigned = [j for j in range(len(BIN_SUMS)) if j not in signed]
+    rest_sums[..., unsigned] = np.maximum(rest_sums[..., unsigned], 0.0)
+    rest = binned_errors(rest_sums)
+    rows = per_slice[..., 0]
+    rest_rows = rows[:1] - rows
+    with np.errstate(invalid="ignore", divide="ignore"):
+        weight = per_slice[..., 1]
+        total = weight[:1]
+        outside = np.where(total > 0, 1.0 - weight / np.where(total > 0, total, 1.0), 0.0)  # 1 - pi_b
+    gap = outside * (own.deviation - rest.deviation)
+    variance = outside**2 * (own.variance + rest.variance)
+    floor = outside**2 * (own.floor + rest.floor)
+    usable = own.usable & ((rest_rows == 0) | rest.usable)
+    gap = np.where(rest_rows == 0, 0.0, gap)
+    vs = calibration_error_interval(own.share, gap, variance, usable, floor=floor, confidence=confidence)[:3]
+    return error, vs
 
 
 def _per_slice_bin(plan: SlicePlan, key: np.ndarray, values: np.ndarray | None, k: int) -> np.ndarray:

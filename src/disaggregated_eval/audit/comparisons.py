@@ -31,27 +31,45 @@ functions of the same permuted slice).
 
 Families (column ``family_size``): ``p_adjusted`` adjusts the p-values within the family of one model,
 one kind (``vs_overall``, ``vs_rest`` or ``pairwise``) and one metric (``adjust_scope="metric"``,
-the default) or all metrics (``"model"``), with Holm's step-down method or Benjamini-Hochberg's
-(``statsmodels.stats.multitest.multipletests``). A difference is reported only when both of its terms
+the default) or all metrics (``"model"``). A difference is reported only when both of its terms
 are (the minimum-size rules of :mod:`.withheld`); otherwise it is NaN, its p-values are NaN, it is
 not part of the family, and ``reason`` names the term and the rule.
+
+Verdicts (columns ``tolerance``, ``p_within``, ``p_within_adjusted``, ``verdict``;
+:mod:`disaggregated_eval.verdicts`): ``p_within`` is the p-value of ``|difference| >= tolerance`` (the
+two one-sided tests, inverting the comparison's own interval: Newcombe's for the rates, the paired
+bootstrap's otherwise); a comparison whose sizes could not support a certification at all (its
+``p_within`` at a difference of 0 would exceed ``1 - confidence``) is not tested. With ``adjust="holm"``
+both kinds of hypotheses of a family are adjusted together
+(:func:`disaggregated_eval.verdicts.partitioned_holm`), so that the family-wise error of the flags and
+the certifications together is at most ``1 - confidence``; with ``bh`` the flags control the false
+discovery rate (Benjamini-Hochberg, ``statsmodels``) and the certifications their family-wise error
+(Holm); ``none`` adjusts nothing. ``verdict``: ``differs`` (flagged: adjusted p-value below
+``1 - confidence``; without tests, the interval excludes 0), ``within tolerance`` (``p_within_adjusted``
+below it), both, or ``inconclusive``; empty for withheld comparisons and ``vs_model``.
 """
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from statsmodels.stats.multitest import multipletests
 
 from .. import seeds
 from ..derived import Replicated, difference, summarise
 from ..engine.permutation import exact_count_pvalue, permutation_space, permutation_test
 from ..engine.sums import FN, FP, PROPORTIONS, TN, TP, categories, metric_slots
 from ..intervals import newcombe_difference
+from ..verdicts import (
+    DEFAULT_TOLERANCE,
+    Tolerance,
+    bootstrap_equivalence_pvalue,
+    difference_verdicts,
+    equivalence_pvalue,
+    verdict_text,
+)
 from .calibration_table import score_bins
 from .columns import COMPARISON_COLUMNS
 from .estimates import AuditEstimates
@@ -69,10 +87,8 @@ __all__ = [
     "family_sizes",
     "test_pvalues",
     "comparison_table",
-    "adjust",
 ]
 
-_METHODS = {"holm": "holm", "bh": "fdr_bh"}
 #: Kinds of comparison with a test; each is a family of its own (per model and metric, or model).
 TESTED_KINDS: tuple[str, ...] = ("vs_overall", "vs_rest", "pairwise")
 _ALL = (TN, FP, FN, TP)
@@ -320,40 +336,31 @@ def _design_name(design: tuple) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# Adjustment
-# ----------------------------------------------------------------------------------------------
-
-
-def adjust(p_values: np.ndarray, method: str) -> np.ndarray:
-    """Adjusted p-values of one family (NaN entries are not part of it and stay NaN).
-
-    ``method``: ``holm`` (Holm's step-down), ``bh`` (Benjamini-Hochberg) or ``none`` (a copy).
-    """
-    out = np.full(p_values.shape, np.nan)
-    finite = np.isfinite(p_values)
-    if method == "none":
-        out[finite] = p_values[finite]
-    elif finite.any():
-        # statsmodels' Holm branch calls gc.collect(), which scans every object of the process (~0.2 s
-        # with scikit-learn and numba loaded, once per family); objects that exist before the call
-        # cannot be garbage of it, so they are frozen (gc.freeze: not scanned) for its duration.
-        gc.freeze()
-        try:
-            out[finite] = multipletests(p_values[finite], method=_METHODS[method])[1]
-        finally:
-            gc.unfreeze()
-    return out
-
-
-# ----------------------------------------------------------------------------------------------
 # The table
 # ----------------------------------------------------------------------------------------------
+def _verdicts(table: pd.DataFrame, alpha: float) -> np.ndarray:
+    """The ``verdict`` of every row (module docstring): flag and certification at ``alpha``."""
+    p = table["p_adjusted"].to_numpy(dtype=np.float64)
+    by_interval = (table["ci_low"].to_numpy(dtype=np.float64) > 0) | (table["ci_high"].to_numpy(dtype=np.float64) < 0)
+    differs = np.where(np.isfinite(p), p < alpha, by_interval)
+    within = table["p_within_adjusted"].to_numpy(dtype=np.float64) < alpha
+    active = table["reported"].to_numpy(dtype=bool) & table["kind"].isin(TESTED_KINDS).to_numpy()
+    active &= table["caveat"].to_numpy(dtype=object) == ""
+    return np.array(
+        [verdict_text(bool(d), bool(w)) if a else "" for d, w, a in zip(differs, within, active, strict=True)],
+        dtype=object,
+    )
 
 
 def _proportion_intervals(
-    comparisons: Sequence[Comparison], tallies: SliceTallies, metric: str, confidence: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Newcombe intervals of every comparison of a proportion metric (vs_model: NaN)."""
+    comparisons: Sequence[Comparison],
+    tallies: SliceTallies,
+    metric: str,
+    confidence: float,
+    tolerance: float | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Newcombe intervals of every comparison of a proportion metric (vs_model: NaN); with ``tolerance``
+    also the equivalence p-value of each (NaN where the sizes could not support a certification)."""
     p, n_eff, _, _ = tallies.proportion(metric)
     rest = tallies.rest()
     p_rest, n_rest, _, _ = rest.proportion(metric)
@@ -372,15 +379,37 @@ def _proportion_intervals(
     scale = np.where(kind == "vs_overall", 1.0 - share, 1.0)
     low, high = low * scale, high * scale
     ok = kind != "vs_model"
-    return np.where(ok, low, np.nan), np.where(ok, high, np.nan), ok
+    if tolerance is None:
+        return np.where(ok, low, np.nan), np.where(ok, high, np.nan), ok
+    p1, n1 = p[m, s], n_eff[m, s]
+
+    def bounds(first, second):
+        def at(level):
+            lo, hi = newcombe_difference(first, n1, second, n2, level)
+            return lo * scale, hi * scale
+
+        return at
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pooled = (p1 * n1 + p2 * n2) / (n1 + n2)
+    alpha = 1.0 - confidence
+    # a comparison whose sizes could not support a certification even at an observed difference of 0
+    possible = equivalence_pvalue(bounds(pooled, pooled), np.zeros(pooled.shape), tolerance) <= alpha
+    p_within = equivalence_pvalue(bounds(p1, p2), scale * (p1 - p2), tolerance)
+    p_within = np.where(ok & possible, p_within, np.nan)
+    return np.where(ok, low, np.nan), np.where(ok, high, np.nan), ok, p_within
 
 
 #: Values per chunk of the comparisons' bootstrap differences (resamples x comparisons x metrics).
 _CHUNK_VALUES = 2**24
 
 
-def _percentile_part(base, plus, minus, rows, columns, confidence, estimate, low, high, undefined, caveat) -> None:
-    """Percentile intervals of the paired differences of ``rows`` (comparisons) and ``columns`` (metrics)."""
+def _percentile_part(
+    base, plus, minus, rows, columns, confidence, estimate, low, high, undefined, caveat, within=None, tolerance=None
+) -> None:
+    """Percentile intervals of the paired differences of ``rows`` (comparisons) and ``columns`` (metrics);
+    with ``within``, also their equivalence p-values at ``tolerance`` (NaN where the bootstrap's spread
+    could not support a certification even at a difference of 0)."""
     if rows.size == 0 or columns.size == 0:
         return
     n_res = base.replicates.shape[0]
@@ -388,10 +417,17 @@ def _percentile_part(base, plus, minus, rows, columns, confidence, estimate, low
     sub = Replicated(point=base.point[:, columns], replicates=base.replicates[:, :, columns])
     for start in range(0, rows.size, chunk):
         part = rows[start : start + chunk]
-        summary = summarise(difference(sub, plus[part], minus[part]), confidence=confidence)
+        derived = difference(sub, plus[part], minus[part])
+        summary = summarise(derived, confidence=confidence)
         grid = np.ix_(part, columns)
         estimate[grid], low[grid], high[grid] = summary.estimate, summary.low, summary.high
         undefined[grid], caveat[grid] = summary.n_undefined, summary.caveat
+        if within is not None:
+            reps = derived.replicates.reshape(n_res, -1)
+            point = derived.point.reshape(-1)
+            possible = bootstrap_equivalence_pvalue(reps - point, np.zeros(point.shape), tolerance) <= 1.0 - confidence
+            p = bootstrap_equivalence_pvalue(reps, point, tolerance)
+            within[grid] = np.where(possible, p, np.nan).reshape(derived.point.shape)
 
 
 def _point_part(base, plus, minus, rows, columns, estimate, undefined, caveat) -> None:
@@ -422,6 +458,7 @@ def comparison_table(
     confidence: float,
     adjust_method: str,
     adjust_scope: str = "metric",
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
 ) -> pd.DataFrame:
     """The ``comparisons`` table (:data:`.columns.COMPARISON_COLUMNS`).
 
@@ -440,6 +477,8 @@ def comparison_table(
         Whether the model reports the metric (score metrics are left out for hard predictions).
     adjust_scope : {"metric", "model"}
         Family of the adjustment: one model, kind and metric, or one model and kind (every metric).
+    tolerance : Tolerance
+        The verdicts' tolerance (its ``difference``, in each metric's units; module docstring).
     """
     n_q = estimates.replicates.shape[2]
     base = Replicated(point=estimates.point, replicates=estimates.replicates)
@@ -452,21 +491,26 @@ def comparison_table(
     undefined = np.empty(estimate.shape, dtype=np.int64)
     caveat = np.empty(estimate.shape, dtype=object)
     interval = np.full(estimate.shape, "percentile", dtype=object)
+    within = np.full(estimate.shape, np.nan)
+    delta = None if tolerance.difference is None else float(tolerance.difference)
     is_model = np.array([c.kind == "vs_model" for c in comparisons], dtype=bool)
     proportion = np.array([metric in PROPORTIONS for metric in metrics], dtype=bool)
     # The rates get Newcombe intervals (no bootstrap percentiles) except between models, which are paired
-    for rows, columns in (
-        (np.flatnonzero(~is_model), np.flatnonzero(~proportion)),
-        (np.flatnonzero(is_model), np.arange(n_q)),
-    ):
-        _percentile_part(base, plus, minus, rows, columns, confidence, estimate, low, high, undefined, caveat)
+    _percentile_part(base, plus, minus, np.flatnonzero(~is_model), np.flatnonzero(~proportion), confidence, estimate,
+                     low, high, undefined, caveat, within=None if delta is None else within, tolerance=delta)  # fmt: skip
+    _percentile_part(base, plus, minus, np.flatnonzero(is_model), np.arange(n_q), confidence, estimate, low, high,
+                     undefined, caveat)  # fmt: skip
     for rows in (np.flatnonzero(~is_model),):
         columns = np.flatnonzero(proportion)
         if rows.size and columns.size:
             _point_part(base, plus, minus, rows, columns, estimate, undefined, caveat)
     for q, metric in enumerate(metrics):
         if metric in PROPORTIONS:
-            lo, hi, ok = _proportion_intervals(comparisons, tallies, metric, confidence)
+            if delta is None:
+                lo, hi, ok = _proportion_intervals(comparisons, tallies, metric, confidence)
+            else:
+                lo, hi, ok, p_within = _proportion_intervals(comparisons, tallies, metric, confidence, delta)
+                within[ok, q] = p_within[ok]
             low[ok, q], high[ok, q] = lo[ok], hi[ok]
             interval[ok, q] = "newcombe"
     low = np.where(caveat == "", low, np.nan)
@@ -513,6 +557,10 @@ def comparison_table(
                 "p_value": np.where(reported, p_values[:, q], np.nan),
                 "p_adjusted": np.nan,
                 "family_size": 0,
+                "tolerance": np.where(kind == "vs_model", np.nan, np.nan if delta is None else delta),
+                "p_within": np.where(reported & (kind != "vs_model") & (caveat[:, q] == ""), within[:, q], np.nan),
+                "p_within_adjusted": np.nan,
+                "verdict": "",
                 "n_undefined": undefined[:, q],
                 "reported": reported,
                 "reason": reason.astype(str),
@@ -526,10 +574,16 @@ def comparison_table(
     table = table.sort_values(["_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
     by = ["model", "kind"] + (["metric"] if adjust_scope == "metric" else [])
     tested = table["kind"].isin(TESTED_KINDS)
+    alpha = 1.0 - confidence
     for _, group in table[tested].groupby(by, sort=False):
         values = group["p_value"].to_numpy(dtype=np.float64)
-        table.loc[group.index, "p_adjusted"] = adjust(values, adjust_method)
+        adjusted, adjusted_within = difference_verdicts(
+            values, group["p_within"].to_numpy(dtype=np.float64), alpha=alpha, method=adjust_method
+        )
+        table.loc[group.index, "p_adjusted"] = adjusted
+        table.loc[group.index, "p_within_adjusted"] = adjusted_within
         table.loc[group.index, "family_size"] = int(np.isfinite(values).sum())
+    table["verdict"] = _verdicts(table, alpha)
     table["reported"] = table["reported"].astype(bool)
     table["family_size"] = table["family_size"].astype(np.int64)
     table["n_undefined"] = table["n_undefined"].astype(np.int64)

@@ -33,6 +33,7 @@ from ..engine.resampling import strata_for
 from ..engine.sums import FN, FP, PROPORTIONS, TP, metric_slots
 from ..engine.units import find_units
 from ..memory import check_bytes
+from ..verdicts import parse_tolerance
 from . import controlled as _controlled
 from .analyses import summary_analyses
 from .comparisons import (
@@ -189,6 +190,7 @@ def audit(
         confidence=opts.confidence,
         adjust_method=opts.adjust,
         adjust_scope=opts.adjust_scope,
+        tolerance=parse_tolerance(opts.tolerance),
     )
     controlled = _controlled.controlled_table(
         controlled_plan,

@@ -1,8 +1,8 @@
 """The fairness summary of an audit: the disparity statistics that fairlearn's and Aequitas' users expect.
 
 For each model and each family of slices (an attribute, or an intersection of attributes), from the
-audit's paired bootstrap (:mod:`.estimates`) through the derived-statistics layer
-(:mod:`disaggregated_eval.derived`), so that every number has a paired percentile interval:
+slices' counts and the audit's paired bootstrap (:mod:`.estimates`), with the library's inference for
+extremes (:mod:`disaggregated_eval.extremes`: intervals valid when the slices are equal):
 
 * ``demographic_parity_difference`` and ``demographic_parity_ratio``: the largest minus the smallest,
   and the smallest over the largest, selection rate (``predicted_positive_rate``) of the family's
@@ -19,8 +19,14 @@ audit's paired bootstrap (:mod:`.estimates`) through the derived-statistics laye
 A slice whose estimate the minimum-size rules withhold (:mod:`.withheld`) takes no part: the
 statistics are those of the reported slices (fairlearn and Aequitas would include every group). The
 point estimates equal fairlearn's and Aequitas' on the same groups (``tests/test_audit_fairness.py``).
-Definitions, and why the interval of a largest gap must be read with care: ``docs/method.md``,
-"Fairness summary".
+
+Every statistic has three readings: its estimate (and a bootstrap bias-corrected estimate for the
+extremes, whose plug-in is biased away from equality on small slices), its interval (``ci_low``,
+``ci_high``: the statistic read alone, at ``confidence``), and its band (``band_low``, ``band_high``:
+simultaneous over every statistic of the audit's fairness summary, every model and family at once).
+The verdict (:mod:`disaggregated_eval.verdicts`: ``differs``, ``within tolerance``, ``beyond
+tolerance``, ``inconclusive``) is read off the band, so the probability that any verdict of the
+summary is false is at most ``1 - confidence``. Definitions: ``docs/method.md``, "Fairness summary".
 """
 
 from __future__ import annotations
@@ -34,17 +40,19 @@ import numpy as np
 import pandas as pd
 
 from .. import vocabulary
-from ..derived import (
-    Replicated,
-    complement,
-    gap,
-    maximum,
-    minimum,
-    ratio,
-    spread_ratio,
-    summarise,
-    take,
+from ..derived import Replicated, complement, take
+from ..extremes import (
+    Extreme,
+    PairRatio,
+    SliceRates,
+    demographic_parity,
+    disparity_ratio,
+    equalized_odds,
+    largest_gap,
+    simultaneous_level,
 )
+from ..intervals import degenerate
+from ..verdicts import DEFAULT_TOLERANCE, Tolerance, gap_verdict, ratio_verdict, spread_ratio_verdict
 from .columns import FAIRNESS_COLUMNS
 from .estimates import AuditEstimates
 from .slices import FAMILY_SEPARATOR, SlicePlan
@@ -87,6 +95,9 @@ class MetricSource:
         Whether the minimum-size rules report the slice's estimate.
     reasons : ndarray of shape (n_slices,), object (str)
         Why not ("" when reported).
+    size : ndarray of shape (n_slices,), optional
+        For a proportion, each slice's effective denominator (Kish's size; rows without sample
+        weights): its pairs get score intervals from the counts. None for other metrics.
     complement : bool
         Whether the metric is ``1 - values`` (the true positive rate from the false negative rate).
     """
@@ -95,12 +106,21 @@ class MetricSource:
     rows: np.ndarray
     reported: np.ndarray
     reasons: np.ndarray
+    size: np.ndarray | None = None
     complement: bool = False
 
     def of(self, slices: np.ndarray) -> Replicated:
         """The metric on ``slices`` (global slice indices, shape (k,)): point (k,), replicates (n_resamples, k)."""
         x = take(self.values, self.rows[np.asarray(slices, dtype=np.int64)])
         return complement(x) if self.complement else x
+
+    def rates(self, slices: np.ndarray) -> SliceRates:
+        """The metric on ``slices`` for :mod:`disaggregated_eval.extremes` (estimates, replicates, sizes)."""
+        x = self.of(slices)
+        size = (
+            None if self.size is None else np.asarray(self.size, dtype=np.float64)[np.asarray(slices, dtype=np.int64)]
+        )
+        return SliceRates(estimate=np.asarray(x.point, dtype=np.float64), replicates=x.replicates, size=size)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -234,7 +254,11 @@ def slice_values(estimates: AuditEstimates, model: int, q: int) -> tuple[Replica
 
 
 def metric_sources(
-    estimates: AuditEstimates, reasons: np.ndarray, metrics: Sequence[str], model: int
+    estimates: AuditEstimates,
+    reasons: np.ndarray,
+    metrics: Sequence[str],
+    model: int,
+    sizes: Mapping[str, np.ndarray] | None = None,
 ) -> dict[str, MetricSource]:
     """Every metric of ``metrics`` of one model as a :class:`MetricSource`, plus the true positive rate
     (``sensitivity``) and the false negative rate as each other's complement when only one was computed.
@@ -247,12 +271,16 @@ def metric_sources(
     metrics : sequence of str
         The metrics of ``estimates`` (its last axis).
     model : int
+    sizes : mapping of str to ndarray of shape (n_models, n_slices), optional
+        Effective denominators of the proportions (:meth:`.tallies.SliceTallies.proportion`); metrics
+        without an entry get percentile intervals of their paired differences.
     """
     out = {}
     for q, metric in enumerate(metrics):
         why = np.asarray(reasons[model, :, q]).astype(object)
         values, rows = slice_values(estimates, model, q)
-        out[metric] = MetricSource(values, rows, why == "", why)
+        size = None if sizes is None or metric not in sizes else np.asarray(sizes[metric])[model]
+        out[metric] = MetricSource(values, rows, why == "", why, size=size)
     for a, b in (("sensitivity", "false_negative_rate"), ("false_negative_rate", "sensitivity")):
         if a not in out and b in out:
             out[a] = replace(out[b], complement=True)
@@ -272,155 +300,152 @@ def missing_fairness_metrics(metrics: Sequence[str]) -> list[str]:
 # ----------------------------------------------------------------------------------------------
 # the table
 # ----------------------------------------------------------------------------------------------
-def _family_rows(
-    stat: Replicated,
-    *,
-    confidence: float,
-    base: dict,
-    reported: np.ndarray,
-    reasons: Sequence[str],
-) -> list[dict]:
-    """Rows of ``stat`` (one per derived quantity) with its summary; ``base`` gives each row's other columns."""
-    summary = summarise(stat, confidence=confidence)
-    low_band, high_band = vocabulary.FOUR_FIFTHS_BAND
-    rows = []
-    for i in range(len(reasons)):
-        record = {key: (value[i] if isinstance(value, (list, np.ndarray)) else value) for key, value in base.items()}
-        estimate = float(summary.estimate[i]) if reported[i] else np.nan
-        low, high = float(summary.low[i]), float(summary.high[i])
-        caveat = str(summary.caveat[i])
-        if caveat:
-            low = high = np.nan
-        is_ratio = record["statistic"].endswith("ratio")
-        record.update(
-            estimate=estimate,
-            ci_low=low,
-            ci_high=high,
-            interval="percentile",
-            disparity=bool(is_ratio and np.isfinite(estimate) and not low_band <= estimate <= high_band),
-            interval_outside=bool(is_ratio and reported[i] and (low > high_band or high < low_band)),
-            n_undefined=int(summary.n_undefined[i]),
-            reported=bool(reported[i]),
-            reason=str(reasons[i]),
-            caveat=caveat,
-        )
-        rows.append(record)
-    return rows
+#: ``interval`` of the extremes (gaps and min/max ratios) and of the disparity ratios.
+INTERVAL_EXTREME = "intersection_bounds"
+INTERVAL_RATIO = "mover_r"
 
 
-def _spread(
-    name: str,
-    source: MetricSource,
-    members: np.ndarray,
-    plan: SlicePlan,
-    *,
-    metric: str,
-    confidence: float,
-    base: dict,
-    kind: str,
-) -> list[dict]:
-    """A gap (``kind="difference"``) or a min/max ratio (``"ratio"``) of one metric over ``members``."""
-    if members.size < 2:
-        return _family_rows(
-            Replicated(point=np.full(1, np.nan), replicates=np.full((1, 1), np.nan)),
-            confidence=confidence,
-            base={
-                **base,
-                "statistic": name,
-                "metric": metric,
-                "slice": "",
-                "reference": "",
-                "members": int(members.size),
-            },
-            reported=np.zeros(1, dtype=bool),
-            reasons=["fewer than 2 reported slices in the family"],
-        )
-    x = source.of(members)
-    local = np.arange(members.size)[None, :]
-    stat = gap(x, local) if kind == "difference" else spread_ratio(x, local)
-    point = x.point
-    high, low = members[int(np.nanargmax(point))], members[int(np.nanargmin(point))]
-    return _family_rows(
-        stat,
-        confidence=confidence,
-        base={**base, "statistic": name, "metric": metric, "slice": plan.names[high], "reference": plan.names[low]}
-        | {"members": int(members.size)},
-        reported=np.ones(1, dtype=bool),
-        reasons=[""],
+@dataclass(frozen=True)
+class _Claim:
+    """One row of the table: how to build its statistic (twice: for its interval, then for the band)."""
+
+    base: dict
+    build: Any  # () -> Extreme | PairRatio | None
+    reported: bool
+    reason: str
+    kind: str  # "gap", "ratio" (min/max) or "pair" (a disparity ratio)
+
+
+def _row(claim: _Claim, statistic: Extreme | PairRatio | None, ci: tuple[float, float], band: tuple[float, float],
+         tolerance: Tolerance) -> dict:  # fmt: skip
+    """The table row of a claim, from its statistic, interval and band."""
+    low_band, high_band = tolerance.ratio or vocabulary.FOUR_FIFTHS_BAND
+    record = dict(claim.base)
+    if statistic is None or not claim.reported:
+        estimate = bias = np.nan
+        n_undefined = 0 if statistic is None else int(np.sum(~np.isfinite(_replicates(statistic))))
+    else:
+        estimate = statistic.estimate
+        bias = statistic.bias_corrected() if isinstance(statistic, Extreme) else np.nan
+        n_undefined = int(np.sum(~np.isfinite(_replicates(statistic))))
+    caveat = ""
+    if statistic is not None and np.isfinite(estimate) and isinstance(statistic, Extreme):
+        reps = statistic.replicates
+        if bool(degenerate(reps[:, None])[0]) and ci[1] - ci[0] <= 0.0:
+            caveat = vocabulary.CAVEAT_DEGENERATE
+    elif statistic is not None and claim.reported and not np.isfinite(estimate):
+        caveat = vocabulary.CAVEAT_UNDEFINED
+    if claim.kind == "gap":
+        verdict = gap_verdict(*band, tolerance)
+    elif claim.kind == "ratio":
+        verdict = spread_ratio_verdict(*band, tolerance)
+    else:
+        verdict = ratio_verdict(*band, tolerance)
+    is_ratio = claim.kind != "gap"
+    if not claim.reported or caveat:
+        verdict = ""
+    record.update(
+        estimate=float(estimate),
+        bias_corrected=float(bias),
+        ci_low=float(ci[0]),
+        ci_high=float(ci[1]),
+        band_low=float(band[0]),
+        band_high=float(band[1]),
+        interval=INTERVAL_EXTREME if claim.kind != "pair" else INTERVAL_RATIO,
+        disparity=bool(is_ratio and np.isfinite(estimate) and not low_band <= estimate <= high_band),
+        verdict=verdict,
+        n_undefined=n_undefined,
+        reported=bool(claim.reported),
+        reason=str(claim.reason),
+        caveat=caveat,
     )
+    return record
 
 
-def _equalized_odds(
-    tpr: MetricSource, fpr: MetricSource, ids: np.ndarray, plan: SlicePlan, *, confidence: float, base: dict
-) -> list[dict]:
-    """The equalized-odds difference and ratio over the slices that report both rates."""
-    members = ids[tpr.reported[ids] & fpr.reported[ids]]
-    rows = []
-    for name, kind in (("equalized_odds_difference", "difference"), ("equalized_odds_ratio", "ratio")):
-        if members.size < 2:
-            rows += _spread(name, tpr, members, plan, metric=_EQUALIZED_ODDS, confidence=confidence, base=base,
-                            kind=kind)  # fmt: skip
-            continue
-        local = np.arange(members.size)[None, :]
-        family = (tpr.of(members), fpr.of(members))
-        if kind == "difference":
-            parts = (gap(family[0], local), gap(family[1], local))
-            stat = maximum(*parts)
-            which = int(np.nanargmax([p.point[0] for p in parts]))
-        else:
-            parts = (spread_ratio(family[0], local), spread_ratio(family[1], local))
-            stat = minimum(*parts)
-            which = (
-                int(np.nanargmin([p.point[0] for p in parts])) if np.isfinite([p.point[0] for p in parts]).any() else 0
-            )
-        point = family[which].point
-        high, low = members[int(np.nanargmax(point))], members[int(np.nanargmin(point))]
-        rows += _family_rows(
-            stat,
-            confidence=confidence,
-            base=base
-            | {"statistic": name, "metric": _EQUALIZED_ODDS, "slice": plan.names[high]}
-            | {"reference": plan.names[low], "members": int(members.size)},
-            reported=np.ones(1, dtype=bool),
-            reasons=[""],
-        )
-    return rows
+def _replicates(statistic: Extreme | PairRatio) -> np.ndarray:
+    if isinstance(statistic, Extreme):
+        return statistic.replicates
+    p = statistic.rates.replicates
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return p[:, 0] / np.where(p[:, 1] > 0, p[:, 1], np.nan)
 
 
-def _disparities(
-    source: MetricSource,
-    ids: np.ndarray,
+def _family_claims(
+    plan: SlicePlan,
+    source: Mapping[str, MetricSource],
+    family_index: int,
+    *,
+    model: str,
+    headline: str | None,
     reference: int,
-    plan: SlicePlan,
-    *,
-    metric: str,
-    confidence: float,
-    base: dict,
-) -> list[dict]:
-    """Each slice of the family (but the reference) over the reference slice."""
-    others = ids[ids != reference]
-    if others.size == 0:
-        return []
-    x = source.of(np.concatenate([others, [reference]]))
-    stat = ratio(x, np.arange(others.size), np.full(others.shape, others.size))
-    reasons = []
-    for s in others:
-        parts = []
-        if not source.reported[s]:
-            parts.append(f"slice: {source.reasons[s]}")
-        if not source.reported[reference]:
-            parts.append(f"reference: {source.reasons[reference]}")
-        reasons.append("; ".join(parts))
-    reported = np.array([r == "" for r in reasons])
-    return _family_rows(
-        stat,
-        confidence=confidence,
-        base=base
-        | {"statistic": "disparity_ratio", "metric": metric, "slice": [plan.names[s] for s in others]}
-        | {"reference": plan.names[reference], "members": 2},
-        reported=reported,
-        reasons=reasons,
-    )
+) -> list[_Claim]:
+    """Every row of one model's family: DP, EO, largest gap, then the disparity ratios."""
+    family = plan.families[family_index]
+    ids = family.slice_ids
+    base = {"model": model, "attribute": family.name}
+    claims: list[_Claim] = []
+
+    def spread(name: str, metric: str, members: np.ndarray, build_parts, kind: str, pick: MetricSource) -> None:
+        record = {
+            **base,
+            "statistic": name,
+            "metric": metric,
+            "slice": "",
+            "reference": "",
+            "members": int(members.size),
+        }
+        if members.size < 2:
+            claims.append(_Claim(record, lambda: None, False, "fewer than 2 reported slices in the family", kind))
+            return
+        point = pick.of(members).point
+        if np.isfinite(point).any():
+            record["slice"] = plan.names[members[int(np.nanargmax(point))]]
+            record["reference"] = plan.names[members[int(np.nanargmin(point))]]
+        claims.append(_Claim(record, build_parts, True, "", kind))
+
+    ppr = source["predicted_positive_rate"]
+    members = ids[ppr.reported[ids]]
+    dp = lambda m=members: demographic_parity(ppr.rates(m))
+    spread("demographic_parity_difference", "predicted_positive_rate", members, lambda: dp()[0], "gap", ppr)
+    spread("demographic_parity_ratio", "predicted_positive_rate", members, lambda: dp()[1], "ratio", ppr)
+
+    tpr, fpr = source["sensitivity"], source["false_positive_rate"]
+    both = ids[tpr.reported[ids] & fpr.reported[ids]]
+    eo = lambda m=both: equalized_odds(tpr.rates(m), fpr.rates(m))
+    if both.size >= 2:
+        gaps = [np.nanmax(x.of(both).point) - np.nanmin(x.of(both).point) for x in (tpr, fpr)]
+        pick = (tpr, fpr)[int(np.nanargmax(gaps))] if np.isfinite(gaps).any() else tpr
+    else:
+        pick = tpr
+    spread("equalized_odds_difference", _EQUALIZED_ODDS, both, lambda: eo()[0], "gap", pick)
+    if both.size >= 2:
+        ratios = []
+        for x in (tpr, fpr):
+            point = x.of(both).point
+            with np.errstate(invalid="ignore", divide="ignore"):
+                ratios.append(np.nanmin(point) / np.nanmax(point) if np.nanmax(point) > 0 else np.nan)
+        pick = (tpr, fpr)[int(np.nanargmin(ratios))] if np.isfinite(ratios).any() else tpr
+    spread("equalized_odds_ratio", _EQUALIZED_ODDS, both, lambda: eo()[1], "ratio", pick)
+
+    if headline is not None and headline in source:
+        h = source[headline]
+        hm = ids[h.reported[ids]]
+        spread("largest_gap", headline, hm, lambda m=hm: largest_gap(h.rates(m)), "gap", h)
+
+    for metric in vocabulary.DISPARITY_METRICS:
+        x = source[metric]
+        for s in ids[ids != reference]:
+            parts = []
+            if not x.reported[s]:
+                parts.append(f"slice: {x.reasons[s]}")
+            if not x.reported[reference]:
+                parts.append(f"reference: {x.reasons[reference]}")
+            record = {**base, "statistic": "disparity_ratio", "metric": metric, "slice": plan.names[s],
+                      "reference": plan.names[reference], "members": 2}  # fmt: skip
+            pair = np.array([s, reference], dtype=np.int64)
+            claims.append(_Claim(record, lambda x=x, pair=pair: disparity_ratio(x.rates(pair)), not parts,
+                                 "; ".join(parts), "pair"))  # fmt: skip
+    return claims
 
 
 def fairness_table(
@@ -431,6 +456,7 @@ def fairness_table(
     headline: Sequence[str | None],
     references: Mapping[int, int],
     confidence: float,
+    tolerance: Tolerance = DEFAULT_TOLERANCE,
 ) -> pd.DataFrame:
     """The ``fairness`` table (:data:`.columns.FAIRNESS_COLUMNS`), ordered by model, family, statistic.
 
@@ -439,7 +465,7 @@ def fairness_table(
     plan : SlicePlan
     sources : sequence (one per model) of mapping of metric name to MetricSource
         At least the selection rate, the true and false positive rates and the false negative rate
-        (:func:`metric_sources`), and each model's headline metric.
+        (:func:`metric_sources`, with their sizes), and each model's headline metric.
     model_names : sequence of str
     headline : sequence of str or None
         The headline metric of each model (its ``largest_gap``; none when None).
@@ -447,7 +473,9 @@ def fairness_table(
         Family index -> reference slice (:func:`resolve_references`); other families use their
         largest slice in rows (the first of equals).
     confidence : float
-        Level of the percentile intervals.
+        Level of the intervals and of the band.
+    tolerance : Tolerance
+        The verdicts' tolerance (:mod:`disaggregated_eval.verdicts`).
 
     Returns
     -------
@@ -456,36 +484,54 @@ def fairness_table(
         difference and ratio, the largest gap of the headline metric (``slice`` the slice with the
         largest value, ``reference`` the one with the smallest), then each slice's disparity ratio
         of the selection rate, false positive rate and false negative rate (``slice`` over
-        ``reference``).
+        ``reference``). ``ci_low``/``ci_high`` read each statistic alone; ``band_low``/``band_high`` and
+        ``verdict`` are simultaneous over every reported statistic of the table.
+
+    Notes
+    -----
+    Two passes over the statistics: the first computes each one's interval and its bootstrap
+    max-|t| (kept only as the running maximum over the table), the second its band at the common
+    level (:func:`disaggregated_eval.extremes.simultaneous_level` with tail ``1 - confidence``), so that
+    no more than one statistic's replicates are held at a time.
     """
     counts = plan.slice_counts()
-    rows: list[dict] = []
+    claims: list[_Claim] = []
     for m, model in enumerate(model_names):
-        source = sources[m]
         for f, family in enumerate(plan.families):
             if f == 0:
                 continue
             ids = family.slice_ids
             reference = references.get(f, int(ids[int(np.argmax(counts[ids]))]))
-            base = {"model": model, "attribute": family.name}
-            ppr = source["predicted_positive_rate"]
-            members = ids[ppr.reported[ids]]
-            for name, kind in (("demographic_parity_difference", "difference"), ("demographic_parity_ratio", "ratio")):
-                rows += _spread(name, ppr, members, plan, metric="predicted_positive_rate", confidence=confidence,
-                                base=base, kind=kind)  # fmt: skip
-            rows += _equalized_odds(source["sensitivity"], source["false_positive_rate"], ids, plan,
-                                    confidence=confidence, base=base)  # fmt: skip
-            if headline[m] is not None and headline[m] in source:
-                h = source[headline[m]]
-                rows += _spread("largest_gap", h, ids[h.reported[ids]], plan, metric=headline[m],
-                                confidence=confidence, base=base, kind="difference")  # fmt: skip
-            for metric in vocabulary.DISPARITY_METRICS:
-                rows += _disparities(source[metric], ids, reference, plan, metric=metric, confidence=confidence,
-                                     base=base)  # fmt: skip
-    if not rows:
+            claims += _family_claims(plan, sources[m], f, model=model, headline=headline[m], reference=reference)
+    if not claims:
         return pd.DataFrame({c: [] for c in FAIRNESS_COLUMNS})
+
+    intervals: list[tuple[float, float]] = []
+    running: np.ndarray | None = None
+    exact = True
+    n_quantities = 0
+    for claim in claims:
+        statistic = claim.build()
+        if statistic is None:
+            intervals.append((np.nan, np.nan))
+            continue
+        t = statistic.max_t()
+        intervals.append(statistic.interval(confidence, t))
+        if not claim.reported or not np.isfinite(statistic.estimate):
+            continue
+        n_quantities += statistic.n_pairs
+        if t is None:
+            exact = False
+        elif exact:
+            running = t if running is None else np.maximum(running, t)
+    level = simultaneous_level(running if exact else None, 1.0 - confidence, n_quantities)
+    rows = []
+    for claim, ci in zip(claims, intervals, strict=True):
+        statistic = claim.build()
+        band = statistic.band(level) if statistic is not None else (np.nan, np.nan)
+        rows.append(_row(claim, statistic, ci, band, tolerance))
     table = pd.DataFrame(rows)[list(FAIRNESS_COLUMNS)]
-    for column in ("disparity", "interval_outside", "reported"):
+    for column in ("disparity", "reported"):
         table[column] = table[column].astype(bool)
     for column in ("members", "n_undefined"):
         table[column] = table[column].astype(np.int64)

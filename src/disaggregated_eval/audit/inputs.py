@@ -304,6 +304,7 @@ def _check_reference_levels(references: list[str], attributes: tuple[Attribute, 
 def _summary_options(o: AuditOptions, *, groups: list[str], intersections: int) -> dict[str, Any]:
     """The checked options of the summary analyses (fairness reference, thresholds, calibration bins,
     detectability); the checks themselves live with each analysis."""
+    from ..verdicts import parse_tolerance
     from .fairness import parse_references
     from .thresholds import parse_thresholds
 
@@ -313,8 +314,9 @@ def _summary_options(o: AuditOptions, *, groups: list[str], intersections: int) 
     calibration_bins = _wrap(check_int, o.calibration_bins, "calibration_bins", minimum=1, maximum=1000)
     detect_gap = None if o.detect_gap is None else _wrap(check_open_unit, o.detect_gap, "detect_gap")
     power = _wrap(check_open_unit, o.power, "power")
+    tolerance = _wrap(parse_tolerance, _as_list(o.tolerance, "tolerance")).items()
     return dict(reference=reference, thresholds=thresholds, calibration_bins=calibration_bins, detect_gap=detect_gap,
-                power=power)  # fmt: skip
+                power=power, tolerance=tolerance)  # fmt: skip
 
 
 def min_resamples(confidence: float) -> int:

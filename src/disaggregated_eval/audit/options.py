@@ -184,6 +184,14 @@ class AuditOptions:
         section="summary analyses",
         metavar="SLICE",
     )
+    tolerance: list[str] = _opt(
+        ["0.05", "0.8:1.25"],
+        "tolerance of the verdicts: a largest acceptable difference in the metric's units (0.05) and/or a range of "
+        "acceptable ratios low:high (0.8:1.25, the four-fifths rule); a comparison or fairness statistic is "
+        "'within tolerance' when the data show any difference is inside it",
+        section="intervals and tests",
+        metavar="TOL",
+    )
     thresholds: list[str] = _opt(
         [],
         "decision thresholds of the threshold analysis (selection rate, TPR and FPR per slice at each): values "

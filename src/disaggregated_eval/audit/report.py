@@ -28,7 +28,8 @@ from typing import Any
 
 import pandas as pd
 
-from .. import vocabulary
+from .. import verdicts, vocabulary
+from ..verdicts import parse_tolerance
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .plots import figure_bytes, render_figures  # the figures' one home; re-exported for callers of this module
 from .summary import flagged_rows, format_estimate, format_interval, format_mdd, headline_metric, weight_note
@@ -53,7 +54,9 @@ details { margin: 0.4em 0; } summary { cursor: pointer; font-weight: 600; }
 nav a { margin-right: 1em; }
 .run { color: #444; margin: 0.2em 0 0.6em 0; } .ci { color: #666; font-size: 0.92em; }
 td.fail { background: #fde2dd; } td.fail-clear { background: #f7b9ad; font-weight: 600; }
+td.pass { background: #e3f1e6; } span.verdict { display: block; font-size: 85%; color: #444; }
 tr.worse td { background: #fde2dd; } tr.better td { background: #e3f1e6; } tr.differs td { background: #fff4e0; }
+tr.within td { background: #eef6fb; }
 .legend { font-size: 0.8em; color: #555; margin: -0.6em 0 0.8em 0; }
 h2.first { margin-top: 0.8em; }
 """
@@ -285,10 +288,18 @@ _OVERVIEW_COLUMNS = (
 )
 
 
-def _ratio_class(record: Mapping[str, Any]) -> str:
-    if not record["reported"] or not str(record["statistic"]).endswith("ratio"):
-        return ""
-    return "fail-clear" if record["interval_outside"] else ("fail" if record["disparity"] else "")
+#: Cell class of each verdict of the fairness summary (dark: beyond the tolerance; light: a difference;
+#: green: within the tolerance).
+_VERDICT_CLASS = {
+    verdicts.BEYOND: "fail-clear",
+    verdicts.DIFFERS: "fail",
+    verdicts.DIFFERS_WITHIN: "pass",
+    verdicts.WITHIN: "pass",
+}
+
+
+def _verdict_class(record: Mapping[str, Any]) -> str:
+    return _VERDICT_CLASS.get(str(record.get("verdict", "")), "") if record["reported"] else ""
 
 
 def _fairness_section(result: Any) -> str:
@@ -296,7 +307,8 @@ def _fairness_section(result: Any) -> str:
     table = getattr(result, "fairness", None)
     if table is None or table.empty:
         return ""
-    low, high = vocabulary.FOUR_FIFTHS_BAND
+    tolerance = parse_tolerance(result.options.tolerance)
+    low, high = tolerance.ratio or vocabulary.FOUR_FIFTHS_BAND
     parts = ['<h2 id="fairness" class="first">Fairness summary</h2>']
     for model in _ordered(table["model"], result.options.scores):
         rows = table[(table["model"] == model) & (table["statistic"] != "disparity_ratio")]
@@ -318,35 +330,46 @@ def _fairness_section(result: Any) -> str:
                     cells.append("<td></td>")
                     continue
                 estimate = r["estimate"] if r["reported"] else float("nan")
-                tip = (f"{r['slice']} (highest) vs {r['reference']} (lowest); {r['members']} reported slices"
+                tip = (f"{r['slice']} (highest) vs {r['reference']} (lowest); {r['members']} reported slices; "
+                       f"bias-corrected {format_estimate(r['bias_corrected'])}; simultaneous "
+                       f"{format_interval(r['band_low'], r['band_high'])}"
                        if r["slice"] else str(r["reason"]))  # fmt: skip
-                cls = _ratio_class(r)
+                cls = _verdict_class(r)
+                word = html.escape(str(r["verdict"])) if r["reported"] else ""
                 cells.append(f'<td class="{cls}" title="{html.escape(tip)}">'
-                             f"{_with_ci(estimate, r['ci_low'], r['ci_high'])}</td>")  # fmt: skip
+                             f"{_with_ci(estimate, r['ci_low'], r['ci_high'])}"
+                             f' <span class="verdict">{word}</span></td>')  # fmt: skip
             body.append(f"<tr>{''.join(cells)}</tr>")
         parts.append(f"<h3>{html.escape(str(model))}</h3>" if len(result.options.scores) > 1 else "")
         parts.append(f'<table data-table="fairness" data-key="{html.escape(str(model))}" data-rows="{len(body)}">'
                      f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")  # fmt: skip
+    level = float(result.options.confidence)
     parts.append(
-        f'<p class="legend">Over each family\'s reported slices, with {float(result.options.confidence):.0%} paired '
-        "bootstrap intervals. Demographic parity: the selection rate's largest minus smallest value and smallest over "
-        "largest (fairlearn); equalized odds: the larger of the true and false positive rates' gaps, the smaller of "
-        f"their ratios. Shaded: a ratio outside [{low:g}, {high:g}] (the four-fifths rule); dark: its whole interval "
-        "too. A largest gap is biased upwards for small slices (it picks the extremes); hover a cell for the slices.</p>"
+        f'<p class="legend">Over each family\'s reported slices, with {level:.0%} intervals that hold when the slices '
+        "are equal too (intersection bounds from score intervals of every pair of slices). Demographic parity: the "
+        "selection rate's largest minus smallest value and smallest over largest (fairlearn); equalized odds: the "
+        "larger of the true and false positive rates' gaps, the smaller of their ratios. A largest gap is biased away "
+        "from equality for small slices (it picks the extremes; hover a cell for its bias-corrected estimate and the "
+        f"slices). Verdicts (tolerance: {html.escape(tolerance.text())}) come from intervals simultaneous over every "
+        f"statistic of the summary, so that the probability of any wrong verdict is at most {1 - level:.0%}: "
+        "<i>differs</i> (shaded) the slices are not all equal; <i>beyond tolerance</i> (dark) the whole interval is "
+        f"outside the tolerance (for a ratio: outside [{low:g}, {high:g}], the four-fifths rule fails and the data "
+        "can tell); <i>within tolerance</i> (green) every difference is inside it; <i>inconclusive</i> neither.</p>"
     )
     return "\n".join(p for p in parts if p)
 
 
-def _verdict(difference: float, flagged: bool, metric: str) -> tuple[str, str]:
-    """(text, row class) of a slice's difference from overall."""
+def _verdict(difference: float, flagged: bool, metric: str, within: str = "") -> tuple[str, str]:
+    """(text, row class) of a slice's difference from overall (``within``: the certification's text)."""
     if not flagged:
-        return "no flag", ""
+        return (within, "within") if within else ("inconclusive", "")
     direction = "above" if difference > 0 else "below"
     better = vocabulary.METRIC_HIGHER_IS_BETTER.get(metric)
     if better is None:
         return f"{direction} overall", "differs"
     worse = (difference < 0) if better else (difference > 0)
-    return f"{'worse' if worse else 'better'} ({direction} overall)", "worse" if worse else "better"
+    text = f"{'worse' if worse else 'better'} ({direction} overall)"
+    return (f"{text}, {within}" if within else text), "worse" if worse else "better"
 
 
 def _headline_section(result: Any) -> str:
@@ -380,9 +403,12 @@ def _headline_section(result: Any) -> str:
             c = comps.loc[r["slice"]] if r["slice"] in comps.index else None
             difference = float(c["difference"]) if c is not None else float("nan")
             flagged = bool(c["_flag"]) if c is not None else False
-            verdict, cls = _verdict(difference, flagged, metric)
+            certified = c is not None and float(c.get("p_within_adjusted", float("nan"))) < alpha
+            within = f"within \u00b1{float(c['tolerance']):g} of overall" if certified else ""
+            verdict, cls = _verdict(difference, flagged, metric, within)
             p_adj = c["p_adjusted"] if c is not None else float("nan")
-            records.append((0 if cls == "worse" else 1 if cls else 2, -abs(difference) if flagged else 0.0, cls, [
+            order = {"worse": 0, "better": 1, "differs": 1, "within": 2}.get(cls, 3)
+            records.append((order, -abs(difference) if flagged else 0.0, cls, [
                 f'<td class="text">{html.escape(str(r["slice"]))}</td>',
                 f"<td>{int(r['n']):,}</td>",
                 f"<td>{_with_ci(r['estimate'], r['ci_low'], r['ci_high'])}</td>",
@@ -406,7 +432,10 @@ def _headline_section(result: Any) -> str:
                      f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")  # fmt: skip
         family = (f"adjusted within the family of {size} slice-vs-overall tests ({options.adjust})" if size
                   else "no tests: flagged when the interval of the difference excludes 0")  # fmt: skip
-        note = (f"Flag: adjusted p &lt; {alpha:g}, {family}. MDD: the smallest difference from overall the slice's "
+        note = (f"Flag: adjusted p &lt; {alpha:g}, {family}; <i>within</i>: the two one-sided tests of a difference "
+                f"of at least the tolerance reject at the same adjusted level (certified)"
+                f"{', both kinds adjusted together' if options.adjust == 'holm' else ''}. "
+                f"MDD: the smallest difference from overall the slice's "
                 f"size lets that test detect with {float(options.power):.0%} power; a slice without a flag and a large "
                 "MDD has no flag <i>at this size</i>, which is no evidence of no gap.")  # fmt: skip
         if withheld:

@@ -209,7 +209,7 @@ class AuditResult:
             label = vocabulary.METRIC_LABELS.get(metric, metric)
             head = "".join(
                 f'<th style="{_HTML_STYLE["th"]}">{esc(h)}</th>'
-                for h in ("slice", "n", "estimate", f"{float(options.confidence):.0%} interval", "flags")
+                for h in ("slice", "n", "estimate", f"{float(options.confidence):.0%} interval", "verdict")
             )
             body = []
             for row, flag in zip(rows.itertuples(index=False), flags, strict=True):
@@ -225,9 +225,11 @@ class AuditResult:
                     f'<td style="{_HTML_STYLE["text"]}">{esc(flag)}</td></tr>'
                 )
             parts.append(f"<p style='margin: 0.6em 0 0 0'><b>{esc(label)}</b> of <b>{esc(str(model))}</b> by slice "
-                         f"(flags: difference from overall at adjusted p &lt; {alpha:g})</p>")  # fmt: skip
+                         f"(verdict: difference from overall at adjusted p &lt; {alpha:g}, or within the tolerance; "
+                         "both kinds adjusted together)</p>")  # fmt: skip
             parts.append(f'<table style="{_HTML_STYLE["table"]}"><thead><tr>{head}</tr></thead>'
                          f"<tbody>{''.join(body)}</tbody></table>")  # fmt: skip
+            parts.append(self._fairness_html(model))
         if self.notes:
             parts.append("<p style='margin: 0.2em 0; color: #7a4b00'>" + "<br>".join(
                 f"note: {esc(n)}" for n in self.notes) + "</p>")  # fmt: skip
@@ -238,6 +240,34 @@ class AuditResult:
             '<code>print(result.summary())</code>; <code>result.plot("forest", metric=...)</code>.</p></div>'
         )
         return "\n".join(parts)
+
+    def _fairness_html(self, model: str) -> str:
+        """The fairness summary's family statistics of ``model`` as a compact table (for ``_repr_html_``)."""
+        from .. import vocabulary
+        from .summary import format_estimate, format_interval
+
+        esc = html.escape
+        table = self.fairness
+        rows = table[(table["model"] == model) & (table["statistic"] != "disparity_ratio")] if len(table) else table
+        if rows.empty:
+            return ""
+        head = "".join(f'<th style="{_HTML_STYLE["th"]}">{esc(h)}</th>'
+                       for h in ("family", "statistic", "estimate", "interval", "verdict"))  # fmt: skip
+        body = []
+        for r in rows.itertuples(index=False):
+            label = vocabulary.FAIRNESS_LABELS.get(str(r.statistic), str(r.statistic))
+            estimate = format_estimate(float(r.estimate)) if bool(r.reported) else "withheld"
+            body.append(
+                f'<tr><td style="{_HTML_STYLE["text"]}">{esc(str(r.attribute))}</td>'
+                f'<td style="{_HTML_STYLE["text"]}">{esc(label)}</td>'
+                f'<td style="{_HTML_STYLE["td"]}">{esc(estimate)}</td>'
+                f'<td style="{_HTML_STYLE["td"]}">{esc(format_interval(float(r.ci_low), float(r.ci_high)))}</td>'
+                f'<td style="{_HTML_STYLE["text"]}">{esc(str(r.verdict) if bool(r.reported) else str(r.reason))}</td></tr>'
+            )
+        return (f"<p style='margin: 0.6em 0 0 0'>Fairness summary of <b>{esc(str(model))}</b> (verdicts simultaneous "
+                "over the summary; <code>result.fairness</code> has the disparity ratios)</p>"
+                f'<table style="{_HTML_STYLE["table"]}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody>'
+                "</table>")  # fmt: skip
 
     def wide(
         self,

@@ -21,9 +21,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
+from .. import verdicts as vocabulary_verdicts
 from .. import vocabulary
+from ..verdicts import parse_tolerance
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .text import terminal_text
 
@@ -39,6 +42,7 @@ __all__ = [
     "weight_note",
     "flagged_rows",
     "fairness_overview",
+    "fairness_legend",
     "disparity_table",
     "detectable_texts",
     "detectability_note",
@@ -101,14 +105,20 @@ def _format_p(p: float) -> str:
     return "p_adj < 0.001" if p < 0.001 else f"p_adj {p:.3f}"
 
 
+def _within_text(tolerance: float) -> str:
+    return f"within \u00b1{tolerance:g} of overall"
+
+
 def slice_flags(
     slices: pd.DataFrame, comparisons: pd.DataFrame, *, model: str, metric: str, alpha: float = 0.05
 ) -> list[str]:
-    """The flags of each slice of one metric and model (the summary's ``flags`` column), in table order.
+    """The verdict and flags of each slice of one metric and model (the summary's ``verdict`` column), in table order.
 
-    ``withheld: <reason>`` for a withheld slice; ``above overall (p_adj 0.004)`` / ``below overall``
-    when its ``vs_overall`` comparison has ``p_adjusted < alpha`` (without p-values: when the
-    interval of the difference excludes 0); ``undefined in K resamples``; joined by ``"; "``.
+    ``withheld: <reason>`` for a withheld slice; for a reported one its ``vs_overall`` verdict
+    (:mod:`disaggregated_eval.verdicts`): ``above overall (p_adj 0.004)`` / ``below overall`` when the
+    comparison has ``p_adjusted < alpha`` (without p-values: when the interval of the difference
+    excludes 0), ``within +-0.05 of overall`` when ``p_within_adjusted < alpha`` (certified), both, or
+    ``inconclusive``; then ``undefined in K resamples``; joined by ``"; "``.
     """
     rows = slices[(slices["model"] == model) & (slices["metric"] == metric)]
     vs_overall = comparisons[
@@ -124,13 +134,20 @@ def slice_flags(
             comp = vs_overall.loc[row.slice]
             if isinstance(comp, pd.DataFrame):  # defensive: one row per slice expected
                 comp = comp.iloc[0]
+            parts = []
             if bool(comp["_sig"]):
                 direction = "above" if comp["difference"] > 0 else "below"
                 p_text = _format_p(float(comp["p_adjusted"]))
-                flags.append(f"{direction} overall ({p_text})" if p_text else f"{direction} overall")
+                parts.append(f"{direction} overall ({p_text})" if p_text else f"{direction} overall")
+            within = comp.get("p_within_adjusted", float("nan"))
+            if within is not None and not math.isnan(float(within)) and float(within) < alpha:
+                parts.append(_within_text(float(comp["tolerance"])))
+            if not parts and str(comp.get("verdict", "")) == vocabulary_verdicts.INCONCLUSIVE:
+                parts.append(vocabulary_verdicts.INCONCLUSIVE)
+            flags.append(", ".join(parts))
         if int(row.n_undefined) > 0:
             flags.append(f"undefined in {int(row.n_undefined)} resamples")
-        out.append("; ".join(flags))
+        out.append("; ".join(f for f in flags if f))
     return out
 
 
@@ -144,7 +161,7 @@ def slice_table(
     level: float = 0.95,
     detectable: dict[str, str] | None = None,
 ) -> str:
-    """One metric of one model as a text table: slice, n, estimate, interval, width, flags.
+    """One metric of one model as a text table: slice, n, estimate, interval, width, verdict (:func:`slice_flags`).
 
     Parameters
     ----------
@@ -188,7 +205,7 @@ def slice_table(
         f"{level:.0%} CI",
         "width",
         *(["MDD"] if detectable is not None else []),
-        "flags",
+        "verdict",
     ]
     return _render(header, body, [False, True, True, False, True, *([True] if detectable is not None else []), False])
 
@@ -258,6 +275,10 @@ def metric_digest(slices: pd.DataFrame, comparisons: pd.DataFrame, *, model: str
     text = f"{_metric_label(metric)}: {len(flagged)} of {len(reported)} reported slices differ from overall"
     if names:
         text += f": {shown}"
+    if "p_within_adjusted" in comps.columns and len(comps) and np.isfinite(float(comps["tolerance"].iloc[0])):
+        within = int((comps["p_within_adjusted"].astype(float) < alpha).sum())
+        tolerance = float(comps["tolerance"].iloc[0])
+        text += f"; {within} within \u00b1{tolerance:g} of overall"
     if withheld:
         text += f"; {withheld} withheld"
     return text
@@ -339,27 +360,33 @@ def family_note(comparisons: pd.DataFrame, *, model: str, metric: str, alpha: fl
         (comparisons["model"] == model) & (comparisons["metric"] == metric) & (comparisons["kind"] == "vs_overall")
     ]
     size = int(rows["family_size"].max()) if len(rows) and "family_size" in rows else 0
+    tolerance = float(rows["tolerance"].iloc[0]) if len(rows) and "tolerance" in rows else float("nan")
+    within = (
+        f"; within \u00b1{tolerance:g}: the two one-sided tests of |difference| >= {tolerance:g} reject at the same "
+        f"adjusted level"
+        if not math.isnan(tolerance)
+        else ""
+    )
     if size == 0:
-        return "flags: none (no test of this metric)"
+        return f"verdicts: no test of this metric (above/below overall: the interval excludes 0){within}"
+    both = (
+        f", both kinds adjusted together (family-wise error of all the family's verdicts at most {alpha:g})"
+        if adjust == "holm"
+        else ""
+    )
     return (
-        f"flags: slice vs overall at adjusted p < {alpha:g}, {_ADJUST_NAMES.get(adjust, adjust)} adjustment within "
-        f"the family of {size} slice-vs-overall tests of {_metric_label(metric)} for {terminal_text(model)}"
+        f"verdicts: above/below overall at adjusted p < {alpha:g}{within}; {_ADJUST_NAMES.get(adjust, adjust)} "
+        f"adjustment within the family of {size} slice-vs-overall comparisons of {_metric_label(metric)} for "
+        f"{terminal_text(model)}{both}"
     )
 
 
 def _cell(estimate: float, low: float, high: float, mark: str = "") -> str:
-    """``0.372 [0.330, 0.490]`` plus a mark (``*``)."""
-    return f"{format_estimate(estimate)} {format_interval(low, high)}{mark}"
+    """``0.372 [0.330, 0.490]`` plus a mark."""
+    return f"{format_estimate(estimate)} {format_interval(low, high)}{(' ' + mark) if mark else ''}"
 
 
-def _ratio_mark(row: Any) -> str:
-    """``**`` when the whole interval is outside the four-fifths band, ``*`` when only the estimate is."""
-    if not bool(row["reported"]) or not str(row["statistic"]).endswith("ratio"):
-        return ""
-    return "**" if bool(row["interval_outside"]) else ("*" if bool(row["disparity"]) else "")
-
-
-#: Family statistics of the fairness overview: (statistic, short column title).
+#: Family statistics of the fairness overview: (statistic, short label).
 _OVERVIEW = (
     ("demographic_parity_difference", "DP difference"),
     ("demographic_parity_ratio", "DP ratio"),
@@ -367,56 +394,76 @@ _OVERVIEW = (
     ("equalized_odds_ratio", "EO ratio"),
     ("largest_gap", "largest gap"),
 )
-FOUR_FIFTHS_NOTE = (
-    "* ratio outside [{low:g}, {high:g}] (fails the four-fifths rule), ** its interval too (the data can tell)"
-)
+#: Short verdict words of the disparity-ratio table (inconclusive: no word).
+_SHORT_VERDICTS = {
+    vocabulary_verdicts.BEYOND: "beyond **",
+    vocabulary_verdicts.DIFFERS: "differs",
+    vocabulary_verdicts.DIFFERS_WITHIN: "differs, within",
+    vocabulary_verdicts.WITHIN: "within",
+}
+
+
+def _verdict_cell(verdict: str) -> str:
+    return f"{verdict} **" if verdict == vocabulary_verdicts.BEYOND else verdict
+
+
+def fairness_legend(fairness: pd.DataFrame, *, model: str, level: float, tolerance: Any) -> str:
+    """The lines under the fairness overview: what DP, EO and the verdicts mean, and their family."""
+    rows = fairness[(fairness["model"] == model) & fairness["reported"].astype(bool)]
+    n_statistics = len(fairness[fairness["reported"].astype(bool)])
+    tol = tolerance.text() if hasattr(tolerance, "text") else str(tolerance)
+    lines = [
+        "DP: demographic parity of the selection rate (max - min, min / max); EO: equalized odds (the larger of the "
+        "TPR and FPR gaps, the smaller of their ratios). A largest gap is biased away from equality on small slices "
+        "(it picks the extremes): 'corrected' is its bootstrap bias-corrected estimate; every interval holds at "
+        "equality too",
+        f"verdicts (tolerance: {tol}): from intervals simultaneous over all {n_statistics} reported statistics of "
+        f"this summary (the probability that any verdict is wrong is at most {1 - level:.0%}); differs: the slices "
+        "are not all equal; within tolerance: every difference inside it; beyond tolerance **: the whole interval "
+        "outside it (for a ratio: the four-fifths rule fails and the data can tell); inconclusive: neither",
+    ]
+    return "\n".join(lines) if len(rows) else ""
 
 
 def fairness_overview(fairness: pd.DataFrame, *, model: str, level: float = 0.95) -> str:
-    """The fairness statistics of one model: a row per family, a column per statistic (with intervals).
+    """The fairness statistics of one model: a row per family and statistic, with intervals and verdicts.
 
-    Columns: the demographic-parity difference and ratio of the selection rate, the equalized-odds
-    difference and ratio, and the largest gap of the headline metric (``docs/audit.md``, "Fairness
-    summary"); ratios outside the four-fifths band are marked ``*`` (``**`` when the whole interval is).
-    Empty text when ``fairness`` has no row of the model.
+    Columns: family, statistic (the demographic-parity difference and ratio of the selection rate, the
+    equalized-odds difference and ratio, and the largest gap of the headline metric; ``docs/audit.md``,
+    "Fairness summary"), estimate, interval (the statistic alone), the bias-corrected estimate and the
+    verdict (simultaneous over the summary; ``**`` beyond the tolerance). Empty text when ``fairness``
+    has no row of the model.
     """
     rows = fairness[(fairness["model"] == model) & (fairness["statistic"] != "disparity_ratio")]
     if rows.empty:
         return ""
-    gap_metric = rows.loc[rows["statistic"] == "largest_gap", "metric"]
-    titles = [title for _, title in _OVERVIEW]
-    if len(gap_metric):
-        titles[-1] = f"largest gap, {_metric_label(str(gap_metric.iloc[0]))}"
     body = []
     for family, group in rows.groupby("attribute", sort=False):
         indexed = group.set_index("statistic")
-        cells = [str(family)]
-        for statistic, _ in _OVERVIEW:
+        for statistic, label in _OVERVIEW:
             if statistic not in indexed.index:
-                cells.append("")
                 continue
             r = indexed.loc[statistic]
-            estimate = float(r["estimate"]) if bool(r["reported"]) else float("nan")
-            cells.append(
-                _cell(
-                    estimate,
-                    float(r["ci_low"]),
-                    float(r["ci_high"]),
-                    _ratio_mark(r.to_dict() | {"statistic": statistic}),
-                )
-            )
-        body.append(cells)
-    present = [i for i, (statistic, _) in enumerate(_OVERVIEW) if statistic in set(rows["statistic"])]
-    header = ["family"] + [titles[i] for i in present]
-    body = [[cells[0]] + [cells[i + 1] for i in present] for cells in body]
-    return _render(header, body, [False] * len(header))
+            reported = bool(r["reported"])
+            if statistic == "largest_gap":
+                label = f"largest gap, {_metric_label(str(r['metric']))}"
+            estimate = float(r["estimate"]) if reported else float("nan")
+            corrected = float(r["bias_corrected"]) if reported else float("nan")
+            verdict = _verdict_cell(str(r["verdict"])) if reported else f"withheld: {r['reason']}"
+            body.append([
+                str(family), label, format_estimate(estimate), format_interval(float(r["ci_low"]), float(r["ci_high"])),
+                format_estimate(corrected), verdict,
+            ])  # fmt: skip
+    header = ["family", "statistic", "estimate", f"{level:.0%} CI", "corrected", "verdict"]
+    return _render(header, body, [False, False, True, False, True, False])
 
 
 def disparity_table(fairness: pd.DataFrame, *, model: str) -> str:
     """Each reported slice's disparity ratios to its family's reference slice: selection rate, FPR, FNR.
 
-    One row per slice (but the references), the reference in the second column; ``*`` / ``**`` as in
-    :func:`fairness_overview`. Empty text when there is none.
+    One row per slice (but the references), the reference in the second column; each cell the ratio,
+    its interval and the verdict's short word (``beyond **``, ``differs``, ``within``; none:
+    inconclusive), as in :func:`fairness_overview`. Empty text when there is none.
     """
     rows = fairness[(fairness["model"] == model) & (fairness["statistic"] == "disparity_ratio")]
     rows = rows[rows["reported"].astype(bool)]
@@ -430,9 +477,8 @@ def disparity_table(fairness: pd.DataFrame, *, model: str) -> str:
         for metric in metrics:
             if metric in indexed.index:
                 r = indexed.loc[metric]
-                cells.append(
-                    _cell(float(r["estimate"]), float(r["ci_low"]), float(r["ci_high"]), _ratio_mark(r.to_dict()))
-                )
+                mark = _SHORT_VERDICTS.get(str(r["verdict"]), "")
+                cells.append(_cell(float(r["estimate"]), float(r["ci_low"]), float(r["ci_high"]), mark))
             else:
                 cells.append("")
         body.append(cells)
@@ -557,21 +603,20 @@ def summary_text(
             if overview:
                 lines.append("")
                 lines.append(
-                    f"Fairness summary of {t(model)} ({options.confidence:.0%} intervals from the paired bootstrap; over "
-                    f"each family's reported slices)"
+                    f"Fairness summary of {t(model)} ({options.confidence:.0%} intervals; over each family's reported "
+                    f"slices)"
                 )
                 lines.append(overview)
-                lines.append(
-                    "DP: demographic parity of the selection rate (max - min, min / max); EO: equalized odds (the "
-                    "larger of the TPR and FPR gaps, the smaller of their ratios)"
-                )
-                low, high = vocabulary.FOUR_FIFTHS_BAND
-                lines.append(FOUR_FIFTHS_NOTE.format(low=low, high=high))
+                legend = fairness_legend(fairness, model=model, level=options.confidence,
+                                         tolerance=parse_tolerance(options.tolerance))  # fmt: skip
+                if legend:
+                    lines.append(legend)
             ratios = disparity_table(fairness, model=model)
             if ratios:
                 lines.append("")
                 lines.append(
-                    f"Disparity ratios of {t(model)} to each family's reference slice (Aequitas; * and ** as above)"
+                    f"Disparity ratios of {t(model)} to each family's reference slice (Aequitas; {options.confidence:.0%} "
+                    f"intervals; verdicts as above, no word: inconclusive)"
                 )
                 lines.append(ratios)
         detectability = getattr(result, "detectability", None)
