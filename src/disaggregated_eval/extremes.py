@@ -44,13 +44,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .derived import Replicated, gap, spread_ratio
-from .intervals import SortedReplicates, max_abs_t, max_t_level, mover_ratio, newcombe_difference
+from .intervals import SortedReplicates, max_abs_t, max_t_level, mover_ratio, newcombe_difference, wilson_interval
 
 __all__ = [
     "SliceRates",
     "Extreme",
     "PairRatio",
     "MAX_T_WORK",
+    "MAX_PAIRS",
     "demographic_parity",
     "equalized_odds",
     "largest_gap",
@@ -62,6 +63,9 @@ __all__ = [
 #: the critical value is Bonferroni's over the pairs (valid, more conservative). 2^30 values take a few
 #: seconds.
 MAX_T_WORK = 2**30
+#: Most pairs of slices a family's statistic is built from; a family with more (over 362 slices) takes
+#: the projection of the slices' own intervals instead (:meth:`Extreme.bounds`: valid, wider).
+MAX_PAIRS = 2**16
 _CHUNK_VALUES = 2**22
 _KINDS = ("gap", "ratio")
 
@@ -136,6 +140,14 @@ def _ratios(rates: SliceRates, level: float) -> tuple[np.ndarray, np.ndarray, np
     return low_ij, high_ij, low_ji, high_ji
 
 
+def _slice_bounds(rates: SliceRates, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each slice's own interval at ``level`` (Wilson for proportions, else percentiles of its replicates)."""
+    p = np.asarray(rates.estimate, dtype=np.float64)
+    if rates.size is not None:
+        return wilson_interval(p, np.asarray(rates.size, dtype=np.float64), level)
+    return SortedReplicates(np.asarray(rates.replicates, dtype=np.float64)).bounds(min(level, 1.0))
+
+
 def _deviations(rates: SliceRates, kind: str, part: slice) -> np.ndarray:
     """Bootstrap deviations of the pairs ``part``: of the differences, or of the linearised log ratios."""
     i, j = (idx[part] for idx in rates.pairs())
@@ -149,10 +161,10 @@ def _deviations(rates: SliceRates, kind: str, part: slice) -> np.ndarray:
 
 
 def _max_abs_t(rates: SliceRates, kind: str) -> np.ndarray | None:
-    """Row-wise max |t| over the pairs of ``rates`` (None when over :data:`MAX_T_WORK`)."""
-    n_pairs = rates.pairs()[0].shape[0]
+    """Row-wise max |t| over the pairs of ``rates`` (None when over :data:`MAX_T_WORK` or :data:`MAX_PAIRS`)."""
+    n_pairs = rates.n_slices * (rates.n_slices - 1) // 2
     n_res = np.shape(rates.replicates)[0]
-    if n_pairs * n_res > MAX_T_WORK:
+    if n_pairs * n_res > MAX_T_WORK or n_pairs > MAX_PAIRS:
         return None
     out = np.zeros(n_res)
     for part in _chunks(n_pairs, n_res):
@@ -204,7 +216,29 @@ class Extreme:
     @property
     def n_pairs(self) -> int:
         """Pairwise quantities behind the statistic (over every part)."""
-        return sum(p.pairs()[0].shape[0] for p in self.parts)
+        return sum(p.n_slices * (p.n_slices - 1) // 2 for p in self.parts)
+
+    @property
+    def projected(self) -> bool:
+        """Whether the family is too large for pairs (:data:`MAX_PAIRS`): the slices' intervals are projected."""
+        return any(p.n_slices * (p.n_slices - 1) // 2 > MAX_PAIRS for p in self.parts)
+
+    def _projection(self, hard_level: float, easy_level: float) -> tuple[float, float]:
+        """Bounds from the slices' own intervals: a gap in ``[max_a l_a - min_b u_b, max_a u_a - min_b l_b]``,
+        a min/max ratio in ``[min l / max u, min u / max l]``, the hard side at ``hard_level`` (every slice
+        at once), the easy side at ``easy_level`` (the two slices of the extreme pair)."""
+        low, high = (0.0, -np.inf) if self.kind == "gap" else (np.inf, 1.0)
+        for part in self.parts:
+            lh, uh = _slice_bounds(part, hard_level)
+            le, ue = _slice_bounds(part, easy_level)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                if self.kind == "gap":
+                    low = max(low, float(np.nanmax(lh) - np.nanmin(uh)))
+                    high = max(high, float(np.nanmax(ue) - np.nanmin(le)))
+                else:
+                    low = min(low, float(np.nanmin(le) / np.nanmax(ue)))
+                    high = min(high, float(np.nanmin(uh) / np.nanmax(lh)))
+        return low, high
 
     def _derived(self) -> Replicated:
         members = np.arange(self.parts[0].n_slices)[None, :]
@@ -248,6 +282,9 @@ class Extreme:
         """
         if not np.isfinite(self.estimate):
             return float("nan"), float("nan")
+        if self.projected:
+            hard, easy = (low_level, high_level) if self.kind == "gap" else (high_level, low_level)
+            return self._projection(hard, easy)
         if self.kind == "gap":
             low, high = 0.0, -np.inf
             for part in self.parts:
@@ -281,11 +318,18 @@ class Extreme:
             (one-sided ``(1 - confidence) / 2``), the other at ``confidence``.
         """
         tail = 0.5 * (1.0 - confidence)
-        hard = simultaneous_level(self.max_t() if max_t is None else max_t, tail, self.n_pairs)
-        return self.bounds(hard, confidence) if self.kind == "gap" else self.bounds(confidence, hard)
+        if self.projected:  # 2 K one-sided slice bounds share the tail; the extreme pair's two the other
+            k = sum(p.n_slices for p in self.parts)
+            hard, easy = 1.0 - tail / k, 1.0 - tail
+        else:
+            hard = simultaneous_level(self.max_t() if max_t is None else max_t, tail, self.n_pairs)
+            easy = confidence
+        return self.bounds(hard, easy) if self.kind == "gap" else self.bounds(easy, hard)
 
     def band(self, level: float) -> tuple[float, float]:
-        """Both bounds at the common level ``level`` (a simultaneous band over many statistics)."""
+        """Both bounds at the common level ``level`` (a simultaneous band over many statistics; for a
+        projected family every slice's interval at ``level``, which fails with probability at most
+        ``K (1 - level)``, less than the pairs' Bonferroni allowance the level came from)."""
         return self.bounds(level, level)
 
     def bias_corrected(self) -> float:

@@ -54,7 +54,7 @@ details { margin: 0.4em 0; } summary { cursor: pointer; font-weight: 600; }
 nav a { margin-right: 1em; }
 .run { color: #444; margin: 0.2em 0 0.6em 0; } .ci { color: #666; font-size: 0.92em; }
 td.fail { background: #fde2dd; } td.fail-clear { background: #f7b9ad; font-weight: 600; }
-td.pass { background: #e3f1e6; } span.verdict { display: block; font-size: 85%; color: #444; }
+td.pass { background: #e3f1e6; } span.verdict { font-size: 85%; color: #444; }
 tr.worse td { background: #fde2dd; } tr.better td { background: #e3f1e6; } tr.differs td { background: #fff4e0; }
 tr.within td { background: #eef6fb; }
 .legend { font-size: 0.8em; color: #555; margin: -0.6em 0 0.8em 0; }
