@@ -41,11 +41,13 @@ Layout (``docs/audit.md``, "Output files")::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
 import platform
 import shutil
+import warnings
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path, PurePosixPath
@@ -58,6 +60,7 @@ from .columns import SUMMARY_TABLES
 
 __all__ = [
     "OutputDirError",
+    "FigureWarning",
     "TOOL",
     "TABLES",
     "FORMULA_PREFIXES",
@@ -82,6 +85,10 @@ _PACKAGES = (
     "matplotlib", "pyarrow",
 )  # fmt: skip
 _SHOW = 5  # files named in a message
+
+
+class FigureWarning(UserWarning):
+    """A figure was left out or draws a box for a character no installed font has (the tables are complete)."""
 
 
 class OutputDirError(ValueError):
@@ -351,7 +358,13 @@ def write_outputs(
     rendering = None
     try:
         # Worker processes draw the figures while this process writes the tables (plots.start_rendering).
-        rendering = plots.start_rendering(result)
+        # No figure ever fails an audit after its work: a figure that cannot be drawn is left out, with
+        # a note in the report, the manifest and on standard error; the tables are written in any case.
+        figure_notes: list[str] = []
+        try:
+            rendering = plots.start_rendering(result)
+        except Exception as exc:
+            figure_notes.append(f"no figure could be drawn (the tables are complete): {type(exc).__name__}: {exc}")
         steps = len(TABLES) + 3
         step = 0
 
@@ -366,7 +379,13 @@ def write_outputs(
             project_io.write_table(table, tmp / f"{name}.parquet")
             project_io.write_table(csv_safe(table), tmp / f"{name}.csv")
             tick()
-        figures = rendering.result()
+        figures = rendering.result() if rendering is not None else {}
+        if rendering is not None:
+            figure_notes += rendering.notes()
+        if figure_notes:
+            result = dataclasses.replace(result, notes=[*result.notes, *figure_notes])
+            for note in figure_notes:
+                warnings.warn(note, FigureWarning, stacklevel=2)
         (tmp / "figures").mkdir()
         for name, (_, images) in figures.items():
             for fmt, data in images.items():
