@@ -442,6 +442,37 @@ def test_tiny_run_is_reproducible(tmp_path, tiny_run):
 # ---------------------------------------------------------------------------------------------
 # (e) the ACS study offline, from a synthetic PUMS person file
 @pytest.mark.slow
+def test_coverage_target_runs_end_to_end_and_leaves_out_cells_without_truth(tmp_path):
+    """The ``coverage`` target on a tiny config of the setting where the Bayes model ``bayes_x``
+    predicts no positive for ``A = 0`` (its population precision, hence ``T_a``, is undefined):
+    collect_coverage keeps those cells with the reason and counts none of them (issue 22, item 0;
+    it stopped with "no truth for the cell" before)."""
+    from disaggregated_eval import coverage
+
+    workdir = make_workdir(tmp_path / "work")
+    result = snakemake(workdir, "--cores", "2", "coverage", "--configfile", FIXTURES / "tiny_coverage.yaml")
+    assert result.returncode == 0, output_of(result)[-6000:]
+    table = pd.read_csv(workdir / "results/tables/coverage.csv", keep_default_na=False, na_values=[""])
+    truth = pd.read_parquet(workdir / "results/coverage/complex_anticausal_shift/truth.parquet")
+    undefined = truth[truth["truth"].isna()]
+    assert len(undefined) > 0  # the case under test exists
+    assert set(undefined["model"]) == {"bayes_x"} and set(undefined["metric"]) == {"precision"}
+    caveated = table[table["caveat"].fillna("") != ""]
+    keys = ["model", "control", "group", "metric"]
+    assert set(map(tuple, caveated[keys].to_numpy())) == set(map(tuple, undefined[keys].to_numpy()))
+    assert (caveated["caveat"] == coverage.UNDEFINED_TRUTH).all()
+    assert caveated["coverage"].isna().all() and not caveated["within_band"].any()
+    counted = table[table["caveat"].fillna("") == ""]
+    assert counted["coverage"].notna().any()
+    summary = pd.read_csv(workdir / "results/tables/coverage_summary.csv")
+    overall = summary[(summary["model"] == "all") & (summary["control"] == "all")]
+    for source, row in overall.set_index("weight_source").iterrows():  # every counted cell, none other
+        n = ((counted["weight_source"] == source) & (counted["n_replicates"] > 0)).sum()
+        assert row["n_cells"] == n
+    assert (workdir / "figures/simulation/coverage.png").is_file()
+
+
+@pytest.mark.slow
 def test_acs_study_offline_from_synthetic_pums(tmp_path):
     from disaggregated_eval import acs, synthetic_pums
 

@@ -893,7 +893,7 @@ def plot_coverage(
     """
     targets = _check_paths(paths)
     _require_columns(coverage, _COVERAGE_COLUMNS, "coverage")
-    rows = coverage[coverage["n_replicates"] > 0]
+    rows = coverage[(coverage["n_replicates"] > 0) & coverage["coverage"].notna()]  # undefined truth: left out
     if rows.empty:
         raise ValueError("coverage has no cell with a defined replicate")
     order = _dataset_order(rows["dataset"], datasets, "coverage")
