@@ -237,7 +237,9 @@ def _check_rows(path: Path, n_columns: int, fmt: str, keep: Sequence[int] | None
     last_fields = n_columns
     reader = None
     kept = io.StringIO()
-    writer = csv.writer(kept, lineterminator="\n") if keep is not None else None
+    # "\r\n" ends the lines: the writer then quotes every field holding a "\r" or a "\n" (with "\n" alone,
+    # a bare carriage return inside a quoted field was written unquoted, and pandas split the row there).
+    writer = csv.writer(kept, lineterminator="\r\n") if keep is not None else None
     try:
         with _no_field_limit(), _open_text(path) as handle:
             reader = csv.reader(handle, delimiter=_delimiter(fmt), strict=True)
