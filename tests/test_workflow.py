@@ -182,7 +182,17 @@ BAD_CONFIGS = [
     ),
     ({"simulation": {"settings": ["outcome_shift", "outcome_shift"]}}, ["simulation.settings lists 'outcome_shift'"]),
     # A bootstrap whose replicates cannot fit in its job's memory: found before any model is fit.
-    ({"evaluation": {"n_resamples": 1_000_000_000}}, ["evaluation.n_resamples = 1,000,000,000 needs about"]),
+    ({"evaluation": {"n_resamples": 900_000}}, ["evaluation.n_resamples = 900,000 needs about"]),
+    # Sizes have stated maximums (disaggregated_eval.memory), so that no job starts that cannot hold its data
+    # (issue 22, item 2: n_train 1e12 asked for a 7.28 TiB allocation after deleting the old train/test files).
+    (
+        {"simulation": {"n_train": 1e12}},
+        ["simulation.n_train must be a positive integer at most 10,000,000", "got 1000000000000.0"],
+    ),
+    ({"calibration": {"n_bins": 1e9}}, ["calibration.n_bins must be an integer from 2 to 1,000; got 1000000000.0"]),
+    ({"coverage": {"n_replicates": 10**9}}, ["coverage.n_replicates must be a positive integer at most 10,000"]),
+    ({"coverage": {"n_resamples": 10**7}}, ["coverage.n_resamples must be a positive integer at most 1,000,000"]),
+    ({"coverage": {"n_resamples": 900_000}}, ["coverage.n_resamples = 900,000 needs about"]),
     # NaN passes JSON schema's range checks; it used to fail in the first bootstrap job, after every fit.
     ({"evaluation": {"confidence": float("nan")}}, ["evaluation.confidence must be a number strictly between", "nan"]),
     ({"acs": {"test_size": float("nan")}}, ["acs.test_size must be a number strictly between 0 and 1; got nan"]),

@@ -28,7 +28,8 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["InputFileError", "SUFFIXES", "table_format", "read_header", "load_table", "required_columns"]
+__all__ = ["InputFileError", "SUFFIXES", "table_format", "read_header", "check_file_columns", "load_table",
+           "required_columns"]  # fmt: skip
 
 #: File name endings the tool reads, and their format.
 SUFFIXES: dict[str, str] = {
@@ -308,6 +309,32 @@ def _check_columns(path: Path, header: Sequence[str], columns: Sequence[str]) ->
         f"{_name_of(path)}: no column(s) {', '.join(map(repr, missing))}"
         f"{' (' + '; '.join(hints) + ')' if hints else ''}; the file has columns [{shown}]{single}"
     )
+
+
+def check_file_columns(path: str | os.PathLike[str], columns: Sequence[str]) -> list[str]:
+    """Check, reading only the file's header, that the table holds ``columns`` (the workflow's check of
+    an audit before any job starts; :func:`load_table` makes the same checks and reads the rows).
+
+    Parameters
+    ----------
+    path : path-like
+        The table (any format of :data:`SUFFIXES`).
+    columns : sequence of str
+
+    Returns
+    -------
+    list of str
+        The header.
+
+    Raises
+    ------
+    InputFileError
+        As :func:`read_header`, or naming the missing columns (close names suggested).
+    """
+    path = Path(path)
+    header = read_header(path)
+    _check_columns(path, header, list(columns))
+    return header
 
 
 def required_columns(options: Mapping[str, Any] | Any) -> list[str]:
