@@ -215,6 +215,22 @@ def test_bad_config_fails_dry_run(tmp_path, override, expected):
     assert "Job stats" not in text
 
 
+def test_a_yaml_alias_bomb_in_one_config_value_gives_one_short_message(tmp_path):
+    """344 bytes of ``--config seed=[&a0 [...], &a1 [*a0, ...], ...]`` stand for 43 million values: the
+    check refuses it by its expanded size without expanding it (issue 22, item 3: a 336-byte bomb gave
+    a 28 MB message, the whole expanded value)."""
+    levels = ["&a0 [" + ", ".join(["lol"] * 9) + "]"]
+    levels += [f"&a{k} [" + ", ".join([f"*a{k - 1}"] * 9) + "]" for k in range(1, 8)]
+    bomb = "[" + ", ".join(levels) + "]"
+    workdir = make_workdir(tmp_path / "wd")
+    result = snakemake(workdir, "-n", "--cores", "1", "--config", f"seed={bomb}")
+    text = output_of(result)
+    assert result.returncode != 0, text[-2000:]
+    assert "the configuration key seed is too large: more than 100,000 items once its YAML aliases" in text
+    assert len(text) < 5_000, len(text)  # Snakemake's preamble, the message and two frames
+    assert "Job stats" not in text
+
+
 def test_empty_main_config_file_is_named(tmp_path):
     """An empty config/config.yaml stops the run with a message naming the file."""
     workdir = tmp_path / "wd"

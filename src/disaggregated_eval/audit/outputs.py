@@ -61,6 +61,7 @@ from .columns import SUMMARY_TABLES
 __all__ = [
     "OutputDirError",
     "FigureWarning",
+    "OutputWarning",
     "TOOL",
     "TABLES",
     "FORMULA_PREFIXES",
@@ -85,6 +86,10 @@ _PACKAGES = (
     "matplotlib", "pyarrow",
 )  # fmt: skip
 _SHOW = 5  # files named in a message
+
+
+class OutputWarning(UserWarning):
+    """Something happened to ``--out`` while the audit ran (another audit wrote it); the output is complete."""
 
 
 class FigureWarning(UserWarning):
@@ -190,13 +195,14 @@ def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
     target = Path(out_dir)
     if dest.exists() and not dest.is_dir():
         raise OutputDirError(f"{_where(out_dir)}: is a file; expected a folder for the audit's outputs")
-    if dest.is_dir():
-        _check_replaceable(out_dir, dest)
     parent = dest.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputDirError(f"{_where(out_dir)}: cannot create the parent folder {parent} ({exc.strerror})") from exc
+    if dest.is_dir():
+        with _swap_lock(dest):  # not while another audit swaps its output in
+            _check_replaceable(out_dir, dest)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputDirError(f"{_where(out_dir)}: the parent folder {parent} is not writable")
     return target
@@ -295,20 +301,63 @@ def _make_tmp_dir(dest: Path) -> Path:
     return tmp
 
 
-def _swap_in(tmp: Path, dest: Path, out_dir: Any) -> None:
-    """Rename ``tmp`` to ``dest``; an existing (checked again) ``dest`` is moved aside first, then removed."""
-    old = None
-    if dest.exists():
-        _check_replaceable(out_dir, dest)
-        old = project_io.temporary_sibling(dest, suffix=".old", directory=True)
-        os.rmdir(old)
-        os.replace(dest, old)
+@contextlib.contextmanager
+def _swap_lock(dest: Path):
+    """Hold an exclusive lock on the folder that holds ``dest`` (``flock`` on the folder itself: nothing
+    is left behind), so that audits writing the same ``--out`` at once check and swap one at a time;
+    each then finds the folder complete, never half replaced by another. A no-op where ``fcntl`` is
+    missing (Windows)."""
     try:
-        os.replace(tmp, dest)
-    except BaseException:
-        if old is not None:
-            os.replace(old, dest)
-        raise
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fd = os.open(dest.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _manifest_digest(dest: Path) -> str | None:
+    """SHA-256 of ``dest/manifest.json``, or None if there is none: what an earlier audit left there."""
+    manifest = dest / "manifest.json"
+    try:
+        return file_sha256(manifest) if manifest.is_file() else None
+    except OSError:
+        return None
+
+
+def _swap_in(tmp: Path, dest: Path, out_dir: Any, *, seen: str | None = None) -> None:
+    """Rename ``tmp`` to ``dest``; an existing (checked again) ``dest`` is moved aside first, then removed.
+
+    Under :func:`_swap_lock`. ``seen`` is the digest of the manifest found there when the audit started
+    (:func:`_manifest_digest`): a different one now means that another audit wrote the folder in the
+    meantime, which an :class:`OutputWarning` says (the folder is still replaced: it held an audit's
+    unmodified output, as checked).
+    """
+    with _swap_lock(dest):
+        old = None
+        if dest.exists():
+            _check_replaceable(out_dir, dest)
+            now = _manifest_digest(dest)
+            if now != seen and now is not None:
+                warnings.warn(
+                    f"{_where(out_dir)}: another audit wrote this folder while this one ran; its output is replaced "
+                    f"by this audit's (the folder holds one audit's files)",
+                    OutputWarning,
+                    stacklevel=3,
+                )
+            old = project_io.temporary_sibling(dest, suffix=".old", directory=True)
+            os.rmdir(old)
+            os.replace(dest, old)
+        try:
+            os.replace(tmp, dest)
+        except BaseException:
+            if old is not None:
+                os.replace(old, dest)
+            raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -351,6 +400,7 @@ def write_outputs(
 
     target = check_out_dir(out_dir)
     dest = _destination(out_dir)
+    seen = _manifest_digest(dest)
     for suffix in (".tmp", ".old"):  # left by audits killed outright (their process is gone)
         project_io.remove_stale_temporaries(dest, suffix=suffix)
     summary = summary if summary is not None else summary_text(result, input_path=input_path)
@@ -402,7 +452,7 @@ def write_outputs(
         manifest = build_manifest(result, source=source, files=files)
         project_io.write_json(manifest, tmp / "manifest.json")
         tick()
-        _swap_in(tmp, dest, out_dir)
+        _swap_in(tmp, dest, out_dir, seen=seen)
     except BaseException:
         if rendering is not None:
             rendering.close(abort=True)
