@@ -153,10 +153,18 @@ def test_dry_run_counts_jobs_per_dataset(tmp_path):
 
 def test_slurm_profile_parses(tmp_path):
     if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
-        pytest.skip('snakemake-executor-plugin-slurm is not installed (pip install -e ".[cluster]")')
+        pytest.fail('snakemake-executor-plugin-slurm is not installed (pip install -e ".[cluster]")')
     workdir = make_workdir(tmp_path / "wd")
     result = snakemake(workdir, "--dry-run", "--workflow-profile", "profiles/slurm")
     assert result.returncode == 0, output_of(result)
+    # The shipped partition is a placeholder: the dry run says so before it lists the jobs (issue 22, item
+    # 11: it planned 99 jobs on CHANGE_ME without a word).
+    text = output_of(result)
+    assert "warning: default resource slurm_partition is still 'CHANGE_ME'" in text, text[-3000:]
+    given = snakemake(workdir, "--dry-run", "--workflow-profile", "profiles/slurm", "--default-resources",
+                      "slurm_partition=gpu", "runtime=60", "mem_mb=4000")  # fmt: skip
+    assert given.returncode == 0, output_of(given)
+    assert "CHANGE_ME" not in output_of(given)
 
 
 def test_lint(tmp_path):

@@ -31,7 +31,12 @@ __all__ = [
     "check_config_file",
     "check_output_folders",
     "validate_config",
+    "PLACEHOLDER",
+    "placeholder_warnings",
 ]
+
+#: The value the shipped SLURM profile gives the settings each site must fill in (``slurm_partition``).
+PLACEHOLDER = "CHANGE_ME"
 
 #: The schema of the workflow configuration, next to the workflow (editable install / repository).
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
@@ -618,3 +623,29 @@ def validate_config(
         lines = "\n".join(f"  - {e}" for e in errors)
         raise ConfigError(f"invalid configuration ({len(errors)} problem(s)):\n{lines}")
     return config
+
+
+def placeholder_warnings(default_resources: Sequence[str] | None) -> list[str]:
+    """Warnings for default resources still set to :data:`PLACEHOLDER` (the shipped SLURM profile's
+    partition), so that a dry run says so before any job is submitted to a partition that does not exist.
+
+    Parameters
+    ----------
+    default_resources : sequence of str or None
+        ``name=value`` items, as Snakemake holds them (``workflow.resource_settings.default_resources.args``).
+
+    Returns
+    -------
+    list of str
+        One line per such resource (empty when none is left).
+    """
+    found = []
+    for item in default_resources or ():
+        name, _, value = str(item).partition("=")
+        if value.strip().strip("'\"") == PLACEHOLDER:
+            found.append(name.strip())
+    return [
+        f"warning: default resource {name} is still {PLACEHOLDER!r} (the placeholder of profiles/slurm/profile.yaml): "
+        f"every sbatch call would fail; set your site's value there, or give --default-resources {name}=<value>"
+        for name in found
+    ]
