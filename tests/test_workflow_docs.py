@@ -174,3 +174,22 @@ def test_quick_config_states_the_readmes_measured_cost():
     )
     assert quick and table
     assert quick.group(1) == table.group(1) == readme.group(1)
+
+
+def test_readme_says_what_is_skipped_without_chromium_and_ci_installs_it_and_runs_the_slurm_check():
+    """A newcomer who runs the README's test command alone learns which tests need Chromium and how to get
+    it, and CI runs the real SLURM check of the cluster profile (issue 22, items 8 and 9)."""
+    ci = (REPO / ".ci" / "run").read_text()
+    using = sorted(p.name for p in (REPO / "tests").glob("test_*.py")
+                   if re.search(r"(?m)^\s+exe = chromium\(\)", p.read_text()))  # fmt: skip
+    assert using, "no test opens the report in Chromium any more: update this test and the README"
+    text = " ".join(README.split())
+    assert "apt-get install chromium" in text and "skipped" in text
+    for name in using:
+        assert f"tests/{name}" in text, name
+    assert "chromium" in ci and "fonts-droid-fallback" in ci and "fonts-droid-fallback" in text
+    runs = [
+        line.strip() for line in ci.splitlines() if "run_slurm_check.sh" in line and not line.lstrip().startswith("#")
+    ]
+    assert runs == ["bash tests/slurm/run_slurm_check.sh"], runs
+    assert "tests/slurm/run_slurm_check.sh" in text
