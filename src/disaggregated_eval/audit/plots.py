@@ -1193,10 +1193,13 @@ def _first_line(text: str, limit: int = 200) -> str:
 
 
 def _texts(data: _FigureData | _LineFigureData) -> list[str]:
-    """The data-derived text of a figure: its title and slice labels (or legend entries)."""
+    """The data-derived text of a figure as it is drawn: its title and slice labels (or legend entries),
+    with control characters escaped (:func:`.text.terminal_text`, as the figures draw them)."""
     if isinstance(data, _LineFigureData):
-        return [data.title, *(entry[0] for entry in data.entries)]
-    return [data.title, *data.labels, *(panel.title for panel in data.panels)]
+        texts = [data.title, *(entry[0] for entry in data.entries)]
+    else:
+        texts = [data.title, *data.labels, *(panel.title for panel in data.panels)]
+    return [terminal_text(t) for t in texts]
 
 
 def _close_fonts() -> None:
