@@ -4,6 +4,7 @@
 #   snakemake --cores 2 acs          # ACS PUMS study
 #   snakemake --cores 2 paper        # both
 #   snakemake --cores 2 coverage     # coverage study of the T_a intervals
+import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
@@ -11,6 +12,7 @@ from snakemake.utils import min_version
 from disaggregated_eval.pipeline.config import (
     check_config_file,
     check_output_folders,
+    placeholder_warnings,
     validate_config,
 )
 from disaggregated_eval.pipeline.snakemake_compat import fix_params_change_listing
@@ -48,6 +50,13 @@ check_output_folders(
         config.get("audit", {}).get("out_dir", "results/audit"),
     ]
 )
+
+
+# A profile's placeholder left in place (slurm_partition: CHANGE_ME): said before any job is planned.
+for line in placeholder_warnings(
+    getattr(workflow.resource_settings.default_resources, "args", None)
+):
+    print(line, file=sys.stderr)
 
 
 include: "workflow/rules/common.smk"

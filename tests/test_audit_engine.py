@@ -580,7 +580,7 @@ def test_bad_inputs_stop_with_clear_messages():
     _bad(dup, "several columns named ['race']")
     _bad(df, "column 'y' is given both as label and as groups", groups=["y"])
     _bad(df, "unknown option(s) ['n_boot']", n_boot=5)
-    _bad(df, "n_resamples must be an integer >= 1; got 0", n_resamples=0)
+    _bad(df, "n_resamples must be an integer in 1..1000000; got 0", n_resamples=0)
     _bad(df, "threshold must be in the open interval (0, 1); got 1.5", threshold=1.5)
     _bad(df, "unknown metric 'aucc'", metrics=["aucc"])
     _bad(df, "controls must be among", controls=["Z"])
@@ -714,7 +714,10 @@ def test_controlled_x_accepts_numeric_and_string_features():
 
 def test_too_many_replicates_are_refused_before_any_work():
     df = _frame(n=100)
-    _bad(df, ["GiB of replicates", "give fewer n_resamples"], n_resamples=10**8)
+    _bad(df, "n_resamples must be an integer in 1..1000000; got 100000000", n_resamples=10**8)  # the stated cap
+    # Within the cap, the replicates of these slices would not fit (2 models, 2 attributes crossed, Y and R).
+    _bad(df, ["GiB of replicates", "give fewer n_resamples"], n_resamples=10**6, scores=["p", "q"],
+         groups=["race", "sex"], controls=["none", "Y", "R"])  # fmt: skip
 
 
 def test_controlled_weights_follow_the_control_variable_and_report_diagnostics():

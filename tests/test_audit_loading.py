@@ -7,6 +7,7 @@ offending line / column / values and what was expected.
 
 from __future__ import annotations
 
+import csv
 import gzip
 import re
 from pathlib import Path
@@ -212,3 +213,26 @@ def test_only_the_requested_columns_are_parsed_with_pandas_types(tmp_path):
     pd.testing.assert_frame_equal(got, expected)
     assert list(got.columns) == ["a, b", "score", "race", "y"]
     assert got["race"].tolist()[0] == "A\nA" and got["race"].isna().tolist() == [False, False, True]
+
+
+@pytest.mark.parametrize("breaks", ["\r", "\n", "\r\n"])
+def test_a_quoted_line_break_in_a_used_column_is_read_as_pandas_reads_it(tmp_path, breaks):
+    """A valid CSV whose quoted fields hold a bare carriage return (or a line feed) in a used column: 200
+    rows, as pandas reads the same file (issue 22, item 4: the bare CR made 310 rows before, and the
+    error blamed the label column)."""
+    rng = np.random.default_rng(4)
+    n = 200
+    frame = pd.DataFrame({
+        "y": rng.integers(0, 2, n),
+        "score": rng.uniform(size=n).round(6),
+        "group": np.where(np.arange(n) % 3 == 0, f"north{breaks}east", "south"),
+        "unused": np.where(np.arange(n) % 5 == 0, f"a{breaks}b", "c"),
+    })  # fmt: skip
+    path = tmp_path / "breaks.csv"
+    frame.to_csv(path, index=False, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)  # text fields quoted
+    assert f'"north{breaks}east"'.encode() in path.read_bytes()
+    read = load_table(path, columns=["y", "score", "group"])
+    expected = pd.read_csv(path, usecols=["y", "score", "group"])[["y", "score", "group"]]
+    assert len(read) == n
+    pd.testing.assert_frame_equal(read, expected)
+    assert (read["group"] == f"north{breaks}east").sum() == len(range(0, n, 3))

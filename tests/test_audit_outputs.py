@@ -14,6 +14,8 @@
 from __future__ import annotations
 
 import csv
+import hashlib
+import itertools
 import json
 import os
 import re
@@ -308,3 +310,74 @@ def test_a_killed_audit_takes_its_figure_renderers_with_it(tmp_path):
     while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [pid for pid in workers if _alive(pid)]
+
+
+# ---- audits writing one --out at once (issue 22, item 7) -------------------------------------------
+def _concurrent_writer(result, out: str, log: str, barrier, slow: float) -> None:
+    """A child process: write ``result`` to ``out`` when every writer is ready; record in ``log`` each
+    check of the folder (start and end times), the warnings and the outcome."""
+    import warnings
+
+    from disaggregated_eval.audit import outputs, plots
+
+    plots._renderers = lambda n, n_jobs: 1  # draw in this process: four writers on two cores
+    real = outputs._check_replaceable
+
+    def slow_check(out_dir, dest):
+        start = time.monotonic()
+        time.sleep(slow)  # widen the window in which another writer could swap the folder
+        try:
+            return real(out_dir, dest)
+        finally:
+            with open(log, "a") as handle:
+                handle.write(json.dumps({"pid": os.getpid(), "check": [start, time.monotonic()]}) + "\n")
+
+    outputs._check_replaceable = slow_check
+    barrier.wait()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            outputs.write_outputs(result, out)
+            outcome = "ok"
+        except Exception as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+    with open(log, "a") as handle:
+        record = {"pid": os.getpid(), "outcome": outcome, "warnings": [str(w.message) for w in caught]}
+        handle.write(json.dumps(record) + "\n")
+
+
+@pytest.mark.slow
+def test_four_audits_writing_one_out_at_once_check_and_swap_one_at_a_time(result, earlier, tmp_path):
+    """Four writers replace one earlier audit's folder at once: each checks the folder and swaps its
+    output in while holding the lock, so no check overlaps another writer's (without the lock, in 2 of
+    20 trials a writer found the folder half replaced and exited 2, "files of the earlier audit were
+    changed"); every writer succeeds, the folder holds one audit's complete files, and the writers that
+    replaced another's output say so."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    results = [audit(frame(seed=10 + k), label="y", scores=["p"], groups=["g"], **FAST) for k in range(4)]
+    log = tmp_path / "log.jsonl"
+    barrier = context.Barrier(4)
+    workers = [context.Process(target=_concurrent_writer, args=(r, str(earlier), str(log), barrier, 0.3))
+               for r in results]  # fmt: skip
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=600)
+        assert w.exitcode == 0
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    outcomes = [r for r in records if "outcome" in r]
+    assert [r["outcome"] for r in outcomes] == ["ok"] * 4, outcomes
+    checks = sorted(r["check"] for r in records if "check" in r)
+    assert len(checks) >= 8  # each writer checks before its work and again at its swap
+    for (_, end), (start, _) in itertools.pairwise(checks):
+        assert start >= end, checks  # one at a time
+    replaced = [w for r in outcomes for w in r["warnings"] if "another audit wrote this folder" in w]
+    assert len(replaced) == 3, outcomes  # every writer but the first found another's output in place
+    manifest = json.loads((earlier / "manifest.json").read_text())
+    files = {p.relative_to(earlier).as_posix() for p in earlier.rglob("*") if p.is_file()}
+    assert files == set(manifest["files"]) | {"manifest.json"}
+    for name, digest in manifest["files"].items():
+        assert hashlib.sha256((earlier / name).read_bytes()).hexdigest() == digest
+    assert leftovers(earlier.parent) == []

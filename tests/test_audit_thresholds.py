@@ -45,8 +45,17 @@ def test_parse_values_and_grids():
 @pytest.mark.parametrize(
     "items, message",
     [
-        (["0.5:0.1:0.1"], "needs step > 0 and stop >= start"),
-        (["0.1:0.5:0"], "needs step > 0"),
+        (["0.5:0.1:0.1"], "needs a finite step > 0 and stop >= start"),
+        (["0.1:0.5:0"], "needs a finite step > 0"),
+        # issue 22, item 5: an OverflowError, a ValueError naming no option, an 80-digit count before
+        (["0.1:inf:0.1"], r"thresholds item '0.1:inf:0.1': a grid's start and stop must lie in \(0, 1\).*got stop inf"),
+        (
+            ["nan:0.5:0.1"],
+            r"thresholds item 'nan:0.5:0.1': a grid's start and stop must lie in \(0, 1\).*got start nan",
+        ),
+        (["0.1:0.9:inf"], r"thresholds item '0.1:0.9:inf': a grid start:stop:step needs a finite step > 0"),
+        (["0.1:0.9:nan"], r"thresholds item '0.1:0.9:nan': a grid start:stop:step needs a finite step > 0"),
+        (["0.1:0.9:1e-300"], r"thresholds item '0.1:0.9:1e-300' has 8e\+299 values, more than 200; give a larger step"),
         (["0.1:0.5"], "a grid is start:stop:step"),
         (["abc"], "'abc' is not a number"),
         (["0", "0.5"], r"must lie in \(0, 1\).*\[0.0\]"),
@@ -62,7 +71,7 @@ def test_bad_thresholds_name_the_item(items, message):
 def test_bad_thresholds_are_refused_by_the_audit_before_any_work(data):
     from disaggregated_eval.audit import AuditInputError, audit
 
-    with pytest.raises(AuditInputError, match="needs step > 0"):
+    with pytest.raises(AuditInputError, match="needs a finite step > 0"):
         audit(data, label="y", scores=["r"], groups=["g"], thresholds=["0.9:0.1:0.1"], **FAST)
     for bad in (dict(detect_gap=0.0), dict(power=1.0), dict(calibration_bins=0)):
         with pytest.raises(AuditInputError, match=next(iter(bad))):

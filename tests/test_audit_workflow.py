@@ -98,21 +98,23 @@ def test_slurm_profile_dry_run(tmp_path):
 
 
 # ---- runs module (the section -> jobs), no Snakemake ----------------------------------------------
-def test_runs_merge_defaults_config_file_and_own_keys(tmp_path):
+def test_runs_merge_defaults_config_file_and_own_keys(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data.csv").write_text("y,a,b,g\n1,0.5,0.5,x\n")  # the header is read at parse time
     cli_config = tmp_path / "c.yaml"
     cli_config.write_text(yaml.safe_dump({"file": "data.csv", "label": "y", "scores": ["a", "b"], "groups": ["g"],
                                           "min_group_size": 40, "n_resamples": 99, "out": "ignored"}))  # fmt: skip
     jobs = audit_runs({
         "out_dir": "res",
         "defaults": {"n_resamples": 500, "seed": 4, "min_group_size": 20},
-        "runs": {"one": {"config": str(cli_config), "n_resamples": 7}, "two": {"config": str(cli_config),
+        "runs": {"one": {"config": str(cli_config), "n_resamples": 700}, "two": {"config": str(cli_config),
                  "compare_models": True}},
     })  # fmt: skip
     assert sorted(jobs) == ["one/a", "one/b", "two/all_models"]
     one = jobs["one/a"]
     assert one["out"] == "res/one/a" and one["file"] == "data.csv"
     assert one["options"]["scores"] == ["a"]
-    assert one["options"]["n_resamples"] == 7  # own key > config file > defaults
+    assert one["options"]["n_resamples"] == 700  # own key > config file > defaults
     assert one["options"]["min_group_size"] == 40
     assert one["options"]["seed"] == 4
     assert "out" not in one["options"] and "file" not in one["options"]
@@ -176,3 +178,41 @@ def test_two_audits_run_in_parallel_and_write_every_output(tmp_path):
     write_config(workdir / "tiny_audit.yaml", section)
     dry = snakemake(workdir, "--dry-run", "--cores", "2", "audit", "--configfile", config)
     assert "run_audit        1" in output_of(dry), output_of(dry)
+
+
+# ---- a bad edit stops the workflow at parse time and loses nothing (issue 22, item 2) -------------
+BAD_EDITS = [
+    ({"confidence": float("nan")}, "confidence must be in the open interval (0, 1); got nan"),
+    ({"thresholds": ["0.1:inf:0.1"]}, "thresholds item '0.1:inf:0.1': a grid's start and stop must lie in (0, 1)"),
+    ({"n_resamples": 10**12}, "n_resamples must be an integer in 1..1000000; got 1000000000000"),
+    ({"groups": ["race", "no_such_column"]}, "no column(s) 'no_such_column'"),
+    ({"calibration_bins": 10**9}, "calibration_bins must be an integer in 1..1000"),
+]
+
+
+@pytest.mark.slow
+def test_a_bad_edit_fails_the_dry_run_and_keeps_the_earlier_result(tmp_path):
+    """A run audited once, then edited with a bad value (out of range, or a column the file lacks):
+    ``snakemake -n`` and ``snakemake`` stop at parse time with a message naming the run and the value,
+    and the earlier output folder is byte for byte as it was. Before, only types were checked at parse
+    time: the job started, failed, and Snakemake deleted the earlier results/audit/<run>/<model>."""
+    workdir = make_workdir(tmp_path / "wd")
+    pd.read_csv(REPO / "examples" / "data" / "compas.csv").head(600).to_csv(workdir / "c.csv", index=False)
+    run = {"file": "c.csv", "label": "two_year_recid", "scores": ["compas_score"], "groups": ["race"],
+           "metrics": ["false_positive_rate"], "controls": ["none"], **TINY_OPTIONS, "n_resamples": 200}  # fmt: skip
+    config = write_config(workdir / "audit.yaml", {"runs": {"race": run}})
+    first = snakemake(workdir, "--cores", "1", "audit", "--configfile", config)
+    assert first.returncode == 0, output_of(first)
+    out = workdir / "results" / "audit" / "race" / "compas_score"
+    before = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+    assert "manifest.json" in {str(p) for p in before}
+    for edit, message in BAD_EDITS:
+        write_config(config, {"runs": {"race": {**run, **edit}}})
+        for dry in (["--dry-run"], []):
+            result = snakemake(workdir, *dry, "--cores", "1", "audit", "--configfile", config)
+            text = output_of(result)
+            assert result.returncode != 0, text
+            assert "audit.runs.race" in text and message in text, (edit, text[-3000:])
+            assert "Job stats" not in text, text  # no job was planned
+        after = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        assert after == before, edit

@@ -201,9 +201,12 @@ def test_survey_year_without_a_needed_column_is_rejected():
 
 
 def test_bootstrap_that_cannot_fit_in_its_job_memory_is_rejected():
-    """1e9 resamples used to fail after all model fitting ("Unable to allocate 7.86 TiB")."""
+    """1e9 resamples used to fail after all model fitting ("Unable to allocate 7.86 TiB"): now beyond the
+    stated maximum; 900,000 (below it) beyond the jobs' memory."""
     message = problems(with_value(shipped(), "evaluation.n_resamples", 1_000_000_000))
-    assert "evaluation.n_resamples = 1,000,000,000 needs about" in message
+    assert "evaluation.n_resamples must be a positive integer at most 1,000,000; got 1000000000" in message
+    message = problems(with_value(shipped(), "evaluation.n_resamples", 900_000))
+    assert "evaluation.n_resamples = 900,000 needs about" in message
     assert "more than resources.simulation.bootstrap.mem_mb = 4000 MB" in message
     assert "more than resources.acs.bootstrap.mem_mb = 6000 MB" in message
     # The limit is the job's own mem_mb: the paper's 10,000 resamples fit, and fail in a 100 MB job.

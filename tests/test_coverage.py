@@ -109,6 +109,27 @@ def test_coverage_table_tolerance_is_the_only_slack():
     assert coverage.coverage_table(replicates, truth, tolerance=0.0)["n_covered"].item() == 0
 
 
+def test_a_cell_with_undefined_truth_is_kept_with_its_reason_and_not_counted():
+    """Truth NaN (the population T_a is undefined, e.g. the precision of a Bayes model that predicts no
+    positive): the cell keeps its row, coverage NaN and caveat set; the summary counts only the other
+    cell (issue 22, item 0: coverage_table raised "no truth for the cell" before)."""
+    replicates = pd.concat([
+        _replicate_rows({("oracle", "precision"): [(0.1, 0.0, 0.2), (0.1, 0.0, 0.2)]}),
+        _replicate_rows({("oracle", "auc"): [(0.5, 0.0, 1.0), (0.5, 0.6, 1.0)]}),
+    ], ignore_index=True)  # fmt: skip
+    truth = pd.DataFrame([("d", "x", "X", "A = 0", "precision", float("nan")), ("d", "x", "X", "A = 0", "auc", 0.5)],
+                         columns=list(coverage.TRUTH_COLUMNS))  # fmt: skip
+    table = coverage.coverage_table(replicates, truth).set_index("metric")
+    precision, auc = table.loc["precision"], table.loc["auc"]
+    assert precision["caveat"] == coverage.UNDEFINED_TRUTH and auc["caveat"] == ""
+    assert np.isnan(precision["coverage"]) and np.isnan(precision["mean_bias"]) and not precision["within_band"]
+    assert precision["n_covered"] == 0 and precision["n_replicates"] == 2
+    assert (auc["n_replicates"], auc["n_covered"], auc["coverage"]) == (2, 1, 0.5)
+    summary = coverage.coverage_summary(table.reset_index())
+    assert (summary["n_cells"] == 1).all()  # only the auc cell, at every level
+    assert (summary["mean_coverage"] == 0.5).all()
+
+
 def test_coverage_table_errors():
     replicates = _replicate_rows({("oracle", "auc"): [(0.0, -1.0, 1.0)]})
     truth = pd.DataFrame([("d", "x", "X", "A = 0", "log_loss", 1.0)], columns=list(coverage.TRUTH_COLUMNS))

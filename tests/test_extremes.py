@@ -29,7 +29,9 @@ def test_mover_ratio_bounds_solve_their_defining_equations():
 
 
 def test_mover_ratio_with_zero_counts():
-    low, high = mover_ratio(np.array([0.0, 0.3]), np.array([50.0, 50]), np.array([0.2, 0.0]), np.array([50.0, 50]), 0.95)
+    low, high = mover_ratio(
+        np.array([0.0, 0.3]), np.array([50.0, 50]), np.array([0.2, 0.0]), np.array([50.0, 50]), 0.95
+    )
     assert low[0] == 0.0 and 0 < high[0] < 1  # no events on top: [0, finite], never zero width
     assert low[1] > 0 and np.isinf(high[1])  # no events below: the ratio is unbounded above
 
@@ -96,7 +98,7 @@ def test_equalized_odds_takes_the_worse_of_its_two_rates_and_the_band_widens_the
     lo, hi = difference.interval(0.95)
     b_lo, b_hi = difference.band(0.999)
     assert b_lo <= lo <= difference.estimate <= hi <= b_hi
-    assert 0.0 <= difference.bias_corrected() and 0.0 <= ratio.bias_corrected() <= 1.0
+    assert difference.bias_corrected() >= 0.0 and 0.0 <= ratio.bias_corrected() <= 1.0
     pair = disparity_ratio(SliceRates(fpr.estimate[[1, 0]], fpr.replicates[:, [1, 0]], fpr.size[[1, 0]]))
     assert pair.estimate == fpr.estimate[1] / fpr.estimate[0]
     lo, hi = pair.interval(0.95)

@@ -327,7 +327,7 @@ def test_intervals_are_drawn_over_small_markers_with_caps(monkeypatch):
     plots.plot_controlled_differences(pd.DataFrame(rows), metric="auc", models=["x"], paths=["f.png"])
     ax = figures[0].axes[0]
     intervals = [c for c in ax.collections if len(c.get_segments())]
-    markers = [ln for ln in ax.get_lines() if ln.get_marker() not in ("|", "None", None, "")]
+    markers = [ln for ln in ax.get_lines() if ln.get_marker() not in ("|", "*", "None", None, "")]  # "*": excludes 0
     caps = [ln for ln in ax.get_lines() if ln.get_marker() == "|"]
     assert len(intervals) == 2 and min(c.get_zorder() for c in intervals) > max(ln.get_zorder() for ln in markers)
     assert min(c.get_zorder() for c in caps) >= max(c.get_zorder() for c in intervals)
@@ -427,3 +427,42 @@ def test_coverage_figure_refuses_more_datasets_than_colours(tmp_path):
     many = pd.concat([table] + [extra.assign(dataset=f"other_{i}") for i in range(2)], ignore_index=True)
     with pytest.raises(ValueError, match="at most 8 datasets apart; got 9"):
         plots.plot_coverage(many, paths=[tmp_path / "c.png"])
+
+
+def test_shared_space_figure_says_what_it_shows(table, tmp_path, monkeypatch):
+    """B18-B24 read without the report: a title and x labels saying "shared space" (issue 22, item 11)."""
+    figures = _capture(monkeypatch)
+    plots.plot_shared_space(table, metric="auc", models=MODELS, paths=_paths(tmp_path, "figure_B19"))
+    (fig,) = figures
+    assert fig._suptitle is not None
+    assert fig._suptitle.get_text() == plots.shared_space_title("auc")
+    assert "AUC" in fig._suptitle.get_text() and "shared space (Cai et al.)" in fig._suptitle.get_text()
+    xlabels = {ax.get_xlabel() for ax in fig.axes if ax.get_xlabel()}
+    assert xlabels == {f"{plots.METRIC_LABELS['auc']} (shared space)"}
+
+
+def test_a_controlled_difference_interval_that_excludes_0_is_starred(table, tmp_path, monkeypatch):
+    """An interval 1e-4 wide sits under its marker, so whether it covers 0 cannot be seen (``xa`` with
+    ``V = R``): every interval that excludes 0 gets a star, and no other (issue 22, item 11)."""
+    data = table.copy()
+    short = (data["comparison"] == "controlled_difference") & (data["model"] == "xa") & (data["control"] == "R")
+    short &= data["weight_source"] == "estimated"
+    lows = np.where(np.arange(short.sum()) % 2 == 0, 4e-5, -2e-5)  # excludes 0, covers 0, ...
+    data.loc[short, "ci_low"] = lows
+    data.loc[short, "ci_high"] = lows + 1e-4
+    data.loc[short, "estimate"] = lows + 5e-5
+    figures = _capture(monkeypatch)
+    plots.plot_controlled_differences(data, metric="log_loss", models=MODELS, paths=_paths(tmp_path, "figure_B4"))
+    (fig,) = figures
+    rows = data[(data["comparison"] == "controlled_difference") & (data["metric"] == "log_loss")]
+    rows = rows[rows["weight_source"].isin(["estimated", "none"])]
+    panels = fig.axes[: len(MODELS) * len(CONTROLS)]
+    for k, ax in enumerate(panels):
+        model, control = MODELS[k // len(CONTROLS)], CONTROLS[k % len(CONTROLS)]
+        panel = rows[(rows["model"] == model) & (rows["control"] == control)]
+        expected = int(((panel["ci_low"] > 0) | (panel["ci_high"] < 0)).sum())
+        stars = sum(len(line.get_xdata()) for line in ax.get_lines() if line.get_marker() == "*")
+        assert stars == expected, (model, control)
+    assert sum((rows["model"] == "xa") & (rows["control"] == "R") & (rows["ci_low"] > 0)) > 0  # the case exists
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert plots.EXCLUDES_ZERO in legend

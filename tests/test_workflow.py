@@ -153,10 +153,18 @@ def test_dry_run_counts_jobs_per_dataset(tmp_path):
 
 def test_slurm_profile_parses(tmp_path):
     if importlib.util.find_spec("snakemake_executor_plugin_slurm") is None:
-        pytest.skip('snakemake-executor-plugin-slurm is not installed (pip install -e ".[cluster]")')
+        pytest.fail('snakemake-executor-plugin-slurm is not installed (pip install -e ".[cluster]")')
     workdir = make_workdir(tmp_path / "wd")
     result = snakemake(workdir, "--dry-run", "--workflow-profile", "profiles/slurm")
     assert result.returncode == 0, output_of(result)
+    # The shipped partition is a placeholder: the dry run says so before it lists the jobs (issue 22, item
+    # 11: it planned 99 jobs on CHANGE_ME without a word).
+    text = output_of(result)
+    assert "warning: default resource slurm_partition is still 'CHANGE_ME'" in text, text[-3000:]
+    given = snakemake(workdir, "--dry-run", "--workflow-profile", "profiles/slurm", "--default-resources",
+                      "slurm_partition=gpu", "runtime=60", "mem_mb=4000")  # fmt: skip
+    assert given.returncode == 0, output_of(given)
+    assert "CHANGE_ME" not in output_of(given)
 
 
 def test_lint(tmp_path):
@@ -182,7 +190,17 @@ BAD_CONFIGS = [
     ),
     ({"simulation": {"settings": ["outcome_shift", "outcome_shift"]}}, ["simulation.settings lists 'outcome_shift'"]),
     # A bootstrap whose replicates cannot fit in its job's memory: found before any model is fit.
-    ({"evaluation": {"n_resamples": 1_000_000_000}}, ["evaluation.n_resamples = 1,000,000,000 needs about"]),
+    ({"evaluation": {"n_resamples": 900_000}}, ["evaluation.n_resamples = 900,000 needs about"]),
+    # Sizes have stated maximums (disaggregated_eval.memory), so that no job starts that cannot hold its data
+    # (issue 22, item 2: n_train 1e12 asked for a 7.28 TiB allocation after deleting the old train/test files).
+    (
+        {"simulation": {"n_train": 1e12}},
+        ["simulation.n_train must be a positive integer at most 10,000,000", "got 1000000000000.0"],
+    ),
+    ({"calibration": {"n_bins": 1e9}}, ["calibration.n_bins must be an integer from 2 to 1,000; got 1000000000.0"]),
+    ({"coverage": {"n_replicates": 10**9}}, ["coverage.n_replicates must be a positive integer at most 10,000"]),
+    ({"coverage": {"n_resamples": 10**7}}, ["coverage.n_resamples must be a positive integer at most 1,000,000"]),
+    ({"coverage": {"n_resamples": 900_000}}, ["coverage.n_resamples = 900,000 needs about"]),
     # NaN passes JSON schema's range checks; it used to fail in the first bootstrap job, after every fit.
     ({"evaluation": {"confidence": float("nan")}}, ["evaluation.confidence must be a number strictly between", "nan"]),
     ({"acs": {"test_size": float("nan")}}, ["acs.test_size must be a number strictly between 0 and 1; got nan"]),
@@ -202,6 +220,22 @@ def test_bad_config_fails_dry_run(tmp_path, override, expected):
     assert result.returncode != 0, text
     for fragment in expected:
         assert fragment in text, text
+    assert "Job stats" not in text
+
+
+def test_a_yaml_alias_bomb_in_one_config_value_gives_one_short_message(tmp_path):
+    """344 bytes of ``--config seed=[&a0 [...], &a1 [*a0, ...], ...]`` stand for 43 million values: the
+    check refuses it by its expanded size without expanding it (issue 22, item 3: a 336-byte bomb gave
+    a 28 MB message, the whole expanded value)."""
+    levels = ["&a0 [" + ", ".join(["lol"] * 9) + "]"]
+    levels += [f"&a{k} [" + ", ".join([f"*a{k - 1}"] * 9) + "]" for k in range(1, 8)]
+    bomb = "[" + ", ".join(levels) + "]"
+    workdir = make_workdir(tmp_path / "wd")
+    result = snakemake(workdir, "-n", "--cores", "1", "--config", f"seed={bomb}")
+    text = output_of(result)
+    assert result.returncode != 0, text[-2000:]
+    assert "the configuration key seed is too large: more than 100,000 items once its YAML aliases" in text
+    assert len(text) < 5_000, len(text)  # Snakemake's preamble, the message and two frames
     assert "Job stats" not in text
 
 
@@ -441,6 +475,37 @@ def test_tiny_run_is_reproducible(tmp_path, tiny_run):
 
 # ---------------------------------------------------------------------------------------------
 # (e) the ACS study offline, from a synthetic PUMS person file
+@pytest.mark.slow
+def test_coverage_target_runs_end_to_end_and_leaves_out_cells_without_truth(tmp_path):
+    """The ``coverage`` target on a tiny config of the setting where the Bayes model ``bayes_x``
+    predicts no positive for ``A = 0`` (its population precision, hence ``T_a``, is undefined):
+    collect_coverage keeps those cells with the reason and counts none of them (issue 22, item 0;
+    it stopped with "no truth for the cell" before)."""
+    from disaggregated_eval import coverage
+
+    workdir = make_workdir(tmp_path / "work")
+    result = snakemake(workdir, "--cores", "2", "coverage", "--configfile", FIXTURES / "tiny_coverage.yaml")
+    assert result.returncode == 0, output_of(result)[-6000:]
+    table = pd.read_csv(workdir / "results/tables/coverage.csv", keep_default_na=False, na_values=[""])
+    truth = pd.read_parquet(workdir / "results/coverage/complex_anticausal_shift/truth.parquet")
+    undefined = truth[truth["truth"].isna()]
+    assert len(undefined) > 0  # the case under test exists
+    assert set(undefined["model"]) == {"bayes_x"} and set(undefined["metric"]) == {"precision"}
+    caveated = table[table["caveat"].fillna("") != ""]
+    keys = ["model", "control", "group", "metric"]
+    assert set(map(tuple, caveated[keys].to_numpy())) == set(map(tuple, undefined[keys].to_numpy()))
+    assert (caveated["caveat"] == coverage.UNDEFINED_TRUTH).all()
+    assert caveated["coverage"].isna().all() and not caveated["within_band"].any()
+    counted = table[table["caveat"].fillna("") == ""]
+    assert counted["coverage"].notna().any()
+    summary = pd.read_csv(workdir / "results/tables/coverage_summary.csv")
+    overall = summary[(summary["model"] == "all") & (summary["control"] == "all")]
+    for source, row in overall.set_index("weight_source").iterrows():  # every counted cell, none other
+        n = ((counted["weight_source"] == source) & (counted["n_replicates"] > 0)).sum()
+        assert row["n_cells"] == n
+    assert (workdir / "figures/simulation/coverage.png").is_file()
+
+
 @pytest.mark.slow
 def test_acs_study_offline_from_synthetic_pums(tmp_path):
     from disaggregated_eval import acs, synthetic_pums

@@ -19,6 +19,10 @@ import numpy as np
 import pandas as pd
 
 __all__ = [
+    "brief",
+    "check_nesting",
+    "MAX_NESTED_ITEMS",
+    "MAX_NESTING_DEPTH",
     "format_values",
     "show_value",
     "check_1d",
@@ -53,10 +57,104 @@ def show_value(value: Any) -> Any:
     return value.item() if isinstance(value, np.generic) else value
 
 
+#: Longest text of one value in a message (:func:`brief`).
+BRIEF_CHARS = 80
+#: Most items (list entries, mapping values, scalars), counted with every YAML alias expanded, of an
+#: option value, a ``--config`` file or a workflow configuration (:func:`check_nesting`).
+MAX_NESTED_ITEMS = 100_000
+#: Deepest nesting of lists and mappings in such a value.
+MAX_NESTING_DEPTH = 50
+
+
+def brief(value: Any, limit: int = BRIEF_CHARS, *, plain: bool = False) -> str:
+    """``repr(value)`` (``str`` with ``plain``) on one line and at most ``limit`` characters (cut with
+    an ellipsis).
+
+    A value in an error message is shown through this, so that no message is longer than a line,
+    however large the value (a 20,000-item list, the expansion of a YAML alias bomb). A large list
+    or mapping is not even converted in full: its ``repr`` is built from its first items only.
+    """
+    if isinstance(value, (list, tuple, dict, set, frozenset)) and len(value) > limit:
+        head = list(value.items())[:limit] if isinstance(value, dict) else list(value)[:limit]
+        text = repr(dict(head) if isinstance(value, dict) else head)
+        if len(text) > limit:  # still too long: cut below
+            text = text[: limit + 1]
+        else:
+            text = text[:-1] + ", ...]" if not isinstance(value, dict) else text[:-1] + ", ...}"
+    else:
+        text = str(value) if plain and isinstance(value, str) else _safe_repr(value)
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "\u2026"
+    return text
+
+
+def _safe_repr(value: Any) -> str:
+    """``repr`` of a value whose nesting may be deep or cyclic (a repr of its own then)."""
+    try:
+        return repr(value)
+    except RecursionError:
+        return f"<{type(value).__name__} nested too deeply to show>"
+
+
+def check_nesting(
+    value: Any, what: str, *, max_items: int = MAX_NESTED_ITEMS, max_depth: int = MAX_NESTING_DEPTH
+) -> None:
+    """Refuse a value (as YAML gives it) that is nested too deeply, cyclic, or too large once every
+    shared (aliased) part is counted as often as it is used.
+
+    YAML's aliases make a few hundred bytes stand for gigabytes (``&a [1, 1]``, ``&b [*a, *a]``, ...
+    a "billion laughs"): PyYAML builds the shared lists once, but anything that walks, copies or
+    prints the value expands them. This walk counts without expanding (each list or mapping once,
+    its expanded size remembered), so it takes time in proportion to the bytes given.
+
+    Parameters
+    ----------
+    value : any
+        Lists, tuples, mappings and scalars.
+    what : str
+        How the value is named in messages (``--config audit.yaml``, ``the configuration``).
+    max_items, max_depth : int
+        Limits on the expanded item count and on the nesting depth.
+
+    Raises
+    ------
+    ValueError
+        Naming ``what`` and the limit exceeded (never showing the value itself).
+    """
+    sizes: dict[int, int] = {}  # id -> expanded size, for containers fully walked
+    stack: list[tuple[Any, int, bool]] = [(value, 1, False)]
+    active: set[int] = set()
+    while stack:
+        node, depth, done = stack.pop()
+        if not isinstance(node, (list, tuple, dict)):
+            continue
+        key = id(node)
+        children = list(node.keys()) + list(node.values()) if isinstance(node, dict) else list(node)
+        if done:
+            active.discard(key)
+            sizes[key] = 1 + sum(sizes.get(id(c), 1) for c in children)
+            if sizes[key] > max_items:
+                raise ValueError(
+                    f"{what} is too large: more than {max_items:,} items once its YAML aliases (*name) are "
+                    f"expanded; give the values without aliases, or fewer of them"
+                )
+            continue
+        if key in sizes:
+            continue
+        if key in active:
+            raise ValueError(f"{what} refers to itself (a YAML alias inside its own anchor); give plain values")
+        if depth > max_depth:
+            raise ValueError(f"{what} is nested more than {max_depth} levels deep; give a flat list or mapping")
+        active.add(key)
+        stack.append((node, depth, True))
+        stack.extend((c, depth + 1, False) for c in children if isinstance(c, (list, tuple, dict)))
+
+
 def format_values(values: Iterable[Any], limit: int = 5) -> str:
     """``{v1, v2, ... (k distinct)}``: the distinct values, sorted, at most ``limit`` shown."""
     distinct = sorted({show_value(v) for v in values}, key=lambda v: (str(type(v)), str(v)))
-    shown = ", ".join(repr(v) for v in distinct[:limit])
+    shown = ", ".join(brief(v) for v in distinct[:limit])
     more = f", ... ({len(distinct)} distinct)" if len(distinct) > limit else ""
     return "{" + shown + more + "}"
 

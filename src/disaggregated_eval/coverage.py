@@ -71,6 +71,7 @@ __all__ = [
     "TRUTH_COLUMNS",
     "COVERAGE_COLUMNS",
     "SUMMARY_COLUMNS",
+    "UNDEFINED_TRUTH",
     "TRUTH_TOLERANCE",
     "replicate_seed",
     "draw_replicate",
@@ -137,6 +138,12 @@ COVERAGE_COLUMNS: tuple[str, ...] = (
     "truth",
     "n_undefined_replicates",
     "n_resamples",
+    "caveat",
+)
+#: ``caveat`` of a cell whose population ``T_a`` is undefined (:func:`coverage_table`).
+UNDEFINED_TRUTH = (
+    "truth undefined: the population T_a is undefined (a metric of one of its terms is, e.g. the precision "
+    "of a model that predicts no positive in the group), so there is nothing to cover; not counted"
 )
 #: Columns of :func:`coverage_summary`.
 SUMMARY_COLUMNS: tuple[str, ...] = (
@@ -1052,15 +1059,20 @@ def coverage_table(
 
     A replicate's interval covers the truth if ``ci_low - tolerance <= truth <= ci_high +
     tolerance``. Replicates whose interval is undefined (NaN: the metric was undefined on every
-    resample) are not counted in ``n_replicates`` but in ``n_undefined_replicates``.
+    resample) are not counted in ``n_replicates`` but in ``n_undefined_replicates``. A cell whose
+    truth is undefined (NaN: the population ``T_a`` is, e.g. the precision of a Bayes model that
+    predicts no positive in a group) has nothing to cover: it keeps its row, with ``coverage`` and
+    its intervals NaN, ``within_band`` false and ``caveat`` :data:`UNDEFINED_TRUTH`, and is left out
+    of :func:`coverage_summary` and of the coverage figure.
 
     Parameters
     ----------
     replicates : DataFrame
         Rows of :data:`REPLICATE_COLUMNS` (several replicates and cells; ``n_undefined`` not used).
     truth : DataFrame
-        Columns :data:`TRUTH_COLUMNS`; every cell of ``replicates`` needs its truth (matched on
-        dataset, model, control, group, metric: the truth does not depend on the weight source).
+        Columns :data:`TRUTH_COLUMNS`; every cell of ``replicates`` needs its truth row (matched on
+        dataset, model, control, group, metric: the truth does not depend on the weight source);
+        its ``truth`` may be NaN (undefined).
     confidence : float, default 0.95
         Nominal level of the intervals (for the nominal band).
     level : float, default 0.95
@@ -1077,14 +1089,15 @@ def coverage_table(
         :func:`nominal_band` of ``n_replicates``; ``within_band``: the coverage lies in that band;
         ``mean_width``: mean of ``ci_high - ci_low``; ``mean_bias``: mean of ``estimate - truth``;
         ``sd_estimate``: standard deviation of the estimates (ddof 1; NaN for one replicate);
-        ``n_resamples``: the bootstrap resamples per replicate. Statistics other than
+        ``n_resamples``: the bootstrap resamples per replicate; ``caveat``: empty, or why the cell
+        has no coverage (:data:`UNDEFINED_TRUTH`). Statistics other than
         ``n_undefined_replicates`` use the replicates with a defined interval; a cell without any
         has ``n_replicates = 0`` and NaN statistics.
 
     Raises
     ------
     ValueError
-        If columns are missing, a cell has several rows for one replicate, a cell has no truth,
+        If columns are missing, a cell has several rows for one replicate, a cell has no truth row,
         or the levels are not in (0, 1).
     """
     check_columns(replicates, list(REPLICATE_COLUMNS), "replicates")
@@ -1101,19 +1114,21 @@ def coverage_table(
         raise ValueError(f"replicates has several rows for one cell and replicate, e.g. {example}")
     if truth.duplicated(truth_keys).any():
         raise ValueError("truth has several rows for one (dataset, model, control, group, metric)")
-    rows = replicates.merge(truth[truth_keys + ["truth"]], on=truth_keys, how="left", validate="many_to_one")
-    no_truth = rows["truth"].isna()
+    rows = replicates.merge(truth[truth_keys + ["truth"]].assign(_has_truth=True), on=truth_keys, how="left",
+                            validate="many_to_one")  # fmt: skip
+    no_truth = rows["_has_truth"].isna()
     if no_truth.any():
         example = rows.loc[no_truth, truth_keys].iloc[0].to_dict()
         raise ValueError(f"no truth for the cell {example} ({int(no_truth.sum())} replicate rows without one)")
     low, high = rows["ci_low"].to_numpy(float), rows["ci_high"].to_numpy(float)
     t = rows["truth"].to_numpy(float)
     defined = np.isfinite(low) & np.isfinite(high)
+    counted = defined & np.isfinite(t)  # a cell whose truth is undefined has nothing to cover
     rows = rows.assign(
         _defined=defined,
-        _covered=defined & (low - tolerance <= t) & (t <= high + tolerance),
+        _covered=counted & (low - tolerance <= t) & (t <= high + tolerance),
         _width=np.where(defined, high - low, np.nan),
-        _error=np.where(defined, rows["estimate"].to_numpy(float) - t, np.nan),
+        _error=np.where(counted, rows["estimate"].to_numpy(float) - t, np.nan),
         _estimate=np.where(defined, rows["estimate"].to_numpy(float), np.nan),
     )
     grouped = rows.groupby(cell, sort=True, dropna=False)
@@ -1129,7 +1144,8 @@ def coverage_table(
     ).reset_index()
     n = out["n_replicates"].to_numpy(np.int64)
     k = out["n_covered"].to_numpy(np.int64)
-    some = n > 0
+    undefined_truth = ~np.isfinite(out["truth"].to_numpy(float))
+    some = (n > 0) & ~undefined_truth
     coverage = np.full(n.shape, np.nan)
     ci_low, ci_high, band_low, band_high = (np.full(n.shape, np.nan) for _ in range(4))
     coverage[some] = k[some] / n[some]
@@ -1144,6 +1160,7 @@ def coverage_table(
     out["n_replicates"] = out["n_replicates"].astype(np.int64)
     out["n_covered"] = out["n_covered"].astype(np.int64)
     out["n_undefined_replicates"] = out["n_undefined_replicates"].astype(np.int64)
+    out["caveat"] = np.where(undefined_truth, UNDEFINED_TRUTH, "")
     return out[list(COVERAGE_COLUMNS)]
 
 
@@ -1152,7 +1169,7 @@ def coverage_summary(coverage: pd.DataFrame) -> pd.DataFrame:
 
     Rows at three levels for each weight source: every control over all models (``model ==
     "all"``), all controls and models (``model == "all"``, ``control == "all"``), and the same two
-    per model. Cells without a defined replicate are left out.
+    per model. Cells without a defined replicate, or whose truth is undefined, are left out.
 
     Parameters
     ----------
@@ -1171,7 +1188,7 @@ def coverage_summary(coverage: pd.DataFrame) -> pd.DataFrame:
     """
     columns = ["weight_source", "model", "control", "coverage", "within_band", "nominal_band_low", "n_replicates"]
     check_columns(coverage, columns, "coverage")
-    cells = coverage[coverage["n_replicates"] > 0].assign(
+    cells = coverage[(coverage["n_replicates"] > 0) & coverage["coverage"].notna()].assign(
         _below=lambda d: d["coverage"] < d["nominal_band_low"],
         _within=lambda d: d["within_band"].astype(bool),
     )

@@ -16,6 +16,10 @@ import numpy as np
 from ._validation import check_int, check_positive_int
 
 __all__ = [
+    "MAX_RESAMPLES",
+    "MAX_CALIBRATION_BINS",
+    "MAX_REPLICATES",
+    "MAX_SIMULATED_ROWS",
     "check_bytes",
     "DEFAULT_MEMORY_FRACTION",
     "default_memory_limit_mb",
@@ -25,6 +29,23 @@ __all__ = [
     "replicate_memory_bytes",
     "check_replicate_memory",
 ]
+
+# Stated maximums of sizes, checked before any work by the command line, ``audit()`` and the
+# workflow's configuration check (one home). Each is far above any useful value and keeps a job
+# within the memory of an ordinary machine; what grows with the data is checked against memory when
+# the data are known (:func:`check_bytes`).
+#: Bootstrap resamples (``disagg-eval audit --n-resamples``, ``evaluation.n_resamples``,
+#: ``coverage.n_resamples``): the Monte-Carlo error of a 95% percentile bound at 10^6 resamples is
+#: about 0.02% of the interval's width; one float64 replicate per slice and metric is 8 MB.
+MAX_RESAMPLES = 1_000_000
+#: Bins of a calibration curve or table (``--calibration-bins``, ``calibration.n_bins``).
+MAX_CALIBRATION_BINS = 1_000
+#: Replicates per setting of the coverage study (``coverage.n_replicates``): at 10^4 the binomial
+#: standard error of a 95% coverage is 0.2 points.
+MAX_REPLICATES = 10_000
+#: Simulated rows per split and setting (``simulation.n_train``, ``simulation.n_test``): 200 times the
+#: paper's 50,000; a split of 10^7 rows and its features take about 1 GB.
+MAX_SIMULATED_ROWS = 10_000_000
 
 #: Quantities per chunk of the summary times resamples times metrics: the summary's differences
 #: and percentiles work on chunks of about this many float64 values (32 MiB).

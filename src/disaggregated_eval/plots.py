@@ -43,6 +43,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
+from matplotlib.transforms import ScaledTranslation
 
 from disaggregated_eval import vocabulary
 from disaggregated_eval.io import atomic_path
@@ -56,10 +57,12 @@ __all__ = [
     "COLORBLIND",
     "OKABE_ITO",
     "CAVEAT_LEGEND",
+    "EXCLUDES_ZERO",
     "save_figure",
     "plot_controlled_differences",
     "plot_weighted_population",
     "plot_shared_space",
+    "shared_space_title",
     "plot_relative_performance",
     "plot_calibration_curves",
     "plot_coverage",
@@ -101,6 +104,8 @@ CAVEAT_LEGEND: dict[str, str] = {
     vocabulary.CAVEAT_DEGENERATE: "hollow: degenerate (every resample one value, no interval)",
     vocabulary.CAVEAT_UNDEFINED: "hollow at the left edge: undefined (no estimate)",
 }
+#: Legend text of the star that marks an interval excluding 0 in the ``T_a`` figures.
+EXCLUDES_ZERO = "star: the interval excludes 0"
 
 # Panel geometry, inches.
 _PANEL_W = 3.0
@@ -113,6 +118,8 @@ _POINT_SIZE = 3.2
 _HOLLOW_SIZE = 4.2
 _INTERVAL_WIDTH = 1.1
 _CAP_SIZE = 4.0
+_STAR_SIZE = 5.0
+_STAR_OFFSET = 5.0  # points right of the interval's upper end
 
 
 def _style() -> dict:
@@ -332,6 +339,12 @@ def _caveat_handles(rows: pd.DataFrame) -> list[Line2D]:
     ]  # fmt: skip
 
 
+def _excludes_zero_handle() -> Line2D:
+    """Legend entry of the star that marks an interval excluding 0 (:func:`_forest_panel`)."""
+    return Line2D([], [], color="0.3", marker="*", markersize=_STAR_SIZE, markeredgewidth=0, linestyle="",
+                  label=EXCLUDES_ZERO)  # fmt: skip
+
+
 def _legend_handles(labels: Sequence[str], colors: Sequence, *, line: bool = True) -> list[Line2D]:
     return [
         Line2D([], [], color=c, marker=_MARKERS[i % len(_MARKERS)], markersize=5,
@@ -361,12 +374,16 @@ def _forest_panel(
     hue_col: str,
     hues: Sequence[str],
     colors: Sequence,
+    zero_line: bool = False,
 ) -> None:
     """Dodged estimates with horizontal intervals: y = category, x = estimate, one offset per hue.
 
     The interval (line with caps) is drawn over a small marker, so short intervals stay visible;
     degenerate and undefined estimates (``caveat``) are hollow markers without an interval, the
-    undefined ones at the left edge (module docstring).
+    undefined ones at the left edge (module docstring). With ``zero_line``, an interval that excludes
+    0 gets a star (:data:`EXCLUDES_ZERO`) a few points right of its upper end: an interval narrower
+    than the marker (``T_a`` of ``xa`` with ``V = R`` is 1e-4 wide) does not show on its own whether
+    it covers 0.
     """
     position = {c: i for i, c in enumerate(categories)}
     step = min(0.8 / max(len(hues), 1), 0.25)
@@ -389,6 +406,11 @@ def _forest_panel(
         ax.hlines(y[ok], lo[ok], hi[ok], color=colors[j], linewidth=_INTERVAL_WIDTH, zorder=3)
         ax.plot(np.concatenate([lo[ok], hi[ok]]), np.concatenate([y[ok], y[ok]]), linestyle="", marker="|",
                 markersize=_CAP_SIZE, markeredgewidth=_INTERVAL_WIDTH, color=colors[j], zorder=3)  # fmt: skip
+        excludes = ok & ((lo > 0.0) | (hi < 0.0))
+        if zero_line and excludes.any():
+            shift = ax.transData + ScaledTranslation(_STAR_OFFSET / 72.0, 0.0, ax.figure.dpi_scale_trans)
+            ax.plot(hi[excludes], y[excludes], linestyle="", marker="*", markersize=_STAR_SIZE, markeredgewidth=0,
+                    color=colors[j], transform=shift, clip_on=False, zorder=4)  # fmt: skip
         degenerate = (caveat == "degenerate") & np.isfinite(est)
         if degenerate.any():
             ax.plot(est[degenerate], y[degenerate], linestyle="", marker=marker, markersize=_HOLLOW_SIZE,
@@ -441,7 +463,7 @@ def _forest_grid(
             if zero_line:
                 ax.axvline(0.0, color="0.35", linewidth=0.8, linestyle="--", zorder=1)
             _forest_panel(ax, panel, cat_col=cat_col, categories=categories, hue_col=hue_col,
-                          hues=hues, colors=colors)  # fmt: skip
+                          hues=hues, colors=colors, zero_line=zero_line)  # fmt: skip
             if i == 0:
                 ax.set_title(col_titles[j])
             if j == 0:
@@ -449,7 +471,8 @@ def _forest_grid(
                 ax.set_ylabel(row_labels[i])
             if i == nrows - 1:
                 ax.set_xlabel(xlabels[j])
-    _add_legend(fig, _legend_handles(hue_labels, colors) + _caveat_handles(rows), legend_title, width)
+    extra = [_excludes_zero_handle()] if zero_line else []
+    _add_legend(fig, _legend_handles(hue_labels, colors) + _caveat_handles(rows) + extra, legend_title, width)
     if title:
         fig.suptitle(title)
     return fig
@@ -611,12 +634,14 @@ def plot_shared_space(
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     weight_source: str = "estimated",
     datasets: Sequence[str] | None = None,
+    title: str | None = None,
 ) -> list[Path]:
     """Subgroup metrics weighted to a shared space (Cai et al.; paper B18-B24).
 
     Grid: one row per dataset, one column per control (X, Y, R). In each panel the y axis lists the
     groups, x is the shared-space weighted group metric (``comparison == "shared_space"``) with its
-    interval, one dodged point per model.
+    interval, one dodged point per model. The figure's title says what the numbers are (default:
+    :func:`shared_space_title`), so that the PNG reads without the report's caption.
 
     Parameters
     ----------
@@ -632,6 +657,8 @@ def plot_shared_space(
         Which weights.
     datasets : sequence of str, optional
         Datasets to show, one row each; default all in the table.
+    title : str, optional
+        Figure title; default :func:`shared_space_title` of the metric.
 
     Returns
     -------
@@ -664,9 +691,18 @@ def plot_shared_space(
             col_col="control", col_levels=controls, col_titles=[CONTROL_LABELS[c] for c in controls],
             cat_col="group", categories=groups, cat_labels=[_group_label(g) for g in groups],
             hue_col="model", hues=models, hue_labels=[MODEL_LABELS.get(m, m) for m in models],
-            legend_title="Model", xlabel=METRIC_LABELS.get(metric, metric), sharex="row", zero_line=False,
+            legend_title="Model", xlabel=f"{METRIC_LABELS.get(metric, metric)} (shared space)", sharex="row",
+            zero_line=False, title=shared_space_title(metric) if title is None else title,
         )  # fmt: skip
         return save_figure(fig, targets)
+
+
+def shared_space_title(metric: str) -> str:
+    """Title of a shared-space figure (B18-B24): what its numbers are, in a line."""
+    return (
+        f"{METRIC_LABELS.get(metric, metric)} of each group in the shared space (Cai et al.): "
+        f"its rows weighted to where the group and the rest overlap in V"
+    )
 
 
 def plot_relative_performance(
@@ -893,7 +929,7 @@ def plot_coverage(
     """
     targets = _check_paths(paths)
     _require_columns(coverage, _COVERAGE_COLUMNS, "coverage")
-    rows = coverage[coverage["n_replicates"] > 0]
+    rows = coverage[(coverage["n_replicates"] > 0) & coverage["coverage"].notna()]  # undefined truth: left out
     if rows.empty:
         raise ValueError("coverage has no cell with a defined replicate")
     order = _dataset_order(rows["dataset"], datasets, "coverage")

@@ -31,7 +31,7 @@ from ..engine.sums import PROPORTIONS, metric_slots
 from ..memory import check_bytes
 from ..verdicts import parse_tolerance
 from .calibration_table import calibration_analysis
-from .detectability import detectability_table
+from .detectability import MAX_SEARCHED_ROWS, detectability_table
 from .estimates import AuditEstimates, estimate_all, n_outputs
 from .fairness import FAIRNESS_METRICS, fairness_table, metric_sources, missing_fairness_metrics, resolve_references
 from .inputs import AuditInput, AuditInputError
@@ -208,6 +208,16 @@ def summary_analyses(
         detect_gap=options.detect_gap,
         adjusted=options.adjust != "none" and options.n_permutations > 0,
     )
+    if options.detect_gap is not None and len(detectability):
+        reported = detectability["reported"].to_numpy(dtype=bool)
+        empty = reported & detectability["rows_needed"].isna().to_numpy()
+        if empty.any():
+            notes.append(
+                f"detect_gap {options.detect_gap:g}: rows_needed is empty for {int(empty.sum())} of {int(reported.sum())} "
+                f"reported rows of the detectability table: no slice of up to {MAX_SEARCHED_ROWS:.0e} rows (the rest of "
+                f"the file unchanged) would detect a gap this small with power {options.power:g}, or a rate "
+                f"{options.detect_gap:g} away would leave [0, 1]"
+            )
     tables: dict[str, Any] = dict(
         fairness=fairness,
         calibration=calibration,

@@ -47,13 +47,16 @@ from .estimates import AuditEstimates
 from .slices import SlicePlan
 from .tallies import SliceTallies
 
-__all__ = ["METHODS", "proportion_power", "minimum_detectable_difference", "rows_needed", "detectability_table"]
+__all__ = ["METHODS", "MAX_SEARCHED_ROWS", "proportion_power", "minimum_detectable_difference", "rows_needed",
+           "detectability_table"]  # fmt: skip
 
 #: The ``method`` column: how the MDD of a metric is computed.
 METHODS: dict[str, str] = {"proportion": "two-proportion normal", "other": "bootstrap se"}
 _GRID = 256  # points of the search for the smallest detectable difference
 _BISECTIONS = 60
 _MAX_ROWS = 1e9
+#: Largest slice size :func:`rows_needed` tries: ``rows_needed`` is NaN for a gap that needs more.
+MAX_SEARCHED_ROWS = _MAX_ROWS
 
 
 def _z(alpha: np.ndarray | float) -> np.ndarray:

@@ -28,7 +28,9 @@ from __future__ import annotations
 import math
 import numbers
 import sys
+import unicodedata
 import warnings
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import astuple, dataclass, fields, replace
 from itertools import combinations
@@ -39,7 +41,8 @@ import numpy as np
 import pandas as pd
 
 from .. import vocabulary
-from .._validation import check_choice, check_int, check_open_unit, check_seed, format_values, show_value
+from .._validation import brief, check_choice, check_int, check_open_unit, check_seed, format_values, show_value
+from ..memory import MAX_CALIBRATION_BINS, MAX_RESAMPLES
 from ..metrics import check_metric_names
 from .options import AuditOptions
 from .slices import FAMILY_SEPARATOR, Attribute
@@ -78,6 +81,18 @@ MAX_PAIRWISE_COMPARISONS = 20_000
 #: Rows (or units) the Monte-Carlo permutation tests may walk, at most, before an :class:`AuditWarning`
 #: says so: about a quarter of an hour of CPU time at 10 ns per row.
 PERMUTATION_WORK_WARNING = 10**11
+#: Weights whose largest lies outside [2^-64, 2^64] are rescaled by a power of two (:func:`_scaled_weights`).
+_WEIGHT_EXPONENT_RANGE = 64
+#: Smallest ratio of a positive weight to the largest: below it its square (about 1e-300) underflows.
+_MIN_WEIGHT_RATIO = 1e-150
+#: Spellings of true and false for a boolean label's positive_label.
+_TRUE_TEXT = ("true", "yes", "1", "1.0")
+_FALSE_TEXT = ("false", "no", "0", "0.0")
+#: Most folds of a grid search or of the cross-fitting (each fold refits every weight model).
+_MAX_FOLDS = 100
+#: Largest ``max_leaf_nodes`` of a weight model (HistGradientBoosting grows trees of at most this many
+#: leaves; beyond the rows of a file it changes nothing but the time).
+_MAX_LEAF_NODES = 100_000
 #: Attribute on the per-object record of :func:`resolve_options`: the values it checked.
 _CHECKED = "_checked_values"
 
@@ -144,17 +159,18 @@ def _as_list(value: Any, name: str) -> list:
     try:
         return list(value)
     except TypeError:
-        raise AuditInputError(f"{name} must be a list; got {value!r}") from None
+        raise AuditInputError(f"{name} must be a list; got {brief(value)}") from None
 
 
 def _names(value: Any, name: str, *, allow_empty: bool = True) -> list[str]:
     values = _as_list(value, name)
     bad = [v for v in values if not isinstance(v, str) or not v]
     if bad:
-        raise AuditInputError(f"{name} must be column names (non-empty strings); got {bad!r}")
-    repeated = sorted({v for v in values if values.count(v) > 1})
+        raise AuditInputError(f"{name} must be column names (non-empty strings); got {brief(bad)}")
+    counts = Counter(values)
+    repeated = sorted(v for v, k in counts.items() if k > 1)
     if repeated:
-        raise AuditInputError(f"{name} must be distinct; {repeated!r} appear more than once")
+        raise AuditInputError(f"{name} must be distinct; {brief(repeated)} appear more than once")
     if not values and not allow_empty:
         raise AuditInputError(f"{name} must name at least one column")
     return values
@@ -193,7 +209,7 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
     o = replace(options, **dict(overrides))
 
     if not isinstance(o.label, str) or not o.label:
-        raise AuditInputError(f"label must name the label column; got {o.label!r}")
+        raise AuditInputError(f"label must name the label column; got {brief(o.label)}")
     scores = _names(o.scores, "scores", allow_empty=False)
     groups = _names(o.groups, "groups", allow_empty=False)
     features = _names(o.features, "features")
@@ -202,14 +218,14 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
             if mark in group:
                 raise AuditInputError(
                     f"group column names must not contain {mark!r} (it separates the parts of slice names); "
-                    f"got {group!r}; rename the column"
+                    f"got {brief(group)}; rename the column"
                 )
     if vocabulary.OVERALL in groups:
         raise AuditInputError(
             f"a group column must not be called {vocabulary.OVERALL!r} (it names the whole population)"
         )
     if o.positive_label is not None and not isinstance(o.positive_label, (str, numbers.Number)):
-        raise AuditInputError(f"positive_label must be a value of the label column; got {o.positive_label!r}")
+        raise AuditInputError(f"positive_label must be a value of the label column; got {brief(o.positive_label)}")
     intersections = o.intersections
     if intersections is None:
         intersections = len(groups)
@@ -225,7 +241,7 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
     )
     confidence = _wrap(check_open_unit, o.confidence, "confidence")
     metrics = list(_wrap(check_metric_names, _as_list(o.metrics, "metrics"), "metrics"))
-    n_resamples = _wrap(check_int, o.n_resamples, "n_resamples", minimum=1)
+    n_resamples = _wrap(check_int, o.n_resamples, "n_resamples", minimum=1, maximum=MAX_RESAMPLES)
     resampling = _wrap(check_choice, o.resampling, "resampling", vocabulary.RESAMPLING_SCHEMES)
     seed = _wrap(check_seed, o.seed, "seed")
     adjust = _wrap(check_choice, o.adjust, "adjust", ("holm", "bh", "none"))
@@ -243,23 +259,23 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
     controls = _as_list(o.controls, "controls")
     bad = [c for c in controls if c not in vocabulary.CONTROLS]
     if bad:
-        raise AuditInputError(f"controls must be among {list(vocabulary.CONTROLS)}; got {bad!r}")
+        raise AuditInputError(f"controls must be among {list(vocabulary.CONTROLS)}; got {brief(bad)}")
     if len(set(controls)) != len(controls):
-        raise AuditInputError(f"controls must be distinct; got {controls!r}")
+        raise AuditInputError(f"controls must be distinct; got {brief(controls)}")
     controls = [c for c in vocabulary.CONTROLS if c in controls]
     if "X" in controls and not features:
         raise AuditInputError("control X needs feature columns: give features (--features col1 col2 ...)")
     if o.sample_weight is not None and (not isinstance(o.sample_weight, str) or not o.sample_weight):
-        raise AuditInputError(f"sample_weight must name a column or be None; got {o.sample_weight!r}")
+        raise AuditInputError(f"sample_weight must name a column or be None; got {brief(o.sample_weight)}")
     missing_group = _wrap(check_choice, o.missing_group, "missing_group", ("level", "drop"))
     if not isinstance(o.strip_levels, (bool, np.bool_)):
-        raise AuditInputError(f"strip_levels must be True or False; got {o.strip_levels!r}")
+        raise AuditInputError(f"strip_levels must be True or False; got {brief(o.strip_levels)}")
     grid = _as_list(o.max_leaf_nodes, "max_leaf_nodes")
-    grid = [_wrap(check_int, v, "max_leaf_nodes entries", minimum=2) for v in grid]
+    grid = [_wrap(check_int, v, "max_leaf_nodes entries", minimum=2, maximum=_MAX_LEAF_NODES) for v in grid]
     if not grid or len(set(grid)) != len(grid):
-        raise AuditInputError(f"max_leaf_nodes must be a non-empty list of distinct integers >= 2; got {grid!r}")
-    cv_folds = _wrap(check_int, o.cv_folds, "cv_folds", minimum=2)
-    crossfit_folds = _wrap(check_int, o.crossfit_folds, "crossfit_folds", minimum=2)
+        raise AuditInputError(f"max_leaf_nodes must be a non-empty list of distinct integers >= 2; got {brief(grid)}")
+    cv_folds = _wrap(check_int, o.cv_folds, "cv_folds", minimum=2, maximum=_MAX_FOLDS)
+    crossfit_folds = _wrap(check_int, o.crossfit_folds, "crossfit_folds", minimum=2, maximum=_MAX_FOLDS)
     n_threads = _wrap(check_int, o.n_threads, "n_threads", minimum=1, maximum=numba.config.NUMBA_NUM_THREADS)
     summary_options = _summary_options(o, groups=groups, intersections=intersections)
     resolved = replace(
@@ -311,7 +327,7 @@ def _summary_options(o: AuditOptions, *, groups: list[str], intersections: int) 
     reference = _wrap(parse_references, _as_list(o.reference, "reference"), groups=groups, intersections=intersections)
     thresholds = [str(t) if not isinstance(t, str) else t for t in _as_list(o.thresholds, "thresholds")]
     _wrap(parse_thresholds, thresholds)
-    calibration_bins = _wrap(check_int, o.calibration_bins, "calibration_bins", minimum=1, maximum=1000)
+    calibration_bins = _wrap(check_int, o.calibration_bins, "calibration_bins", minimum=1, maximum=MAX_CALIBRATION_BINS)
     detect_gap = None if o.detect_gap is None else _wrap(check_open_unit, o.detect_gap, "detect_gap")
     power = _wrap(check_open_unit, o.power, "power")
     tolerance = _wrap(parse_tolerance, _as_list(o.tolerance, "tolerance")).items()
@@ -448,7 +464,7 @@ def _numeric(series: pd.Series, what: str, expected: str) -> np.ndarray:
 
 
 def _labels(series: pd.Series, column: str, positive_label: Any) -> np.ndarray:
-    what = f"label column {column!r}"
+    what = f"label column {brief(column)}"
     raw = series.to_numpy()
     missing = series.isna().to_numpy()
     if positive_label is None:
@@ -469,17 +485,31 @@ def _labels(series: pd.Series, column: str, positive_label: Any) -> np.ndarray:
     distinct = pd.unique(series)
     if len(distinct) > 2:
         raise AuditInputError(f"{what} must be binary (two values); got {len(distinct)} values {_show(distinct)}")
+    if pd.api.types.is_bool_dtype(series.dtype) or all(_is_bool(v) for v in distinct):
+        # a boolean label: positive_label true/false in any spelling (the command line gives text)
+        spelled = str(positive_label).strip().lower()
+        if spelled not in _TRUE_TEXT + _FALSE_TEXT:
+            raise AuditInputError(
+                f"{what} is boolean (True/False); give positive_label true or false; got {brief(positive_label)}"
+            )
+        wanted = spelled in _TRUE_TEXT
+        positive = np.array([bool(v) == wanted for v in raw], dtype=bool)
+        if not positive.any():
+            raise AuditInputError(
+                f"positive_label {brief(positive_label)} does not occur in {what}: it is never {wanted}"
+            )
+        return positive.astype(np.float64)
     text = series.astype(str).to_numpy()
     positive = text == str(positive_label)
     if not positive.any():
         raise AuditInputError(
-            f"positive_label {positive_label!r} does not occur in {what}; its values are {_show(distinct)}"
+            f"positive_label {brief(positive_label)} does not occur in {what}; its values are {_show(distinct)}"
         )
     return positive.astype(np.float64)
 
 
 def _scores(series: pd.Series, column: str) -> np.ndarray:
-    what = f"score column {column!r}"
+    what = f"score column {brief(column)}"
     values = _numeric(series, what, "numbers in [0, 1] (probabilities of the positive class, or 0/1 predictions)")
     bad = ~(np.isfinite(values) & (values >= 0.0) & (values <= 1.0))
     if bad.any():
@@ -491,7 +521,7 @@ def _scores(series: pd.Series, column: str) -> np.ndarray:
 
 
 def _weights(series: pd.Series, column: str) -> np.ndarray:
-    what = f"sample_weight column {column!r}"
+    what = f"sample_weight column {brief(column)}"
     values = _numeric(series, what, "finite numbers >= 0")
     bad = ~(np.isfinite(values) & (values >= 0.0))
     if bad.any():
@@ -501,6 +531,34 @@ def _weights(series: pd.Series, column: str) -> np.ndarray:
     if not (values > 0).any():
         raise AuditInputError(f"{what} is 0 in every row; at least one row needs a positive weight")
     return values
+
+
+def _scaled_weights(values: np.ndarray, column: str) -> tuple[np.ndarray, list[str]]:
+    """Weights rescaled by a power of two when their largest is far from 1, and refused when a positive
+    weight is so much smaller than the largest that its square underflows; with a note on a rescale.
+
+    Every metric, interval and test of the audit depends on the weights only through their ratios, and
+    a power of two changes no ratio (nor any sum, but by that power): the results are those of the
+    weights as given. Without the rescale, weights of 1e-200 underflow when squared (effective sizes)
+    and weights of 1e200 overflow in the sums.
+    """
+    what = f"sample_weight column {brief(column)}"
+    positive = values[values > 0]
+    largest, smallest = float(positive.max()), float(positive.min())
+    if smallest < largest * _MIN_WEIGHT_RATIO:
+        bad = (values > 0) & (values < largest * _MIN_WEIGHT_RATIO)
+        raise AuditInputError(
+            f"{what} has positive weights below {_MIN_WEIGHT_RATIO:.0e} of the largest ({largest:.3g}): "
+            f"{_show(values[bad])} {_where(bad)}; their squares underflow to 0 in the effective sizes: set such "
+            f"weights to 0 (no weight) or give less extreme ones"
+        )
+    exponent = math.frexp(largest)[1]  # largest = m 2^e with 0.5 <= m < 1
+    if abs(exponent) <= _WEIGHT_EXPONENT_RANGE:
+        return values, []
+    return np.ldexp(values, -exponent), [
+        f"{what}: weights rescaled by 2^{-exponent} (largest {largest:.3g}) so that their sums neither overflow "
+        f"nor underflow; every metric depends only on the weights' ratios, which a power of two does not change"
+    ]
 
 
 def _level_name(value: Any) -> str:
@@ -533,7 +591,7 @@ def _check_bool_and_numbers(series: pd.Series, column: str) -> None:
     clash = [v for v in values[~is_bool] if isinstance(v, numbers.Number) and not _is_bool(v) and v in (0, 1)]
     if clash:
         raise AuditInputError(
-            f"group column {column!r} holds both booleans (True/False) and the numbers 0/1 "
+            f"group column {brief(column)} holds both booleans (True/False) and the numbers 0/1 "
             f"({format_values(clash, limit=2)}), which Python treats as the same key: True and 1 would form one "
             f"level; recode the column (e.g. as text with .astype(str))"
         )
@@ -556,7 +614,7 @@ def _strip_levels(series: pd.Series, column: str) -> tuple[pd.Series, list[str]]
     if blank:
         rows = int(present.isin(blank).sum())
         notes.append(
-            f"group column {column!r}: {rows} row{'s' if rows != 1 else ''} whose value is only whitespace "
+            f"group column {brief(column)}: {rows} row{'s' if rows != 1 else ''} whose value is only whitespace "
             f"({', '.join(map(repr, blank[:_SHOW]))}) are treated as missing"
         )
     groups: dict[str, list[str]] = {}
@@ -570,7 +628,7 @@ def _strip_levels(series: pd.Series, column: str) -> tuple[pd.Series, list[str]]
         more = f"; and {len(changed) - _SHOW} more" if len(changed) > _SHOW else ""
         merged = any(len(vs) > 1 for vs in changed.values())
         notes.append(
-            f"group column {column!r}: surrounding whitespace removed from levels{' (levels that differ only by it are merged)' if merged else ''}: "
+            f"group column {brief(column)}: surrounding whitespace removed from levels{' (levels that differ only by it are merged)' if merged else ''}: "
             f"{shown}{more} (strip_levels=False, --no-strip-levels, keeps them)"
         )
     mapping = {v: (stripped if stripped else np.nan) for v, stripped in mapping.items()}
@@ -587,20 +645,20 @@ def _attribute(series: pd.Series, column: str, missing: np.ndarray, missing_as_l
     if missing_as_level and missing.any():
         if MISSING_LEVEL in names:
             raise AuditInputError(
-                f"group column {column!r} has a level called {MISSING_LEVEL!r} and missing values, which "
+                f"group column {brief(column)} has a level called {MISSING_LEVEL!r} and missing values, which "
                 f"would form a level of the same name; rename the level or give missing_group='drop'"
             )
         names.append(MISSING_LEVEL)
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise AuditInputError(
-            f"group column {column!r} has different values that print the same: {repeated!r}; recode the column"
+            f"group column {brief(column)} has different values that print the same: {brief(repeated)}; recode the column"
         )
     clash = [n for n in names if FAMILY_SEPARATOR in n]
     if clash:
         raise AuditInputError(
-            f"levels of group column {column!r} must not contain {FAMILY_SEPARATOR!r} (it separates the "
-            f"attributes of an intersection's name); got {clash[:_SHOW]!r}"
+            f"levels of group column {brief(column)} must not contain {FAMILY_SEPARATOR!r} (it separates the "
+            f"attributes of an intersection's name); got {brief(clash[:_SHOW])}"
         )
     codes = np.full(series.shape[0], len(levels), dtype=np.int64)  # the missing level, if any
     present = ~missing
@@ -609,15 +667,40 @@ def _attribute(series: pd.Series, column: str, missing: np.ndarray, missing_as_l
     if observed.size < 2:
         only = names[int(observed[0])] if observed.size else "none"
         raise AuditInputError(
-            f"group column {column!r} has a single level ({only!r}) in the rows audited; a disaggregated "
+            f"group column {brief(column)} has a single level ({brief(only)}) in the rows audited; a disaggregated "
             f"evaluation needs at least two levels"
         )
     return Attribute(column, tuple(names), codes)
 
 
+def _lookalike_key(name: str) -> str:
+    """``name`` as a reader sees it: Unicode compatibility form (NFKC: NFC and NFD é alike, fullwidth
+    letters as ASCII) without invisible format characters (zero-width space and joiner, bidi marks)."""
+    text = unicodedata.normalize("NFKC", name)
+    return "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+
+
+def _lookalike_notes(column: str, levels: Sequence[str]) -> list[str]:
+    """A note per set of levels that are different text but look the same (module docstring): they stay
+    separate slices, printed alike, so the note shows them with their code points (``ascii``)."""
+    groups: dict[str, list[str]] = {}
+    for level in levels:
+        groups.setdefault(_lookalike_key(level), []).append(level)
+    alike = [names for names in groups.values() if len(names) > 1]
+    if not alike:
+        return []
+    shown = "; ".join(" and ".join(ascii(n) for n in names[:_SHOW]) for names in alike[:_SHOW])
+    more = f"; and {len(alike) - _SHOW} more" if len(alike) > _SHOW else ""
+    return [
+        f"group column {brief(column)}: levels that look the same but are different text (invisible characters, "
+        f"or another Unicode form of the same letters) are separate slices: {shown}{more}; recode the column if "
+        f"they are one level"
+    ]
+
+
 def _all_missing_feature(column: str) -> str:
     return (
-        f"feature column {column!r} is missing in every row audited: the weight models of the control X cannot "
+        f"feature column {brief(column)} is missing in every row audited: the weight models of the control X cannot "
         f"use it; leave it out of features (--features)"
     )
 
@@ -638,7 +721,7 @@ def _features(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, tu
             bad = np.isinf(values)
             if bad.any():
                 raise AuditInputError(
-                    f"feature column {column!r} must hold finite numbers (NaN for missing); got "
+                    f"feature column {brief(column)} must hold finite numbers (NaN for missing); got "
                     f"{_show(values[bad])} {_where(bad)}"
                 )
             out[column] = values
@@ -656,7 +739,7 @@ def _features(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, tu
             remap = np.array([kept.index(lv) if lv in keep else _MAX_CATEGORY_CODE for lv in levels], dtype=np.float64)
             mapped = remap[mapped.astype(np.int64)]
             notes.append(
-                f"feature {column!r} has {len(levels)} levels; the {_MAX_CATEGORY_CODE} most frequent keep "
+                f"feature {brief(column)} has {len(levels)} levels; the {_MAX_CATEGORY_CODE} most frequent keep "
                 f"their own code for the weight models, the other {len(levels) - _MAX_CATEGORY_CODE} share one"
             )
         codes[present] = mapped
@@ -709,17 +792,19 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
     for role, column in roles:
         if column in seen:
             raise AuditInputError(
-                f"column {column!r} is given both as {seen[column]} and as {role}; each column has one role"
+                f"column {brief(column)} is given both as {seen[column]} and as {role}; each column has one role"
             )
         seen[column] = role
     columns = list(map(str, data.columns))
     missing_columns = [c for _, c in roles if c not in columns]
     if missing_columns:
         shown = columns[:30] + (["..."] if len(columns) > 30 else [])
-        raise AuditInputError(f"data has no column(s) {missing_columns!r}; its columns are {shown!r}")
+        raise AuditInputError(
+            f"data has no column(s) {brief(missing_columns, 200)}; its columns are {brief(shown, 300)}"
+        )
     duplicated = sorted({c for _, c in roles if columns.count(c) > 1})
     if duplicated:
-        raise AuditInputError(f"data has several columns named {duplicated!r}; column names must be unique")
+        raise AuditInputError(f"data has several columns named {brief(duplicated)}; column names must be unique")
     if len(data) == 0:
         raise AuditInputError("data has no rows")
     frame = data.reset_index(drop=True)
@@ -739,7 +824,7 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
             keep &= ~missing[c]
         if not keep.any():
             raise AuditInputError(
-                f"every row has a missing value in a group column {o.groups!r}; nothing is left to audit"
+                f"every row has a missing value in a group column {brief(o.groups)}; nothing is left to audit"
             )
         if not keep.all():
             detail = ", ".join(f"{c} {int(missing[c].sum())}" for c in o.groups if missing[c].any())
@@ -753,6 +838,9 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
     y = _labels(frame[o.label], o.label, o.positive_label)
     scores = {c: _scores(frame[c], c) for c in o.scores}
     weight = _weights(frame[o.sample_weight], o.sample_weight) if o.sample_weight is not None else None
+    if weight is not None:
+        weight, weight_notes = _scaled_weights(weight, o.sample_weight)
+        notes += weight_notes
 
     row = np.flatnonzero(keep)
     y = y[row]
@@ -760,9 +848,11 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
     if weight is not None:
         weight = weight[row]
         if not (weight > 0).any():
-            raise AuditInputError(f"sample_weight column {o.sample_weight!r} is 0 in every row audited")
+            raise AuditInputError(f"sample_weight column {brief(o.sample_weight)} is 0 in every row audited")
     sub = frame.iloc[row].reset_index(drop=True)
     attributes = tuple(_attribute(sub[c], c, missing[c][row], o.missing_group == "level") for c in o.groups)
+    for a in attributes:
+        notes += _lookalike_notes(a.name, a.levels)
     check_comparison_count([(a.name, len(a.levels)) for a in attributes], o.intersections, o.pairwise_max_levels)
     _check_reference_levels(o.reference, attributes)
     features, categorical = None, ()

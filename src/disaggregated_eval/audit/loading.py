@@ -28,7 +28,8 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["InputFileError", "SUFFIXES", "table_format", "read_header", "load_table", "required_columns"]
+__all__ = ["InputFileError", "SUFFIXES", "table_format", "read_header", "check_file_columns", "load_table",
+           "required_columns"]  # fmt: skip
 
 #: File name endings the tool reads, and their format.
 SUFFIXES: dict[str, str] = {
@@ -237,7 +238,9 @@ def _check_rows(path: Path, n_columns: int, fmt: str, keep: Sequence[int] | None
     last_fields = n_columns
     reader = None
     kept = io.StringIO()
-    writer = csv.writer(kept, lineterminator="\n") if keep is not None else None
+    # "\r\n" ends the lines: the writer then quotes every field holding a "\r" or a "\n" (with "\n" alone,
+    # a bare carriage return inside a quoted field was written unquoted, and pandas split the row there).
+    writer = csv.writer(kept, lineterminator="\r\n") if keep is not None else None
     try:
         with _no_field_limit(), _open_text(path) as handle:
             reader = csv.reader(handle, delimiter=_delimiter(fmt), strict=True)
@@ -306,6 +309,32 @@ def _check_columns(path: Path, header: Sequence[str], columns: Sequence[str]) ->
         f"{_name_of(path)}: no column(s) {', '.join(map(repr, missing))}"
         f"{' (' + '; '.join(hints) + ')' if hints else ''}; the file has columns [{shown}]{single}"
     )
+
+
+def check_file_columns(path: str | os.PathLike[str], columns: Sequence[str]) -> list[str]:
+    """Check, reading only the file's header, that the table holds ``columns`` (the workflow's check of
+    an audit before any job starts; :func:`load_table` makes the same checks and reads the rows).
+
+    Parameters
+    ----------
+    path : path-like
+        The table (any format of :data:`SUFFIXES`).
+    columns : sequence of str
+
+    Returns
+    -------
+    list of str
+        The header.
+
+    Raises
+    ------
+    InputFileError
+        As :func:`read_header`, or naming the missing columns (close names suggested).
+    """
+    path = Path(path)
+    header = read_header(path)
+    _check_columns(path, header, list(columns))
+    return header
 
 
 def required_columns(options: Mapping[str, Any] | Any) -> list[str]:

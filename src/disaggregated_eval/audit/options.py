@@ -24,12 +24,14 @@ import os
 import re
 import types
 import typing
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from .. import vocabulary
+from .._validation import brief, check_nesting
 
 __all__ = [
     "AuditOptions",
@@ -330,9 +332,15 @@ def option_choices(field_) -> tuple | None:
 def split_list(text: str) -> list[str]:
     """Items of a list written as one text value: split at commas, ``\\,`` is a literal comma.
 
-    Items are stripped of surrounding spaces; empty items are dropped (``"a,,b"`` -> ``["a", "b"]``).
+    Items of a list of several are stripped of surrounding spaces; empty items are dropped (``"a,,b"``
+    -> ``["a", "b"]``). A single item (no comma) is taken as it is, so that a column whose name starts
+    or ends with a space can be named (``--group ' sex'``); only one of spaces alone is dropped.
     """
-    parts = (part.replace("\\,", ",").strip() for part in _COMMA.split(text))
+    pieces = _COMMA.split(text)
+    if len(pieces) == 1:
+        item = text.replace("\\,", ",")
+        return [item] if item.strip() else []
+    parts = (part.replace("\\,", ",").strip() for part in pieces)
     return [part for part in parts if part]
 
 
@@ -353,26 +361,31 @@ def convert_scalar(value: Any, element: type, where: str, *, optional: bool) -> 
             return value
         if isinstance(value, str) and value.lower() in ("yes", "true", "1", "no", "false", "0"):
             return value.lower() in ("yes", "true", "1")
-        raise UsageError(f"{where} must be true or false; got {value!r}")
+        raise UsageError(f"{where} must be true or false; got {brief(value)}")
     if element is int:
         if isinstance(value, bool):
-            raise UsageError(f"{where} must be an integer; got {value!r}")
+            raise UsageError(f"{where} must be an integer; got {brief(value)}")
         if isinstance(value, int):
             return value
         if isinstance(value, str):
             text = value.strip().replace("_", "").replace(",", "")
-            if optional and text.lower() in ("all", "none", "null"):
+            if optional and text.lower() in ("all", "null"):
                 return None
+            if optional and text.lower() == "none":  # "no limit" or "nothing"? It read both ways
+                raise UsageError(
+                    f"{where} must be an integer or all; got 'none', which could mean no limit or nothing: give all "
+                    f"for no limit, or a number"
+                )
             try:
                 return int(text)
             except ValueError:
                 pass
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        raise UsageError(f"{where} must be an integer; got {value!r}")
+        raise UsageError(f"{where} must be an integer; got {brief(value)}")
     if element is float:
         if isinstance(value, bool):
-            raise UsageError(f"{where} must be a number; got {value!r}")
+            raise UsageError(f"{where} must be a number; got {brief(value)}")
         if isinstance(value, (int, float)):
             return float(value)
         if isinstance(value, str):
@@ -380,10 +393,10 @@ def convert_scalar(value: Any, element: type, where: str, *, optional: bool) -> 
                 return float(value)
             except ValueError:
                 pass
-        raise UsageError(f"{where} must be a number; got {value!r}")
+        raise UsageError(f"{where} must be a number; got {brief(value)}")
     # strings (column names, labels, scheme names)
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise UsageError(f"{where} must be a text value; got {value!r}")
+        raise UsageError(f"{where} must be a text value; got {brief(value)}")
     return str(value)
 
 
@@ -397,7 +410,7 @@ def _items(values: Any) -> list:
 
 
 def _fmt(values: Sequence[Any]) -> str:
-    shown = ", ".join(repr(v) for v in values[:5])
+    shown = ", ".join(brief(v) for v in values[:5])
     return "{" + shown + (", ..." if len(values) > 5 else "") + "}"
 
 
@@ -417,17 +430,22 @@ def convert_option(field_, value: Any, where: str) -> Any:
                 return None
             raise UsageError(f"{where} must list at least one value; got nothing")
         items = [convert_scalar(v, element, where, optional=False) for v in _items(value)]
-        if choices is not None:
+        if choices is not None:  # a choice never has surrounding spaces (a column name may)
+            items = [v.strip() if isinstance(v, str) else v for v in items]
             bad = [v for v in items if v not in choices]
             if bad:
                 raise UsageError(f"{where} has unknown value(s) {_fmt(bad)}; expected some of {', '.join(choices)}")
-        repeated = sorted({str(v) for v in items if items.count(v) > 1})
+        counts = Counter(items)  # linear: a list of 20,000 items is checked at once
+        repeated = sorted(brief(str(v), plain=True) for v, k in counts.items() if k > 1)
         if repeated:
-            raise UsageError(f"{where} lists {', '.join(repeated)} more than once")
+            more = f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
+            raise UsageError(f"{where} lists {', '.join(repeated[:5])}{more} more than once")
         return items
     converted = convert_scalar(value, element, where, optional=optional)
+    if choices is not None and isinstance(converted, str):
+        converted = converted.strip()
     if choices is not None and converted not in choices:
-        raise UsageError(f"{where} must be one of {', '.join(choices)}; got {converted!r}")
+        raise UsageError(f"{where} must be one of {', '.join(choices)}; got {brief(converted)}")
     return converted
 
 
@@ -457,12 +475,16 @@ def options_from_mapping(mapping: Mapping[str, Any], *, source: str, allow: Sequ
     """
     if not isinstance(mapping, Mapping):
         raise UsageError(f"{source}: expected a mapping of option names to values; got {type(mapping).__name__}")
+    try:  # before anything walks or prints a value: YAML aliases may make it enormous
+        check_nesting(mapping, source)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     known = {f.name: f for f in option_fields()}
     out: dict[str, Any] = {}
     for key, value in mapping.items():
         if key in allow:
             if not isinstance(value, (str, os.PathLike)) or not str(value):
-                raise UsageError(f"{source}: {key} must be a path; got {value!r}")
+                raise UsageError(f"{source}: {key} must be a path; got {brief(value)}")
             out[key] = str(value)
             continue
         if key not in known:
@@ -471,7 +493,7 @@ def options_from_mapping(mapping: Mapping[str, Any], *, source: str, allow: Sequ
             close = difflib.get_close_matches(str(key).replace("-", "_"), candidates, n=1)
             hint = f" (did you mean {spelled.get(close[0], close[0])!r}?)" if close else ""
             raise UsageError(
-                f"{source}: unknown option {key!r}{hint}; known options: {', '.join(list(known) + list(allow))}"
+                f"{source}: unknown option {brief(key)}{hint}; known options: {', '.join(list(known) + list(allow))}"
             )
         out[key] = convert_option(known[key], value, f"{source}: {key}")
     return out
@@ -532,12 +554,16 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         data = yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader subclass
     except _DuplicateKey as dup:
         raise UsageError(
-            f"--config {source}: key {dup.key!r} is given twice (lines {dup.first} and {dup.second}); keep one"
+            f"--config {source}: key {brief(dup.key)} is given twice (lines {dup.first} and {dup.second}); keep one"
         ) from None
+    except RecursionError:  # PyYAML composes nested lists recursively
+        raise UsageError(f"--config {source}: nested too deeply to read; give a flat list or mapping") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"--config {source}: not valid YAML{where} ({getattr(exc, 'problem', exc)})") from None
+        raise UsageError(
+            f"--config {source}: not valid YAML{where} ({brief(str(getattr(exc, 'problem', exc)))})"
+        ) from None
     if data is None:
         return {}
     return options_from_mapping(data, source=f"--config {source}")

@@ -41,11 +41,13 @@ Layout (``docs/audit.md``, "Output files")::
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
 import platform
 import shutil
+import warnings
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path, PurePosixPath
@@ -58,6 +60,8 @@ from .columns import SUMMARY_TABLES
 
 __all__ = [
     "OutputDirError",
+    "FigureWarning",
+    "OutputWarning",
     "TOOL",
     "TABLES",
     "FORMULA_PREFIXES",
@@ -82,6 +86,14 @@ _PACKAGES = (
     "matplotlib", "pyarrow",
 )  # fmt: skip
 _SHOW = 5  # files named in a message
+
+
+class OutputWarning(UserWarning):
+    """Something happened to ``--out`` while the audit ran (another audit wrote it); the output is complete."""
+
+
+class FigureWarning(UserWarning):
+    """A figure was left out or draws a box for a character no installed font has (the tables are complete)."""
 
 
 class OutputDirError(ValueError):
@@ -183,13 +195,14 @@ def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
     target = Path(out_dir)
     if dest.exists() and not dest.is_dir():
         raise OutputDirError(f"{_where(out_dir)}: is a file; expected a folder for the audit's outputs")
-    if dest.is_dir():
-        _check_replaceable(out_dir, dest)
     parent = dest.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputDirError(f"{_where(out_dir)}: cannot create the parent folder {parent} ({exc.strerror})") from exc
+    if dest.is_dir():
+        with _swap_lock(dest):  # not while another audit swaps its output in
+            _check_replaceable(out_dir, dest)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputDirError(f"{_where(out_dir)}: the parent folder {parent} is not writable")
     return target
@@ -288,20 +301,63 @@ def _make_tmp_dir(dest: Path) -> Path:
     return tmp
 
 
-def _swap_in(tmp: Path, dest: Path, out_dir: Any) -> None:
-    """Rename ``tmp`` to ``dest``; an existing (checked again) ``dest`` is moved aside first, then removed."""
-    old = None
-    if dest.exists():
-        _check_replaceable(out_dir, dest)
-        old = project_io.temporary_sibling(dest, suffix=".old", directory=True)
-        os.rmdir(old)
-        os.replace(dest, old)
+@contextlib.contextmanager
+def _swap_lock(dest: Path):
+    """Hold an exclusive lock on the folder that holds ``dest`` (``flock`` on the folder itself: nothing
+    is left behind), so that audits writing the same ``--out`` at once check and swap one at a time;
+    each then finds the folder complete, never half replaced by another. A no-op where ``fcntl`` is
+    missing (Windows)."""
     try:
-        os.replace(tmp, dest)
-    except BaseException:
-        if old is not None:
-            os.replace(old, dest)
-        raise
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    fd = os.open(dest.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _manifest_digest(dest: Path) -> str | None:
+    """SHA-256 of ``dest/manifest.json``, or None if there is none: what an earlier audit left there."""
+    manifest = dest / "manifest.json"
+    try:
+        return file_sha256(manifest) if manifest.is_file() else None
+    except OSError:
+        return None
+
+
+def _swap_in(tmp: Path, dest: Path, out_dir: Any, *, seen: str | None = None) -> None:
+    """Rename ``tmp`` to ``dest``; an existing (checked again) ``dest`` is moved aside first, then removed.
+
+    Under :func:`_swap_lock`. ``seen`` is the digest of the manifest found there when the audit started
+    (:func:`_manifest_digest`): a different one now means that another audit wrote the folder in the
+    meantime, which an :class:`OutputWarning` says (the folder is still replaced: it held an audit's
+    unmodified output, as checked).
+    """
+    with _swap_lock(dest):
+        old = None
+        if dest.exists():
+            _check_replaceable(out_dir, dest)
+            now = _manifest_digest(dest)
+            if now != seen and now is not None:
+                warnings.warn(
+                    f"{_where(out_dir)}: another audit wrote this folder while this one ran; its output is replaced "
+                    f"by this audit's (the folder holds one audit's files)",
+                    OutputWarning,
+                    stacklevel=3,
+                )
+            old = project_io.temporary_sibling(dest, suffix=".old", directory=True)
+            os.rmdir(old)
+            os.replace(dest, old)
+        try:
+            os.replace(tmp, dest)
+        except BaseException:
+            if old is not None:
+                os.replace(old, dest)
+            raise
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -344,6 +400,7 @@ def write_outputs(
 
     target = check_out_dir(out_dir)
     dest = _destination(out_dir)
+    seen = _manifest_digest(dest)
     for suffix in (".tmp", ".old"):  # left by audits killed outright (their process is gone)
         project_io.remove_stale_temporaries(dest, suffix=suffix)
     summary = summary if summary is not None else summary_text(result, input_path=input_path)
@@ -351,7 +408,13 @@ def write_outputs(
     rendering = None
     try:
         # Worker processes draw the figures while this process writes the tables (plots.start_rendering).
-        rendering = plots.start_rendering(result)
+        # No figure ever fails an audit after its work: a figure that cannot be drawn is left out, with
+        # a note in the report, the manifest and on standard error; the tables are written in any case.
+        figure_notes: list[str] = []
+        try:
+            rendering = plots.start_rendering(result)
+        except Exception as exc:
+            figure_notes.append(f"no figure could be drawn (the tables are complete): {type(exc).__name__}: {exc}")
         steps = len(TABLES) + 3
         step = 0
 
@@ -366,7 +429,13 @@ def write_outputs(
             project_io.write_table(table, tmp / f"{name}.parquet")
             project_io.write_table(csv_safe(table), tmp / f"{name}.csv")
             tick()
-        figures = rendering.result()
+        figures = rendering.result() if rendering is not None else {}
+        if rendering is not None:
+            figure_notes += rendering.notes()
+        if figure_notes:
+            result = dataclasses.replace(result, notes=[*result.notes, *figure_notes])
+            for note in figure_notes:
+                warnings.warn(note, FigureWarning, stacklevel=2)
         (tmp / "figures").mkdir()
         for name, (_, images) in figures.items():
             for fmt, data in images.items():
@@ -383,7 +452,7 @@ def write_outputs(
         manifest = build_manifest(result, source=source, files=files)
         project_io.write_json(manifest, tmp / "manifest.json")
         tick()
-        _swap_in(tmp, dest, out_dir)
+        _swap_in(tmp, dest, out_dir, seen=seen)
     except BaseException:
         if rendering is not None:
             rendering.close(abort=True)

@@ -58,6 +58,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import unicodedata
 import warnings
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -297,29 +298,134 @@ def _controlled_data(result: Any, *, control: str, model: str, metrics: Sequence
 # ----------------------------------------------------------------------------------------------
 # measuring text and laying out a figure
 # ----------------------------------------------------------------------------------------------
+#: Fonts tried, in this order, for a character that the house fonts lack (CJK above all), after
+#: them: matplotlib's font fallback draws each character with the first installed font that has it,
+#: and :func:`_text_width` measures it with the same font. None of them is needed: a character that
+#: no installed font has is drawn as the first font's box and measured without its glyph
+#: (:func:`_missing_advance`), with a note naming it. Debian: ``apt-get install fonts-droid-fallback``.
+FALLBACK_FONTS = ("Droid Sans Fallback", "Noto Sans CJK JP", "Noto Sans CJK SC", "WenQuanYi Micro Hei",
+                  "WenQuanYi Zen Hei", "Unifont")  # fmt: skip
+
+
 @functools.lru_cache(maxsize=8)
-def _advances(family: tuple[str, ...], size: float) -> tuple[Any, dict[str, float]]:
+def _fonts(family: tuple[str, ...]) -> tuple[tuple[Any, ...], dict[tuple[str, float], float]]:
+    """The fonts matplotlib draws text of ``font.family`` = ``family`` with, in its order (a generic
+    name such as ``sans-serif`` is the one font matplotlib finds for it; absent fonts skipped), as
+    FreeType faces, and a cache of advances by (character, size)."""
     from matplotlib.font_manager import FontProperties, findfont, get_font
 
-    font = get_font(findfont(FontProperties(family=list(family), size=size)))
-    return font, {}
+    paths: list[str] = []
+    for name in family:
+        try:
+            path = findfont(FontProperties(family=[name]), fallback_to_default=False)
+        except ValueError:  # not installed
+            continue
+        if path not in paths:
+            paths.append(path)
+    if not paths:  # nothing of the list is installed: matplotlib's default font
+        paths.append(findfont(FontProperties()))
+    return tuple(get_font(p) for p in paths), {}
+
+
+def _installed_fallbacks() -> list[str]:
+    """The fonts of :data:`FALLBACK_FONTS` that matplotlib knows (a missing one must not be named in
+    ``font.family``: matplotlib would log a warning for it on every text)."""
+    from matplotlib import font_manager
+
+    _learn_system_fonts()
+    known = {f.name for f in font_manager.fontManager.ttflist}
+    return [f for f in FALLBACK_FONTS if f in known]
+
+
+_SYSTEM_FONTS_LEARNT: list[bool] = []  # not empty once _learn_system_fonts has run in this process
+
+
+def _learn_system_fonts() -> bool:
+    """Add to matplotlib's font list the system fonts it does not know yet (once per process): its
+    cache is built when matplotlib first runs, so a font installed later (``apt-get install
+    fonts-droid-fallback``) would stay unknown. Called by :func:`_style`, before any figure; about
+    20 ms. Returns whether a font was added (always False after the first call)."""
+    from matplotlib import font_manager
+
+    if _SYSTEM_FONTS_LEARNT:
+        return False
+    _SYSTEM_FONTS_LEARNT.append(True)
+
+    known = {os.path.realpath(f.fname) for f in font_manager.fontManager.ttflist}
+    added = False
+    for path in font_manager.findSystemFonts():
+        if os.path.realpath(path) in known or not path.lower().endswith((".ttf", ".otf", ".ttc")):
+            continue
+        try:
+            font_manager.fontManager.addfont(path)
+        except (OSError, RuntimeError, ValueError):  # a file FreeType cannot read
+            continue
+        added = True
+    return added
+
+
+def _missing_advance(ch: str, notdef: float, size: float) -> float:
+    """Advance (points) of a character that no installed font has: matplotlib draws the first font's
+    box of width ``notdef``; a wide East Asian character is given a whole em, so that the estimate
+    is never narrower than a glyph a reader's own font would draw there."""
+    wide = unicodedata.east_asian_width(ch) in ("W", "F")
+    return max(notdef, size if wide else 0.0)
+
+
+def _char_advance(ch: str, size: float) -> tuple[float, bool]:
+    """Advance of one character at ``size`` points, in points, and whether an installed font has it."""
+    fonts, cache = _fonts(tuple(mpl.rcParams["font.family"]))
+    key = (ch, size)
+    if key in cache:
+        width = cache[key]
+        return abs(width), width >= 0
+    code = ord(ch)
+    for font in fonts:
+        if font.get_char_index(code):
+            font.set_size(size, 72)
+            try:
+                width = font.load_char(code).linearHoriAdvance / 65536.0
+            except RuntimeError:  # a glyph FreeType cannot load: as if it were missing
+                continue
+            cache[key] = width
+            return width, True
+    fonts[0].set_size(size, 72)
+    notdef = fonts[0].load_glyph(0).linearHoriAdvance / 65536.0
+    width = _missing_advance(ch, notdef, size)
+    cache[key] = -width  # negative: missing (every advance is >= 0)
+    return width, False
 
 
 def _text_width(text: str, size: float) -> float:
     """Width of one line of ``text`` at ``size`` points, in inches (sum of the glyph advances).
 
-    Kerning is ignored, which over-estimates by a point or two: labels never overlap the axes.
+    Each character is measured with the font that draws it (the house fonts, then
+    :data:`FALLBACK_FONTS`); a character that none of them has, with the estimate of
+    :func:`_missing_advance`, so that no label can fail a figure. Kerning is ignored, which
+    over-estimates by a point or two: labels never overlap the axes.
     """
-    font, cache = _advances(tuple(mpl.rcParams["font.sans-serif"]), size)
-    total = 0.0
-    for ch in text:
-        width = cache.get(ch)
-        if width is None:
-            font.set_size(size, 72)
-            width = font.load_char(ord(ch)).linearHoriAdvance / 65536.0
-            cache[ch] = width
-        total += width
-    return total / 72.0
+    return sum(_char_advance(ch, size)[0] for ch in text) / 72.0
+
+
+def missing_glyphs(texts: Sequence[str]) -> list[str]:
+    """The distinct characters of ``texts`` that no installed font of the figures has, in order of
+    first appearance (drawn as boxes; line breaks and spaces are not counted).
+
+    Parameters
+    ----------
+    texts : sequence of str
+
+    Returns
+    -------
+    list of str
+    """
+    seen: dict[str, None] = {}
+    with mpl.rc_context(_style()):
+        for text in texts:
+            for ch in text:
+                if ch not in seen and not ch.isspace() and not _char_advance(ch, _LABEL_PT)[1]:
+                    seen[ch] = None
+    return list(seen)
 
 
 def _wrap(name: str, limit: float, size: float) -> list[str]:
@@ -552,7 +658,10 @@ def _style() -> dict:
     about a tenth of the drawing time (the SVG keeps text as text either way)."""
     from disaggregated_eval.plots import _style as house_style
 
-    return {**house_style(), "text.hinting": "no_hinting"}
+    style = house_style()
+    family = list(style["font.family"])
+    family += [f for f in _installed_fallbacks() if f not in family]  # matplotlib's font fallback
+    return {**style, "font.family": family, "text.hinting": "no_hinting"}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1037,8 +1146,12 @@ def _figure_data(result: Any, spec: Mapping[str, Any]) -> _FigureData | _LineFig
 
 
 def _render(data: _FigureData | _LineFigureData, rc: Mapping[str, Any]) -> tuple[tuple[float, float], dict[str, bytes]]:
-    """Draw and save one figure (in this process or a worker): its size in inches and its bytes."""
-    with mpl.rc_context(rc):
+    """Draw and save one figure (in this process or a worker): its size in inches and its bytes.
+
+    A character that no installed font has is drawn as a box; matplotlib's warning about it is
+    silenced here (one per character and figure), :meth:`_Rendering.notes` names it once."""
+    with mpl.rc_context(rc), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Glyph \d+ .*missing from font", category=UserWarning)
         fig = _draw_lines(data) if isinstance(data, _LineFigureData) else _draw(data)
         width, height = fig.get_size_inches()
         return (float(width), float(height)), figure_bytes(fig)
@@ -1071,6 +1184,22 @@ def _renderers(n_figures: int, n_jobs: int | None) -> int:
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_SHOW_GLYPHS = 5  # characters named by the note on missing glyphs
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
+
+
+def _texts(data: _FigureData | _LineFigureData) -> list[str]:
+    """The data-derived text of a figure as it is drawn: its title and slice labels (or legend entries),
+    with control characters escaped (:func:`.text.terminal_text`, as the figures draw them)."""
+    if isinstance(data, _LineFigureData):
+        texts = [data.title, *(entry[0] for entry in data.entries)]
+    else:
+        texts = [data.title, *data.labels, *(panel.title for panel in data.panels)]
+    return [terminal_text(t) for t in texts]
 
 
 def _close_fonts() -> None:
@@ -1083,6 +1212,7 @@ def _close_fonts() -> None:
     """
     from matplotlib import font_manager
 
+    _fonts.cache_clear()
     clear = getattr(getattr(font_manager, "_get_font", None), "cache_clear", None)
     if clear is not None:
         clear()
@@ -1111,9 +1241,12 @@ class _Rendering:
     def __init__(self, result: Any, n_jobs: int | None) -> None:
         self._specs = figure_specs(result)
         self._data = [_figure_data(result, spec) for spec in self._specs]
+        # before the style and any fork: the fonts learnt here (_learn_system_fonts) are then used
+        self._missing = missing_glyphs([t for data in self._data for t in _texts(data)])
         self._rc = _style()
         self._pool: ProcessPoolExecutor | None = None
         self._futures: dict[int, Future] = {}
+        self._failed: dict[str, str] = {}
         renderers = _renderers(len(self._specs), n_jobs)
         if renderers > 1:
             _close_fonts()
@@ -1132,23 +1265,59 @@ class _Rendering:
 
         The caller draws too: it takes the figures no worker has started, smallest first.
         """
-        done: dict[int, tuple[tuple[float, float], dict[str, bytes]]] = {}
+        done: dict[int, tuple[tuple[float, float], dict[str, bytes]] | None] = {}
+
+        def draw_here(k: int) -> None:
+            try:
+                done[k] = _render(self._data[k], self._rc)
+            except Exception as exc:  # a figure never fails the audit: it is left out, with a note
+                self._failed[self._specs[k]["name"]] = f"{type(exc).__name__}: {exc}"
+                done[k] = None
+
         try:
             for k in sorted(self._futures, key=lambda k: _cost(self._data[k])):
                 if self._futures[k].cancel():
-                    done[k] = _render(self._data[k], self._rc)
+                    draw_here(k)
             for k in range(len(self._specs)):
-                if k not in done:
-                    done[k] = self._futures[k].result() if k in self._futures else _render(self._data[k], self._rc)
+                if k in done:
+                    continue
+                if k not in self._futures:
+                    draw_here(k)
+                    continue
+                try:
+                    done[k] = self._futures[k].result()
+                except Exception as exc:  # raised in the worker (a broken pool included)
+                    self._failed[self._specs[k]["name"]] = f"{type(exc).__name__}: {exc}"
+                    done[k] = None
         except BaseException:
             self.close(abort=True)
             raise
         self.close()
         out = {}
         for k, spec in enumerate(self._specs):
+            if done[k] is None:
+                continue
             (width, height), images = done[k]
             out[spec["name"]] = ({**spec, "width_in": width, "height_in": height}, images)
         return out
+
+    def notes(self) -> list[str]:
+        """Notes on the figures, after :meth:`result`: each figure that could not be drawn (left out of
+        the folder and the report, the tables unaffected), and the characters drawn as boxes."""
+        notes = [
+            f"figure {name} could not be drawn and is left out (the tables are complete): {_first_line(error)}"
+            for name, error in self._failed.items()
+        ]
+        missing = self._missing
+        if missing:
+            shown = ", ".join(f"{ch!r} (U+{ord(ch):04X})" for ch in missing[:_SHOW_GLYPHS])
+            more = f" and {len(missing) - _SHOW_GLYPHS} more" if len(missing) > _SHOW_GLYPHS else ""
+            notes.append(
+                f"figures: no installed font has a glyph for {shown}{more}; the figures draw a box in its place "
+                f"(the tables and the report's text keep every character); a font with it, such as Debian's "
+                f"fonts-droid-fallback for CJK, draws it"
+            )
+        return notes
 
     def close(self, *, abort: bool = False) -> None:
         """Stop the workers: figures not started are cancelled; those being drawn are waited for, or,

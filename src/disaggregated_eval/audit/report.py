@@ -33,6 +33,7 @@ from ..verdicts import parse_tolerance
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .plots import figure_bytes, render_figures  # the figures' one home; re-exported for callers of this module
 from .summary import flagged_rows, format_estimate, format_interval, format_mdd, headline_metric, weight_note
+from .text import terminal_text
 
 __all__ = ["render_figures", "figure_bytes", "render_html", "write_report"]
 
@@ -539,9 +540,11 @@ def render_html(
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>Disaggregated evaluation: {html.escape(name)}</title>",
+        # The file name is data: a right-to-left override (U+202E) or a control character in it would
+        # reorder or hide text in the browser's title bar; escaped as the terminal shows it.
+        f"<title>Disaggregated evaluation: {html.escape(terminal_text(name))}</title>",
         f"<style>{_CSS}</style></head><body>",
-        f"<h1>Disaggregated evaluation: {html.escape(name)}</h1>",
+        f"<h1>Disaggregated evaluation: {html.escape(terminal_text(name))}</h1>",
         _run_line(result, input_path),
         # ---- the first screen: the fairness summary and what differs, by how much, and what the data can tell
         _fairness_section(result),

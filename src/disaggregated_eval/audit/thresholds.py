@@ -59,9 +59,10 @@ def parse_thresholds(items: Sequence[str | float]) -> np.ndarray:
     Raises
     ------
     ValueError
-        For an item that is not a number or a grid, a grid with a step that is not positive or a stop
-        below its start, a threshold outside (0, 1), or more than :data:`MAX_THRESHOLDS` thresholds
-        (the message names the item).
+        For an item that is not a number or a grid, a grid whose start or stop is not in (0, 1) (NaN
+        and infinities included), whose step is not a finite positive number or whose stop is below
+        its start, a threshold outside (0, 1), or more than :data:`MAX_THRESHOLDS` thresholds (the
+        message names the option and the item).
     """
     values: list[float] = []
     texts = []
@@ -76,15 +77,24 @@ def parse_thresholds(items: Sequence[str | float]) -> np.ndarray:
             if len(parts) != 3:
                 raise ValueError(f"thresholds item {text!r}: a grid is start:stop:step (e.g. 0.05:0.95:0.05)")
             start, stop, step = (_number(p, text) for p in parts)
-            if not step > 0 or stop < start:
+            outside = [f"{name} {v:g}" for name, v in (("start", start), ("stop", stop)) if not 0.0 < v < 1.0]
+            if outside:  # NaN and infinities included
                 raise ValueError(
-                    f"thresholds item {text!r}: a grid start:stop:step needs step > 0 and stop >= start; got step "
-                    f"{step:g}, start {start:g}, stop {stop:g}"
+                    f"thresholds item {text!r}: a grid's start and stop must lie in (0, 1) (score >= threshold is "
+                    f"predicted positive); got {', '.join(outside)}"
                 )
-            count = int(np.floor((stop - start) / step + 1e-9)) + 1
+            if not (step > 0 and np.isfinite(step)) or stop < start:
+                raise ValueError(
+                    f"thresholds item {text!r}: a grid start:stop:step needs a finite step > 0 and stop >= start; "
+                    f"got step {step:g}, start {start:g}, stop {stop:g}"
+                )
+            count = np.floor((stop - start) / step + 1e-9) + 1  # a float: it may be astronomically large
             if count > MAX_THRESHOLDS:
-                raise ValueError(f"thresholds item {text!r} has {count} values, more than {MAX_THRESHOLDS}")
-            values.extend(np.round(start + step * np.arange(count), 12).tolist())
+                raise ValueError(
+                    f"thresholds item {text!r} has {count:.3g} values, more than {MAX_THRESHOLDS}; give a larger step "
+                    f"(at least {(stop - start) / (MAX_THRESHOLDS - 1):.3g})"
+                )
+            values.extend(np.round(start + step * np.arange(int(count)), 12).tolist())
         else:
             values.append(_number(text, text))
     out = np.unique(np.asarray(values, dtype=np.float64))

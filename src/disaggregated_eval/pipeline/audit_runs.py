@@ -21,9 +21,13 @@ Each run becomes one job per score column (model), so audits of many files and m
 parallel, locally or through a cluster profile; with ``compare_models: true`` a run stays one job
 with all its models, compared with the first (``vs_model`` rows), in ``<out_dir>/<run>/all_models``.
 Options are merged as ``defaults`` < the run's ``config`` file < the run's own keys, and checked by
-the same code as the command line (``disaggregated_eval.audit.cli.options_from_mapping``), so a
-typo stops the workflow before any job starts, naming the run and the key. The structure (keys of
-the section, resources) is checked by ``workflow/schemas/audit.schema.yaml``.
+the same code as the command line and :func:`disaggregated_eval.audit.audit`: their types by
+``options_from_mapping``, their ranges and cross-option rules by
+:func:`disaggregated_eval.audit.inputs.resolve_options` (one home for the option rules), and the
+file's header for every column named (:func:`disaggregated_eval.audit.loading.check_file_columns`,
+which reads the header only). So a bad value stops the workflow before any job starts, naming the
+run and the key, and no earlier result is deleted by a job that would fail on its options. The
+structure (keys of the section, resources) is checked by ``workflow/schemas/audit.schema.yaml``.
 """
 
 from __future__ import annotations
@@ -86,8 +90,9 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     Raises
     ------
     UsageError
-        Naming the run and key: an unknown option, a bad value, a missing file, label, score or
-        group, a run or score name that cannot be a folder name.
+        Naming the run and key: an unknown option, a value of the wrong type or out of range (the
+        rules of ``audit()``), a missing file, a column the file's header lacks, a missing label,
+        score or group, a run or score name that cannot be a folder name.
     """
     section = dict(section or {})
     out_dir = str(section.get("out_dir", DEFAULT_OUT_DIR))
@@ -113,6 +118,7 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
         if missing:
             raise UsageError(f"{where}: missing {', '.join(missing)}")
         models = [ALL_MODELS] if compare else [_segment(s, f"score column of {where}") for s in merged["scores"]]
+        _check_run(where, str(file), merged)
         for model in models:
             options = dict(merged)
             if not compare:
@@ -125,6 +131,30 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
                 "options": options,
             }
     return jobs
+
+
+def _check_run(where: str, file: str, options: Mapping[str, Any]) -> None:
+    """Every option of a run in range (the rules of ``audit()``) and every column it names in the file's
+    header, before any job starts.
+
+    ``n_threads`` is checked as a positive integer only: its upper bound is the CPUs of the machine
+    that runs the job, which a cluster's login node does not know.
+    """
+    from ..audit.inputs import AuditInputError, resolve_options  # numba: imported only when runs exist
+    from ..audit.loading import InputFileError, check_file_columns, required_columns
+
+    checked = dict(options)
+    threads = checked.pop("n_threads", None)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise UsageError(f"{where}: n_threads must be a positive integer; got {threads!r}")
+    try:
+        resolved = resolve_options(None, checked)
+    except AuditInputError as exc:
+        raise UsageError(f"{where}: {exc}") from None
+    try:
+        check_file_columns(file, required_columns(resolved))
+    except InputFileError as exc:
+        raise UsageError(f"{where}: {exc}") from None
 
 
 def audit_code_files(root: str | os.PathLike[str] = ".") -> list[str]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import vocabulary
+from .._validation import brief, check_nesting
 
 __all__ = [
     "ConfigError",
@@ -30,7 +31,12 @@ __all__ = [
     "check_config_file",
     "check_output_folders",
     "validate_config",
+    "PLACEHOLDER",
+    "placeholder_warnings",
 ]
+
+#: The value the shipped SLURM profile gives the settings each site must fill in (``slurm_partition``).
+PLACEHOLDER = "CHANGE_ME"
 
 #: The schema of the workflow configuration, next to the workflow (editable install / repository).
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
@@ -45,6 +51,25 @@ _NAME_LISTS: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {
     ("acs", "horizon"): (vocabulary.HORIZONS, False),
     ("acs", "state"): (vocabulary.STATES, False),
 }
+
+
+# Stated maximums of sizes, added to the schema at load time as ``maximum`` (one home: the library's
+# constants in disaggregated_eval.memory, which the audit's options use too). Key path -> maximum.
+def _maxima() -> dict[tuple[str, ...], int]:
+    from .. import memory
+
+    return {
+        ("simulation", "n_train"): memory.MAX_SIMULATED_ROWS,
+        ("simulation", "n_test"): memory.MAX_SIMULATED_ROWS,
+        ("evaluation", "n_resamples"): memory.MAX_RESAMPLES,
+        ("evaluation", "batch_size"): memory.MAX_RESAMPLES,
+        ("calibration", "n_bins"): memory.MAX_CALIBRATION_BINS,
+        ("coverage", "n_replicates"): memory.MAX_REPLICATES,
+        ("coverage", "n_replicates_r"): memory.MAX_REPLICATES,
+        ("coverage", "n_resamples"): memory.MAX_RESAMPLES,
+        ("coverage", "jobs_per_setting"): memory.MAX_REPLICATES,
+    }
+
 
 _STRING_HINT = (
     " (a string: Snakemake passes values nested inside --config as strings; set nested keys in a"
@@ -94,6 +119,10 @@ def load_schema(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
             continue
         target = node.setdefault("items", {}) if is_list else node
         target["enum"] = list(names)
+    for key_path, maximum in _maxima().items():
+        node = _subschema(schema, key_path)
+        if node is not None:
+            node["maximum"] = maximum
     return schema
 
 
@@ -139,19 +168,24 @@ def _types(schema: Mapping[str, Any]) -> list[str]:
     return [kind] if isinstance(kind, str) else list(kind)
 
 
-def _describe_integer(schema: Mapping[str, Any], plural: bool = False) -> str:
-    minimum = schema.get("minimum")
+def _describe_integer(schema: Mapping[str, Any], plural: bool = False, *, bounded: bool = False) -> str:
+    """In words; with ``bounded`` (a value above the ``maximum``), the maximum too."""
+    minimum, maximum = schema.get("minimum"), schema.get("maximum") if bounded else None
+    most = "" if maximum is None else f" at most {maximum:,}"
     if minimum == 1:
-        return "positive integers" if plural else "a positive integer"
+        return ("positive integers" if plural else "a positive integer") + most
     if minimum == 0:
-        return "non-negative integers" if plural else "a non-negative integer"
+        return ("non-negative integers" if plural else "a non-negative integer") + most
+    if minimum is not None and maximum is not None:
+        return f"integers from {minimum} to {maximum:,}" if plural else f"an integer from {minimum} to {maximum:,}"
     if minimum is not None:
         return f"integers >= {minimum}" if plural else f"an integer >= {minimum}"
-    return "integers" if plural else "an integer"
+    return ("integers" if plural else "an integer") + most
 
 
-def _describe(schema: Mapping[str, Any]) -> str:
-    """What a value of ``schema`` must be, in words (``"a positive integer"``)."""
+def _describe(schema: Mapping[str, Any], *, bounded: bool = False) -> str:
+    """What a value of ``schema`` must be, in words (``"a positive integer"``; with ``bounded``, for a
+    value above the schema's ``maximum``, ``"a positive integer at most 10,000,000"``)."""
     types = _types(schema)
     nullable = "null" in types
     types = [t for t in types if t != "null"]
@@ -159,7 +193,7 @@ def _describe(schema: Mapping[str, Any]) -> str:
     if "enum" in schema:
         text = "one of " + ", ".join(str(v) for v in schema["enum"])
     elif kind == "integer":
-        text = _describe_integer(schema)
+        text = _describe_integer(schema, bounded=bounded)
     elif kind == "number":
         low, high = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
         text = f"a number strictly between {low} and {high}" if low is not None and high is not None else "a number"
@@ -220,7 +254,7 @@ def _schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> tupl
                     )
                 messages[where] = (
                     f"{where} is not a known key (allowed here: {', '.join(allowed)}); "
-                    f"got {error.instance[key]!r}{hint}"
+                    f"got {brief(error.instance[key])}{hint}"
                 )
             continue
         # Errors inside a list are reported on the list, with the offending entries.
@@ -231,24 +265,28 @@ def _schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> tupl
         if error.validator == "uniqueItems":
             repeated = [v for i, v in enumerate(value) if v in value[:i]]
             messages[where] = (
-                f"{where} lists {', '.join(map(repr, dict.fromkeys(repeated)))} more than once; got {value!r}"
+                f"{where} lists {', '.join(brief(v) for v in list(dict.fromkeys(repeated))[:5])} more than once; "
+                f"got {brief(value)}"
             )
         elif cut < len(path):
             bad_entries.setdefault(where, []).append(error.instance)
             entries = bad_entries[where]
             if error.validator == "enum":
                 known = ", ".join(map(str, error.schema["enum"]))
-                messages[where] = f"{where} contains unknown name(s) {', '.join(map(repr, entries))}; known: {known}"
+                messages[where] = (
+                    f"{where} contains unknown name(s) {', '.join(brief(e) for e in entries[:5])}; known: {known}"
+                )
             else:
                 messages[where] = (
-                    f"{where} must be {_describe(node_schema)}; got {value!r} (bad entries: "
-                    f"{', '.join(map(repr, entries))})"
+                    f"{where} must be {_describe(node_schema)}; got {brief(value)} (bad entries: "
+                    f"{', '.join(brief(e) for e in entries[:5])})"
                 )
         elif where not in messages:
             hint = _STRING_HINT if _looks_numeric(value) else ""
-            messages[where] = f"{where} must be {_describe(node_schema)}; got {value!r}{hint}"
+            bounded = error.validator == "maximum"
+            messages[where] = f"{where} must be {_describe(node_schema, bounded=bounded)}; got {brief(value)}{hint}"
     for where, value, node_schema in _non_finite_numbers(config, schema):
-        messages.setdefault(where, f"{where} must be {_describe(node_schema)}; got {value!r}")
+        messages.setdefault(where, f"{where} must be {_describe(node_schema)}; got {brief(value)}")
     return list(messages.values()), set(messages)
 
 
@@ -358,6 +396,28 @@ def _bootstrap_memory_checks(config: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def _coverage_memory_checks(config: Mapping[str, Any]) -> list[str]:
+    """The bootstrap of a coverage replicate (the simulation's models, controls and weight sources) must
+    fit in the memory its job requests."""
+    from ..memory import check_replicate_memory
+
+    try:
+        check_replicate_memory(
+            n_models=len(vocabulary.SIMULATION_MODELS),
+            n_groups=len(vocabulary.SIMULATION_GROUP_LABELS),
+            n_controls=len(vocabulary.WEIGHT_CONTROLS),
+            n_weight_sources=len(vocabulary.WEIGHT_SOURCES),
+            n_metrics=len(vocabulary.PIPELINE_METRICS),
+            n_resamples=config["coverage"]["n_resamples"],
+            mem_mb=config["resources"]["simulation"]["coverage"]["mem_mb"],
+            what="coverage.n_resamples",
+            limit="resources.simulation.coverage.mem_mb",
+        )
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
 def _coverage_checks(config: Mapping[str, Any]) -> list[str]:
     """The coverage study needs the main run of its settings and at most all replicates with R."""
     cov, settings = config["coverage"], config["simulation"]["settings"]
@@ -401,6 +461,7 @@ _CROSS_CHECKS = (
         _bootstrap_memory_checks,
         ("evaluation.n_resamples", "resources.simulation.bootstrap.mem_mb", "resources.acs.bootstrap.mem_mb"),
     ),
+    (_coverage_memory_checks, ("coverage.n_resamples", "resources.simulation.coverage.mem_mb")),
 )
 
 
@@ -488,7 +549,7 @@ def check_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(content, dict):
         raise ConfigError(
             f"configuration file {p} must map configuration keys to values (see config/README.md); "
-            f"got a {type(content).__name__}: {content!r:.80}"
+            f"got a {type(content).__name__}: {brief(content)}"
         )
     return content
 
@@ -546,7 +607,12 @@ def validate_config(
         expected and the value found.
     """
     if not isinstance(config, dict):
-        raise ConfigError(f"the configuration must be a mapping of keys to values; got {config!r:.80}")
+        raise ConfigError(f"the configuration must be a mapping of keys to values; got {brief(config)}")
+    for key, value in config.items():  # before anything walks, copies or prints a value (YAML aliases)
+        try:
+            check_nesting(value, f"the configuration key {brief(key, plain=True)}")
+        except ValueError as exc:
+            raise ConfigError(f"invalid configuration (1 problem(s)):\n  - {exc}") from None
     schema = dict(schema) if isinstance(schema, Mapping) else load_schema(schema)
     fill_defaults(config, schema)
     errors, bad = _schema_errors(config, schema)
@@ -557,3 +623,29 @@ def validate_config(
         lines = "\n".join(f"  - {e}" for e in errors)
         raise ConfigError(f"invalid configuration ({len(errors)} problem(s)):\n{lines}")
     return config
+
+
+def placeholder_warnings(default_resources: Sequence[str] | None) -> list[str]:
+    """Warnings for default resources still set to :data:`PLACEHOLDER` (the shipped SLURM profile's
+    partition), so that a dry run says so before any job is submitted to a partition that does not exist.
+
+    Parameters
+    ----------
+    default_resources : sequence of str or None
+        ``name=value`` items, as Snakemake holds them (``workflow.resource_settings.default_resources.args``).
+
+    Returns
+    -------
+    list of str
+        One line per such resource (empty when none is left).
+    """
+    found = []
+    for item in default_resources or ():
+        name, _, value = str(item).partition("=")
+        if value.strip().strip("'\"") == PLACEHOLDER:
+            found.append(name.strip())
+    return [
+        f"warning: default resource {name} is still {PLACEHOLDER!r} (the placeholder of profiles/slurm/profile.yaml): "
+        f"every sbatch call would fail; set your site's value there, or give --default-resources {name}=<value>"
+        for name in found
+    ]
