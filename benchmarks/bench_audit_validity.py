@@ -49,7 +49,17 @@ below) is run on it as a practitioner runs it. Parts (issue 12, item 8):
     ``disaggregated_eval.metrics.compute_metrics`` (``_validity`` module docstring; error far below
     1e-9, checked against a Monte-Carlo sample in ``tests/test_audit_validity.py``).
 
-Goals (issue 12) and verdicts. Every cell shows its number of replicates ``R`` and its Monte-Carlo
+(f) **The fairness summary, the verdicts and the calibration error** (issue 21;
+    :mod:`_validity_fairness`, whose docstring gives the populations and truths): per cell, the coverage
+    of every fairness statistic's interval (DP/EO differences and ratios, largest gap, disparity ratios),
+    the mean error of the plug-in and bias-corrected DP/EO differences, the share of audits with any wrong
+    verdict (the fairness summary's, and the worst metric's slice-vs-overall family: flags and
+    certifications together), the band's joint coverage, the power to certify, the width of the DP
+    difference's interval against the previous percentile interval, and per calibration cell and slice
+    size the coverage of the calibration error (and of its distance from overall's calibration) and of
+    the observed/expected ratio.
+
+Goals (issue 12; part f: issue 21) and verdicts. Every cell shows its number of replicates ``R`` and its Monte-Carlo
 standard error (``sqrt(p (1 - p) / R)`` for a rate, ``1 / sqrt(R)`` for a bias in standard deviations).
 A cell is **PASS** when its estimate meets the goal, **NEAR** when it misses the goal within
 Monte-Carlo error, and **FAIL** beyond. "Within Monte-Carlo error" for a rate: an exact one-sided
@@ -66,7 +76,13 @@ mean predicted risk and the observed / expected ratio too); no zero-width interv
 weak-null (and strong-null) rejection of every test at most 5%; family-wise error of the flags of
 one metric at most 5%; power to flag (15% of 3,000 rows, FPR + 0.05) at least 20% with Holm
 (reported for BH too; the FPR + 0.10 cells have no goal); band joint coverage at least 94%; every
-``T_a`` cell covers at least 92% with no bias beyond half its standard deviation.
+``T_a`` cell covers at least 92% with no bias beyond half its standard deviation. Part (f): every
+fairness statistic's and the calibration error's interval covers 93-99.5% in every cell (conservative
+up to 99.5% allowed: extremes over near-tied slices, truths on the boundary), the observed/expected
+ratio 93-99%; wrong verdicts in at most 5% of audits; certification power (every slice's FPR and
+selection rate within 0.05 of overall, four equal slices of 2,000 rows) at least 80%; the DP
+difference's interval at most 1.3 times the previous percentile interval's width (two slices of 2,000
+rows, a gap of 0.15).
 
 Seeds: one root seed (``--seed``); replicate ``r`` of cell ``c`` draws its data from
 ``seeds.generator(root, "validity", c, r, "data")`` and gives the audit the seed
@@ -76,17 +92,17 @@ workers (each audit runs with ``n_threads=1``; ``--workers`` processes run repli
 
 Usage::
 
-    python benchmarks/bench_audit_validity.py [--quick] [--parts a,b,c,d,e] [--seed S] [--workers 2]
-        [--replicates a=1000,b=250,c=80,d=1000,e=40] [--n-resamples 1000] [--markdown] [--out-dir DIR]
+    python benchmarks/bench_audit_validity.py [--quick] [--parts a,b,c,d,e,f] [--seed S] [--workers 2]
+        [--replicates a=1000,b=250,c=80,d=1000,e=40,f=400] [--n-resamples 1000] [--markdown] [--out-dir DIR]
 
 Default replicate counts: a = d = 1,000 (the same audits), b = 250 (strong and weak null each), c = 80
-per excess (each with Holm and BH), e = 40 per size. On the audit of commit f838096 these cost about
-55 CPU-minutes, under 30 minutes on 2 idle cores (part e, about 15 CPU-seconds per audit for the
-cross-fitted weight models, is the largest share). ``--quick``: a = d = 40, b = 10, c = 5, e = 2 (a few
-minutes). ``--markdown`` prints the tables as Markdown (the ``docs/audit.md`` section "How far to
+per excess (each with Holm and BH), e = 40 per size, f = 400 per cell (22 cells). At commit 391a650
+these cost 52.9 CPU-minutes, 35 minutes wall on 2 cores at a load of 2-2.5. ``--quick``: a = d = 40,
+b = 10, c = 5, e = 2, f = 3 (a few minutes). ``--markdown`` prints the tables as Markdown (the ``docs/audit.md`` section "How far to
 trust the numbers" is this output). Outputs (``--out-dir``, default ``benchmarks/output/validity``):
 ``a_coverage.csv``, ``b_rejection.csv``, ``b_tests.csv``, ``c_power.csv``, ``d_bands.csv``,
-``e_controlled.csv``, ``tables.md`` and ``run.json`` (counts, seed, wall and CPU time, load,
+``e_controlled.csv``, ``f_coverage.csv``, ``f_verdicts.csv``, ``f_power.csv``, ``f_bias.csv``,
+``f_calibration.csv``, ``tables.md`` and ``run.json`` (counts, seed, wall and CPU time, load,
 warnings), each written to a temporary file and renamed. Exit status 0 whatever the verdicts (the
 study reports; it does not gate).
 """

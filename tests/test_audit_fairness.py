@@ -310,3 +310,23 @@ def test_a_fair_model_gets_intervals_that_reach_equality_and_no_verdict_of_unfai
         wrong += int(table["verdict"].isin(["differs", "beyond tolerance", "differs, within tolerance"]).any())
     assert min(reach.values()) >= 34, reach
     assert wrong <= 7, wrong
+
+
+def test_a_named_reference_that_is_withheld_or_empty_says_so():
+    # Before, every disparity ratio of the family was withheld without a word (issue 22, item 6).
+    from disaggregated_eval.audit import audit
+
+    data = synthetic(tiny=True)  # group D: 12 rows, withheld by min_group_size 30
+    result = audit(data, label="y", scores=["score"], groups=["group", "sex"], metrics=METRICS,
+                   reference=["group=D"], **FAST)  # fmt: skip
+    ratios = result.fairness[
+        (result.fairness["statistic"] == "disparity_ratio") & (result.fairness["attribute"] == "group")
+    ]
+    assert not ratios["reported"].any()
+    notes = [n for n in result.notes if n.startswith("reference 'group=D'")]
+    assert len(notes) == 3 and all("slice has 12 rows < min_group_size 30" in n for n in notes), result.notes
+    assert all("name another slice with --reference" in n for n in notes)
+    empty = data[~((data["group"] == "C") & (data["sex"] == "F"))]  # the cell C & F has no rows
+    result = audit(empty, label="y", scores=["score"], groups=["group", "sex"], metrics=METRICS,
+                   reference=["group=C & sex=F"], **FAST)  # fmt: skip
+    assert any(n.startswith("reference 'group=C & sex=F' has no rows") for n in result.notes), result.notes

@@ -115,8 +115,8 @@ def test_quick_study_runs_end_to_end_and_catches_broken_intervals(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert "| metric | scheme | R |" in run.stdout  # the Markdown tables of --markdown
     info = json.loads((out / "run.json").read_text())
-    assert info["replicates"] == {"a": 40, "b": 10, "c": 5, "d": 40, "e": 2} and info["quick"]
-    assert (out / "tables.md").read_text().count("**(") == 6  # a, a (zero width), b, c, d, e
+    assert info["replicates"] == {"a": 40, "b": 10, "c": 5, "d": 40, "e": 2, "f": 3} and info["quick"]
+    assert (out / "tables.md").read_text().count("**(") == 11  # a, a (zero width), b, c, d, e, f1, f1b, f2, f3, f4
 
     a = pd.read_csv(out / "a_coverage.csv", dtype={"size": str})
     assert set(a["replicates"]) == {40}
@@ -155,3 +155,39 @@ def test_quick_study_runs_end_to_end_and_catches_broken_intervals(tmp_path):
     # left out: the weight model's tail bias there is what part (e) measures.
     sure = e[(e["n"] == 20000) & (e["slice"] != "group=small")]
     assert ((sure["T_a_mean"] - sure["T_a_true"]).abs() < 0.03).all(), sure
+
+    f = pd.read_csv(out / "f_coverage.csv")
+    equal = f[f["truth"] == "equal"]
+    # Eight cells where every slice is equal, 3 audits each: the DP difference's interval reaches 0 with
+    # probability >= 97.5% by construction, so at least 20 of the 24 (P(<= 19) below 1e-4 at 97.5%); the
+    # previous summary's percentile interval reached it in none.
+    assert (equal["DP diff"] * equal["replicates"]).sum() >= 20, equal
+    power = pd.read_csv(out / "f_power.csv")
+    width = power[power["claim"].str.startswith("DP difference interval width")]
+    # the width ratio of two intervals of the same 3 samples: 1.07-1.09 in every run seen; 1.3 is the goal
+    assert float(width["value"].iloc[0]) <= 1.3
+    cal = pd.read_csv(out / "f_calibration.csv")
+    calibrated = cal[cal["cell"].str.startswith("calibrated") & (cal["slice"] == "100")]
+    # the plug-in ECE of a calibrated slice of 100 rows averages about 0.10, the debiased CE about 0.03
+    assert (calibrated["ece_mean"] > calibrated["ce_mean"]).all()
+
+
+def test_fairness_cells_truths_match_a_monte_carlo_sample():
+    # The intersection cell's marginal slices (a union of cells: rates weighted by expected denominators)
+    # against 200,000 rows per cell: SDs below 0.002, so 0.01 is over 5 of them.
+    import _validity_fairness as vf
+
+    cell = vf.FAIR_CELLS["small-2x3-n1000"]
+    big = vf.FairCell(cell.name, 200_000, cell.label_rate, cell.tpr, cell.fpr, True, cell.truth)
+    data = vf.fair_data(np.random.default_rng(3), big)
+    truth, differences = vf.fair_truth(big)
+    b2 = data[data["b"] == "2"]
+    fpr = ((b2["p"] == 1) & (b2["y"] == 0)).sum() / (b2["y"] == 0).sum()
+    overall = ((data["p"] == 1) & (data["y"] == 0)).sum() / (data["y"] == 0).sum()
+    assert differences[("false_positive_rate", "b=2")] == pytest.approx(fpr - overall, abs=0.01)
+    sel = data.groupby("b")["p"].mean()
+    assert truth[("b", "demographic_parity_difference")] == pytest.approx(sel.max() - sel.min(), abs=0.01)
+    oe = vf.calibration_truth("overestimated-continuous")["observed_expected_ratio"]
+    sample = vf.calibration_data(np.random.default_rng(4), "overestimated-continuous")
+    q = sample["r"] - 0.05
+    assert oe == pytest.approx(q.mean() / sample["r"].mean(), abs=0.01)

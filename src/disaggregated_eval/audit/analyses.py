@@ -33,7 +33,14 @@ from ..verdicts import parse_tolerance
 from .calibration_table import calibration_analysis
 from .detectability import MAX_SEARCHED_ROWS, detectability_table
 from .estimates import AuditEstimates, estimate_all, n_outputs
-from .fairness import FAIRNESS_METRICS, fairness_table, metric_sources, missing_fairness_metrics, resolve_references
+from .fairness import (
+    FAIRNESS_METRICS,
+    fairness_table,
+    metric_sources,
+    missing_fairness_metrics,
+    reference_notes,
+    resolve_references,
+)
 from .inputs import AuditInput, AuditInputError
 from .options import AuditOptions
 from .slices import SlicePlan
@@ -152,6 +159,7 @@ def summary_analyses(
     headline = [headline_metric(frame, model) for model in model_names]
     fairness = fairness_table(plan, sources, model_names, headline=headline, references=references,
                               confidence=options.confidence, tolerance=parse_tolerance(options.tolerance))  # fmt: skip
+    notes += reference_notes(plan, sources, model_names, references)
 
     # ---- calibration per slice -------------------------------------------------------------------
     observed_expected = slices[slices["metric"] == "observed_expected_ratio"]

@@ -67,6 +67,7 @@ __all__ = [
     "metric_sources",
     "missing_fairness_metrics",
     "fairness_table",
+    "reference_notes",
 ]
 
 #: The metrics the fairness summary reads (the true positive rate is ``sensitivity``; either it or the
@@ -536,3 +537,39 @@ def fairness_table(
     for column in ("members", "n_undefined"):
         table[column] = table[column].astype(np.int64)
     return table
+
+
+def reference_notes(
+    plan: SlicePlan,
+    sources: Sequence[Mapping[str, MetricSource]],
+    model_names: Sequence[str],
+    references: Mapping[int, int],
+) -> list[str]:
+    """A note for every reference slice named by the option ``reference`` whose rate is withheld (or that
+    has no rows): every disparity ratio of its family and metric is withheld then.
+
+    Returns
+    -------
+    list of str
+        One note per model, reference and metric, naming the reason and what to do.
+    """
+    counts = plan.slice_counts()
+    notes = []
+    for f, s in references.items():
+        name = plan.names[s]
+        if counts[s] == 0:
+            notes.append(
+                f"reference {name!r} has no rows: every disparity ratio of the family {plan.families[f].name!r} is "
+                f"withheld; name another slice with --reference"
+            )
+            continue
+        for m, model in enumerate(model_names):
+            for metric in vocabulary.DISPARITY_METRICS:
+                source = sources[m][metric]
+                if not source.reported[s]:
+                    notes.append(
+                        f"reference {name!r} of {model}: its {metric} is withheld ({source.reasons[s]}), so every "
+                        f"disparity ratio of that rate in the family {plan.families[f].name!r} is withheld; name "
+                        f"another slice with --reference"
+                    )
+    return notes
