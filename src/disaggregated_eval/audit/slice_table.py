@@ -30,8 +30,8 @@ from ..intervals import (
     caveats,
     degenerate,
     effective_size,
-    grouped_jackknife_acceleration,
     interval_method,
+    ratio_jackknife_acceleration,
     wilson_interval,
 )
 from .columns import SLICE_COLUMNS
@@ -51,13 +51,21 @@ def jackknife_accelerations(
     *,
     threshold: float,
     odds: float,
+    metric_ok: np.ndarray | None = None,
 ) -> np.ndarray:
     """BCa's acceleration of every model, slice and metric that is a ratio of sums (NaN for the others).
 
     The jackknife leaves out one row of the slice at a time: for ``theta = sum w a / sum w b``,
     ``theta_(i) = (A - w_i a_i) / (B - w_i b_i)``, computed for every row and family at once, then
-    :func:`disaggregated_eval.intervals.jackknife_acceleration`'s formula per slice. Rows of weight 0
-    are not part of the slice.
+    :func:`disaggregated_eval.intervals.jackknife_acceleration`'s formula per slice
+    (:func:`disaggregated_eval.intervals.ratio_jackknife_acceleration`: three passes over the rows per
+    family). Rows of weight 0 are not part of the slice.
+
+    Parameters
+    ----------
+    metric_ok : ndarray of shape (n_models, n_metrics), bool, optional
+        Whether each model reports each metric (a model of hard predictions has no score metrics): the
+        others are not computed (NaN).
 
     Returns
     -------
@@ -65,22 +73,20 @@ def jackknife_accelerations(
     """
     n = y.shape[0]
     w = np.ones(n) if weight is None else weight
+    inside = w > 0
     out = np.full((len(scores), plan.n_slices, len(metrics)), np.nan)
     for q, metric in enumerate(metrics):
         if metric not in RATIOS_OF_SUMS:
             continue
         for m, r in enumerate(scores):
+            if metric_ok is not None and not metric_ok[m, q]:
+                continue
             a, b = ratio_of_sums_values(metric, y, r, threshold=threshold, odds=odds)
+            numerator, denominator = w * a, w * b
             for family in plan.families:
-                codes = family.codes
-                k = family.n_slices
-                inside = w > 0
-                big_a = np.bincount(codes, weights=w * a, minlength=k)
-                big_b = np.bincount(codes, weights=w * b, minlength=k)
-                with np.errstate(invalid="ignore", divide="ignore"):
-                    loo = (big_a[codes] - w * a) / (big_b[codes] - w * b)
-                loo = np.where(inside, loo, np.nan)
-                out[m, family.slice_ids, q] = grouped_jackknife_acceleration(loo, codes, k)
+                out[m, family.slice_ids, q] = ratio_jackknife_acceleration(
+                    family.codes, numerator, denominator, inside, family.n_slices
+                )
     return out
 
 
