@@ -119,6 +119,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 
@@ -135,6 +136,9 @@ DEFAULT_REPLICATES = {"a": 1000, "b": 250, "c": 80, "d": 1000, "e": 40, "f": 400
 QUICK_REPLICATES = {"a": 40, "b": 10, "c": 5, "d": 40, "e": 2, "f": 3}
 DEFAULT_SEED = 20250101
 _SCHEMES = ("population", "within_group")
+#: Kinds of replicate (``--kinds``), and the part each belongs to.
+KINDS: dict[str, str] = {"strong": "a,b,d", "weak": "b", "strong_z": "b", "weak_z": "b", "power": "c",
+                         "power_z": "c", "controlled": "e", "fair": "f", "calibration": "f"}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -149,6 +153,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed of every draw")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (each audit: one thread)")
     parser.add_argument("--replicates", default="", help="override counts, e.g. a=500,e=20")
+    parser.add_argument("--kinds", default="", help=f"run only these kinds of replicate, e.g. strong_z,weak_z "
+                        f"(among {','.join(KINDS)}; default: every kind of the parts)")  # fmt: skip
     parser.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples of every audit")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "output" / "validity")
@@ -167,6 +173,9 @@ def parse_args(argv=None) -> argparse.Namespace:
             )
         counts[key] = int(value)
     args.counts = counts
+    args.kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip()) or None
+    if args.kinds is not None and any(k not in KINDS for k in args.kinds):
+        parser.error(f"--kinds takes kinds among {','.join(KINDS)}; got {args.kinds!r}")
     if args.workers < 1:
         parser.error(f"--workers must be at least 1; got {args.workers}")
     if args.seed < 0:
@@ -179,8 +188,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 # ----------------------------------------------------------------------------------------------
 
 
-def build_tasks(parts, counts, root: int, n_resamples: int) -> list[v.Task]:
-    """Every replicate of the requested parts, the most expensive first (for load balance)."""
+def build_tasks(parts, counts, root: int, n_resamples: int, kinds: Sequence[str] | None = None) -> list[v.Task]:
+    """Every replicate of the requested parts, the most expensive first (for load balance); with ``kinds``,
+    only the replicates of those kinds (``Task.kind``)."""
     tasks: list[v.Task] = []
     if "f" in parts:
         for cell in vf.CALIBRATION_CELLS:
@@ -191,16 +201,20 @@ def build_tasks(parts, counts, root: int, n_resamples: int) -> list[v.Task]:
         for n in v.CONTROLLED_SIZES:
             tasks += [v.Task("controlled", r, root, n_resamples, param=n) for r in range(counts["e"])]
     if "c" in parts:
+        for gap in v.POWER_Z_GAPS:
+            tasks += [v.Task("power_z", r, root, n_resamples, param=gap) for r in range(counts["c"])]
         for excess in v.POWER_EXCESSES:
             tasks += [v.Task("power", r, root, n_resamples, param=excess) for r in range(counts["c"])]
     if "b" in parts:
+        tasks += [v.Task("weak_z", r, root, n_resamples) for r in range(counts["b"])]
+        tasks += [v.Task("strong_z", r, root, n_resamples) for r in range(counts["b"])]
         tasks += [v.Task("weak", r, root, n_resamples) for r in range(counts["b"])]
     slices = max([counts[p] for p in ("a", "d") if p in parts], default=0)
     nulls = counts["b"] if "b" in parts else 0
     for r in range(max(slices, nulls)):
         schemes = _SCHEMES if r < slices else ("population",)
         tasks.append(v.Task("strong", r, root, n_resamples, schemes=schemes, permutations=r < nulls))
-    return tasks
+    return tasks if kinds is None else [t for t in tasks if t.kind in kinds]
 
 
 def _init_worker() -> None:
@@ -436,6 +450,115 @@ def table_c(summary: pd.DataFrame) -> pd.DataFrame:
             "adjust": summary["adjust"],
             "R": summary["replicates"],
             "power (flag above overall)": [_pct(p, s) for p, s in zip(summary["power"], summary["power_se"])],
+            "unadjusted p < 0.05": [
+                _pct(p, s) for p, s in zip(summary["power_unadjusted"], summary["power_unadjusted_se"])
+            ],
+            "goal": summary["goal"],
+            "verdict": summary["verdict"],
+        }
+    )
+
+
+def _in_rule(name: str) -> bool:
+    """Whether every slice of a test's name (``size=n04000``, ``... vs ...``) is within the switch rule's sizes
+    (:data:`_validity.Z_RULE_ROWS`); the weak nulls' slices (label rates) all are."""
+    sizes = [int(part) for part in _short(name).split(" vs ") if part.isdigit()]
+    return all(size >= v.Z_RULE_ROWS for size in sizes)
+
+
+def summarise_b_z(tests: pd.DataFrame, r_max: int) -> pd.DataFrame:
+    """Part (b), the large-sample test: per null, weights, model and metric, the worst test of each kind among
+    the tests within the switch rule's sizes (goal: at most 5% each, Bonferroni over them), the worst test of
+    a slice below those sizes (no goal: where the rule keeps permutations), and the flags' FWER."""
+    tests = tests[(tests["replicate"] < r_max) & tests["reported"]].copy()
+    tests["reject"] = tests["p_value"] < v.ALPHA
+    tests["reject_adjusted"] = tests["p_adjusted"] < v.ALPHA
+    tests["name"] = np.where(tests["kind"] == "pairwise", tests["slice"] + " vs " + tests["reference"], tests["slice"])
+    tests["in_rule"] = [_in_rule(name) for name in tests["name"]]
+    rows = []
+    for (null, weights, model, metric), g in tests.groupby(["null", "weights", "model", "metric"], sort=False):
+        per_test = g.groupby(["kind", "name", "in_rule"], sort=False)["reject"].agg(["mean", "size"]).reset_index()
+        inside = per_test[per_test["in_rule"]]
+        k = len(inside)
+        row = {"null": null, "weights": weights, "model": model, "metric": metric,
+               "replicates": int(g["replicate"].nunique()), "tests_in_rule": k}  # fmt: skip
+        verdicts = []
+        for kind in ("vs_overall", "vs_rest", "pairwise"):
+            kg = inside[inside["kind"] == kind]
+            if len(kg):
+                worst = kg.loc[kg["mean"].idxmax()]
+                row[f"{kind}_worst"] = worst["mean"]
+                row[f"{kind}_worst_se"] = math.sqrt(worst["mean"] * (1 - worst["mean"]) / worst["size"])
+                row[f"{kind}_worst_slice"] = worst["name"]
+                verdicts += [v.rate_verdict(p, r, high=v.ALPHA, k=k) for p, r in zip(kg["mean"], kg["size"])]
+        outside = per_test[~per_test["in_rule"] & (per_test["kind"] != "vs_rest")]
+        if len(outside):
+            worst = outside.loc[outside["mean"].idxmax()]
+            row["below_rule_worst"] = worst["mean"]
+            row["below_rule_worst_se"] = math.sqrt(worst["mean"] * (1 - worst["mean"]) / worst["size"])
+            row["below_rule_worst_slice"] = worst["name"]
+        overall = g[g["kind"] == "vs_overall"].groupby("replicate")
+        fwer, fwer_se, r = v.rate(overall["reject_adjusted"].any())
+        row["flags_fwer"], row["flags_fwer_se"] = fwer, fwer_se
+        row["verdict_tests"] = v.worst_verdict(verdicts)
+        row["verdict_flags"] = v.rate_verdict(fwer, r, high=v.ALPHA)
+        row["verdict"] = v.worst_verdict([row["verdict_tests"], row["verdict_flags"]])
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    out["_m"] = out["metric"].map(v.ALL_METRICS.index)
+    out["_n"] = out["null"].map({"strong": 0, "weak": 1})
+    return out.sort_values(["_n", "weights", "model", "_m"]).drop(columns=["_m", "_n"]).reset_index(drop=True)
+
+
+def table_b_z(summary: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for _, s in summary.iterrows():
+        row = {"null": s["null"], "weights": s["weights"], "model": s["model"], "metric": s["metric"],
+               "R": int(s["replicates"])}  # fmt: skip
+        for kind, label in (("vs_overall", "vs_overall"), ("vs_rest", "vs_rest"), ("pairwise", "pairwise"),
+                            ("below_rule", "below the rule's sizes (no goal)")):  # fmt: skip
+            if isinstance(s.get(f"{kind}_worst_slice"), str):
+                short = _short(s[f"{kind}_worst_slice"])
+                row[f"{label} worst test"] = f"{_pct(s[f'{kind}_worst'], s[f'{kind}_worst_se'])} ({short})"
+            else:
+                row[f"{label} worst test"] = "-"
+        row["flags FWER"] = _pct(s["flags_fwer"], s["flags_fwer_se"])
+        row["verdict (tests / flags)"] = f"{s['verdict']} ({s['verdict_tests']} / {s['verdict_flags']})"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summarise_c_z(power: pd.DataFrame, r_max: int) -> pd.DataFrame:
+    """Part (c), the large-sample test: power to flag the target below overall, with each test on the same
+    files; goal: the large-sample test's power not below the permutations' (beyond Monte-Carlo error)."""
+    power = power[power["replicate"] < r_max]
+    rows = []
+    for gap, g in power.groupby("gap", sort=True):
+        rates = {}
+        for method, h in g.groupby("test_method"):
+            down = h["reported"] & (h["difference"] < 0)
+            rates[method] = (v.rate(down & (h["p_adjusted"] < v.ALPHA)), v.rate(down & (h["p_value"] < v.ALPHA)),
+                             sorted(set(h["test"])))  # fmt: skip
+        (pz, sz, _), _, _ = rates["bootstrap"]
+        (pp, sp, _), _, _ = rates["permutation"]
+        difference, se = pz - pp, math.hypot(sz, sp)
+        for method in ("bootstrap", "permutation"):
+            (p, se_m, r_m), (pu, su, _), used = rates[method]
+            rows.append({"auc_gap": gap, "test_method": method, "test": "/".join(used), "replicates": r_m,
+                         "power": p, "power_se": se_m, "power_unadjusted": pu, "power_unadjusted_se": su,
+                         "goal": "not below permutations" if method == "bootstrap" else "none",
+                         "verdict": v.verdict(difference, low=0.0, se=se) if method == "bootstrap" else "-"})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def table_c_z(summary: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "AUC gap": [f"-{x:.2f}" for x in summary["auc_gap"]],
+            "test_method": summary["test_method"],
+            "test": summary["test"],
+            "R": summary["replicates"],
+            "power (flag below overall)": [_pct(p, s) for p, s in zip(summary["power"], summary["power_se"])],
             "unadjusted p < 0.05": [
                 _pct(p, s) for p, s in zip(summary["power_unadjusted"], summary["power_unadjusted_se"])
             ],
@@ -752,7 +875,9 @@ TITLES = {
     "a": "(a) Per-slice coverage of the 95% intervals (%, ± Monte-Carlo SE) by slice size (rows)",
     "a2": "(a) Zero-width intervals / undefined estimates (% of replicates) by slice size (metrics with neither left out)",
     "b": "(b) Rejection under the strong and weak nulls (%, unadjusted per test; flags FWER with the adjustment)",
+    "b2": "(b2) The large-sample test (test_method='bootstrap') under the strong and weak nulls (%, unadjusted per test; flags FWER with the adjustment)",
     "c": "(c) Power to flag a slice of 15% of 3,000 rows whose false positive rate is above the rest's 0.20",
+    "c2": "(c2) Power to flag a slice of 15% of 20,000 rows whose AUC is below the others' 0.881: the large-sample test and permutations on the same files",
     "d": "(d) Joint coverage of the simultaneous bands over the reported slices (%)",
     "e": "(e) Controlled differences T_a with the audit's cross-fitted weights",
     "f1": "(f1) Coverage of the fairness summary's 95% intervals (%; Monte-Carlo SE about 0.8-1.1 at 400 replicates)",
@@ -793,7 +918,7 @@ def main(argv=None) -> int:
         print(
             "note: parts a and d share their audits; the larger count is run, each part uses its own", file=sys.stderr
         )
-    tasks = build_tasks(args.parts, args.counts, args.seed, args.n_resamples)
+    tasks = build_tasks(args.parts, args.counts, args.seed, args.n_resamples, args.kinds)
     load_start = os.getloadavg()
     header = (
         f"validity study of the audit (commit {_git_commit()}), root seed {args.seed}, parts {','.join(args.parts)}; "
@@ -813,15 +938,21 @@ def main(argv=None) -> int:
         out["a_coverage"] = summarise_a(tables["slices"], args.counts["a"])
         cov, zero = table_a(out["a_coverage"])
         shown += [("a", cov), ("a2", zero)]
-    if "b" in args.parts:
+    if "b" in args.parts and "tests" in tables:
         both = pd.concat(
             [tables["tests"][tables["tests"]["null"] == "strong"], tables["tests"][tables["tests"]["null"] == "weak"]]
         )
         out["b_rejection"], out["b_tests"] = summarise_b(both, args.counts["b"])
         shown.append(("b", table_b(out["b_rejection"])))
-    if "c" in args.parts:
+    if "b" in args.parts and "tests_z" in tables:
+        out["b_large_sample"] = summarise_b_z(tables["tests_z"], args.counts["b"])
+        shown.append(("b2", table_b_z(out["b_large_sample"])))
+    if "c" in args.parts and "power" in tables:
         out["c_power"] = summarise_c(tables["power"], args.counts["c"])
         shown.append(("c", table_c(out["c_power"])))
+    if "c" in args.parts and "power_z" in tables:
+        out["c_large_sample"] = summarise_c_z(tables["power_z"], args.counts["c"])
+        shown.append(("c2", table_c_z(out["c_large_sample"])))
     if "d" in args.parts:
         out["d_bands"] = summarise_d(tables["slices"], args.counts["d"])
         shown.append(("d", table_d(out["d_bands"])))

@@ -5,8 +5,8 @@
   equal to DeLong's within Monte-Carlo error (DeLong, DeLong and Clarke-Pearson, 1988; the fast algorithm
   of Sun and Xu, 2014, by midranks);
 * :func:`disaggregated_eval.audit.comparisons.plan_tests` (the switch rule): a test is large-sample when its
-  Monte-Carlo bound exceeds ``LARGE_SAMPLE_WORK`` and each side has ``LARGE_SAMPLE_MIN_ROWS`` rows of each
-  class, at the boundaries; ``test_method`` forces either;
+  Monte-Carlo bound exceeds ``LARGE_SAMPLE_WORK`` and each side has ``LARGE_SAMPLE_MIN_ROWS`` rows in each
+  outcome category, at the boundaries; ``test_method`` forces either;
 * the tests read the units found once per audit (:func:`~disaggregated_eval.audit.comparisons.model_units`)
   and give the p-values of permuting the rows, bit for bit, where rows merge (deciles, hard predictions,
   few weights, the observed/expected ratio's quantile strata);
@@ -119,12 +119,13 @@ def test_the_auc_difference_has_delongs_standard_error():
 # ----------------------------------------------------------------------------------------------
 
 
-def _planned(n_rows: int, positive_share: float, **kwargs):
-    """The test plan of one attribute of two equal levels, one continuous model, auc and false positive rate."""
-    rng = np.random.default_rng(13)
-    codes = np.repeat([0, 1], n_rows // 2)
-    y = (np.arange(n_rows) % round(1 / positive_share) == 0).astype(float)
-    scores = [rng.random(n_rows)]
+def _planned(n_rows: int, **kwargs):
+    """The test plan of one attribute of two equal levels, one continuous model (every row a unit), auc and the
+    false positive rate; each level's rows cycle through the four outcome categories (n_rows / 8 each)."""
+    i = np.arange(n_rows)
+    codes = (i >= n_rows // 2).astype(np.int64)
+    y = ((i // 2) % 2).astype(float)
+    scores = [0.25 + 0.5 * (i % 2) + 1e-6 * i / n_rows]
     plan = plan_slices((Attribute("g", ("a", "b"), codes),), intersections=1)
     tallies = tally_slices(plan, y, scores, None, 0.5)
     units = model_units(plan, y, scores, None, 0.5)
@@ -133,22 +134,24 @@ def _planned(n_rows: int, positive_share: float, **kwargs):
 
 
 def test_the_switch_rule_at_its_boundaries():
-    # 2 levels of n/2 rows; every row a unit. The vs-overall test's universe holds n units, the pair's n too:
-    # its bound is 2 x n_permutations x n. Positives are a quarter of each level.
-    n = 8 * LARGE_SAMPLE_MIN_ROWS  # each level: 4 x MIN positives... 1 x MIN of the smaller class
-    at = LARGE_SAMPLE_WORK // (2 * n)  # n_permutations whose bound is exactly LARGE_SAMPLE_WORK
-    plan = _planned(n, 0.25, n_permutations=at)
-    assert set(plan.method.values()) == {MONTE_CARLO}  # the bound must exceed the limit
+    # Every test's universe holds all n rows (slice and rest, or the two slices): its bound is 2 x P x n for P
+    # permutations; each side has n / 8 rows in each outcome category.
+    n = 8 * LARGE_SAMPLE_MIN_ROWS
+    at = LARGE_SAMPLE_WORK // (2 * n)  # the permutations whose bound is exactly LARGE_SAMPLE_WORK
+    assert 2 * at * n == LARGE_SAMPLE_WORK
+    plan = _planned(n, n_permutations=at)
+    assert len(plan.method) == 3 and set(plan.method.values()) == {MONTE_CARLO}  # the bound must exceed it
     assert all(plan.work[key] == LARGE_SAMPLE_WORK for key in plan.method)
-    plan = _planned(n, 0.25, n_permutations=at + 1)
-    assert set(plan.method.values()) == {BOOTSTRAP_Z}  # each side: n / 8 = MIN positives
-    assert all(design[1] == "label" for *_, design in plan.method)  # auc only: the rate has an exact test
-    small = _planned(n - 8, 0.25, n_permutations=10 * at)  # each side one positive short of MIN
+    plan = _planned(n, n_permutations=at + 1)
+    assert set(plan.method.values()) == {BOOTSTRAP_Z}  # each category of each side: exactly the minimum
+    assert all(design == ((0, 1, 2, 3), "label") for *_, design in plan.method)  # the rate has an exact test
+    small = _planned(n - 8, n_permutations=10 * at)  # one row short of the minimum in each category
     assert set(small.method.values()) == {MONTE_CARLO}
-    assert set(_planned(n, 0.25, n_permutations=10, test_method="bootstrap").method.values()) == {BOOTSTRAP_Z}
-    assert set(_planned(n, 0.25, n_permutations=10 * at, test_method="permutation").method.values()) == {MONTE_CARLO}
+    assert set(_planned(n, n_permutations=10, test_method="bootstrap").method.values()) == {BOOTSTRAP_Z}
+    forced = _planned(n, n_permutations=10 * at, test_method="permutation")
+    assert set(forced.method.values()) == {MONTE_CARLO}
     with pytest.raises(ValueError, match="test_method must be one of"):
-        _planned(n, 0.25, n_permutations=10, test_method="fast")
+        _planned(n, n_permutations=10, test_method="fast")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -207,7 +210,7 @@ def test_large_comparisons_of_continuous_scores_use_the_large_sample_test():
     kwargs = dict(label="y", scores=["score"], groups=["g"], metrics=["auc", "log_loss", "false_positive_rate"],
                   n_resamples=400, n_threads=1)  # fmt: skip
     # 10,000 permutations over both sides of 12,000 units: 2.4e8 rows per test, above LARGE_SAMPLE_WORK;
-    # each side has about 2,400 positives (over LARGE_SAMPLE_MIN_ROWS)
+    # each side has 6,000 rows, at least 500 in each outcome category (over LARGE_SAMPLE_MIN_ROWS)
     result = audit(data, **kwargs)
     tested = result.comparisons[result.comparisons["kind"] != "vs_model"]
     by_metric = tested.groupby("metric")["test"].agg(set).to_dict()

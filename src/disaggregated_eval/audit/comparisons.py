@@ -194,9 +194,11 @@ def family_sizes(plan: SlicePlan, *, pairwise_max_levels: int | None) -> dict[st
 #: The switch rule: a Monte-Carlo test that may walk more rows than this (both sides of the distinct units
 #: of its universe, once per permutation: about a CPU-second at 10 ns per row) ...
 LARGE_SAMPLE_WORK = 10**8
-#: ... is replaced by the large-sample test when each side of the comparison has at least this many rows of
-#: each label class among the rows the metric is computed on (the validity study's sizes, docs/method.md).
-LARGE_SAMPLE_MIN_ROWS = 1000
+#: ... is replaced by the large-sample test when each side of the comparison has at least this many rows in
+#: each outcome category (TN, FP, FN, TP) among the rows the metric is computed on: its level is measured
+#: at these sizes by the validity study (docs/audit.md, "How far to trust the numbers"; a weighted false
+#: positive rate with about 30 false positives a side rejected 8.5% at 5%, with 100, 3.5%).
+LARGE_SAMPLE_MIN_ROWS = 200
 
 
 @dataclass(frozen=True)
@@ -347,7 +349,7 @@ def plan_tests(
     permutation: it may walk ``2 x n_permutations x U`` rows (``U``: the units of :class:`ModelUnits` in
     the test's cells and categories; its rows when the rows do not merge). With ``test_method="auto"`` a
     test whose bound exceeds :data:`LARGE_SAMPLE_WORK` and whose comparison is large (each side has at
-    least :data:`LARGE_SAMPLE_MIN_ROWS` rows of each label class among the rows of the metric's design)
+    least :data:`LARGE_SAMPLE_MIN_ROWS` rows in each outcome category of the metric's design)
     gets the large-sample z-test of the difference with the paired bootstrap's standard error
     (:func:`disaggregated_eval.derived.bootstrap_z_pvalue`), whose level the validity study measures at
     these sizes; every other test stays Monte Carlo. ``"permutation"``: every test Monte Carlo;
@@ -397,11 +399,7 @@ def plan_tests(
                 per_slice[0, list(cats)].sum() if other is None else (per_slice[s] + per_slice[other])[list(cats)].sum()
             )
             bound = 2 * n_permutations * int(universe)
-            labels = sorted({c // 2 for c in cats})  # 0 for TN, FP; 1 for FN, TP
-            smallest = min(
-                min(int(side[[i for i, c in enumerate(cats) if c // 2 == label]].sum()) for side in (first, second))
-                for label in labels
-            )
+            smallest = int(min(first.min(), second.min()))  # rows of the rarest category of either side
             large = bound > LARGE_SAMPLE_WORK and smallest >= LARGE_SAMPLE_MIN_ROWS
             switch = test_method == "bootstrap" or (test_method == "auto" and large)
             method[(m, s, other, design)] = BOOTSTRAP_Z if switch else MONTE_CARLO
@@ -409,9 +407,7 @@ def plan_tests(
     return ComparisonTests(tests=tests, designs=designs, method=method, work=work)
 
 
-def test_notes(
-    test_plan: ComparisonTests, metrics: Sequence[str], model_names: Sequence[str], test_method: str
-) -> list[str]:
+def test_notes(test_plan: ComparisonTests, metrics: Sequence[str], test_method: str) -> list[str]:
     """A note saying which tests use the large-sample test, and why (empty when none does)."""
     switched = test_plan.large_sample()
     if not switched:
@@ -424,8 +420,8 @@ def test_notes(
         why = (
             f"their Monte-Carlo permutation tests could walk more than {LARGE_SAMPLE_WORK:.0e} rows each "
             f"(2 x n_permutations x the distinct rows of the test), and each side of these comparisons has at "
-            f"least {LARGE_SAMPLE_MIN_ROWS:,} rows of each class among the metric's rows, where the large-sample "
-            "test holds its level (docs/audit.md, 'How far to trust the numbers')"
+            f"least {LARGE_SAMPLE_MIN_ROWS:,} rows in each outcome category (TN, FP, FN, TP) of the metric's rows, "
+            "where the large-sample test holds its level (docs/audit.md, 'How far to trust the numbers')"
         )
     return [
         f"{len(switched):,} of {total:,} tests ({', '.join(names)}) use the large-sample z-test of the difference "

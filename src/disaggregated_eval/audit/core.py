@@ -324,7 +324,7 @@ def _plan_permutations(
             f"fall below {alpha:g}"
         )
         opts = replace(opts, n_permutations=needed)
-    notes += test_notes(test_plan, opts.metrics, opts.scores, opts.test_method)
+    notes += test_notes(test_plan, opts.metrics, opts.test_method)
     bound = sum(test_plan.work[key] for key in permuted)
     if bound > PERMUTATION_WORK_WARNING:
         names = sorted({opts.metrics[q] for key in permuted for q in test_plan.designs[key[0]][key[3]]},

@@ -176,7 +176,8 @@ class AuditOptions:
         "auto",
         "test of the comparisons without an exact one: auto (permutations, or the large-sample z-test with the "
         "paired bootstrap's standard error where a permutation test would walk more than 1e8 rows and each side "
-        "has at least 1,000 rows of each class), permutation (always), bootstrap (always the large-sample test)",
+        "has at least 200 rows in each outcome category), permutation (always), bootstrap (always the large-sample "
+        "test)",
         choices=vocabulary.TEST_METHODS,
         section="intervals and tests",
         metavar="METHOD",
