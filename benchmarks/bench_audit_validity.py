@@ -470,7 +470,8 @@ def summarise_b_z(tests: pd.DataFrame, r_max: int) -> pd.DataFrame:
     """Part (b), the large-sample test: per null, weights, model and metric, the worst test of each kind among
     the tests within the switch rule's sizes (goal: at most 5% each, Bonferroni over them), the worst test of
     a slice below those sizes (no goal: where the rule keeps permutations), and the flags' FWER."""
-    tests = tests[(tests["replicate"] < r_max) & tests["reported"]].copy()
+    # the large-sample tests only (the unweighted audits' rates keep their exact tests)
+    tests = tests[(tests["replicate"] < r_max) & tests["reported"] & (tests["test"] == "bootstrap z")].copy()
     tests["reject"] = tests["p_value"] < v.ALPHA
     tests["reject_adjusted"] = tests["p_adjusted"] < v.ALPHA
     tests["name"] = np.where(tests["kind"] == "pairwise", tests["slice"] + " vs " + tests["reference"], tests["slice"])
