@@ -669,7 +669,11 @@ def _attribute(series: pd.Series, column: str, missing: np.ndarray, missing_as_l
         codes[present] = pd.Categorical(series[present], categories=levels).codes.astype(np.int64)
     else:  # the hash table's codes, renumbered in the levels' order
         position = {level: i for i, level in enumerate(levels)}
-        codes[present] = np.array([position[v] for v in values], dtype=np.int64)[found]
+        renumbered = np.array([position[v] for v in values], dtype=np.int64)[found]
+        if missing.any():
+            codes[present] = renumbered
+        else:
+            codes = renumbered
     observed = np.unique(codes)
     if observed.size < 2:
         only = names[int(observed[0])] if observed.size else "none"

@@ -91,7 +91,12 @@ def tally_slices(
     count, sum_w, sum_w2 = [], [], []
     for r in scores:
         key = cells * 4 + categories(y, r, threshold)
-        count.append(plan.aggregate_cells(np.bincount(key, minlength=4 * k).reshape(k, 4)))
+        rows = np.bincount(key, minlength=4 * k).reshape(k, 4)
+        count.append(plan.aggregate_cells(rows))
+        if weight is None:  # every weight 1: the sums are the counts (exact in float64 up to 2^53 rows)
+            sum_w.append(plan.aggregate_cells(rows.astype(np.float64)))
+            sum_w2.append(plan.aggregate_cells(rows.astype(np.float64)))
+            continue
         sum_w.append(plan.aggregate_cells(np.bincount(key, weights=w, minlength=4 * k).reshape(k, 4)))
         sum_w2.append(plan.aggregate_cells(np.bincount(key, weights=w * w, minlength=4 * k).reshape(k, 4)))
     return SliceTallies(count=np.stack(count).astype(np.int64), sum_w=np.stack(sum_w), sum_w2=np.stack(sum_w2))

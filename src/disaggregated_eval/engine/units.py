@@ -86,7 +86,9 @@ def find_units(columns: Sequence[np.ndarray], *, max_share: float = COMPRESSION_
     are grouped. The cost is a few passes over the rows, not a sort of them: 10,000,000 rows of five
     columns in about a second (a lexicographic sort took 7 s).
     """
-    stacked = [np.asarray(c, dtype=np.float64).ravel() for c in columns]
+    # integer and boolean columns are grouped as they are (their values are exact as floats too)
+    stacked = [np.asarray(c).ravel() if np.asarray(c).dtype.kind in "biu" else np.asarray(c, dtype=np.float64).ravel()
+               for c in columns]  # fmt: skip
     n = stacked[0].shape[0] if stacked else 0
     if n == 0:
         return Units(of_row=np.zeros(0, np.int64), first=np.zeros(0, np.int64), multiplicity=np.zeros(0, np.int64))
@@ -103,6 +105,8 @@ def find_units(columns: Sequence[np.ndarray], *, max_share: float = COMPRESSION_
     key = np.zeros(n, dtype=np.int64)
     span = 1  # distinct values of the key so far
     for column in stacked:
+        if (column == column[0]).all():  # a constant column changes neither the groups nor their order
+            continue
         codes, values = pd.factorize(column, sort=True)
         if span * values.shape[0] >= _PACK_LIMIT:  # renumber the key's values 0..k-1 (in order) to make room
             key, kept = pd.factorize(key, sort=True)
@@ -188,8 +192,8 @@ def matrix_key(matrix: np.ndarray) -> np.ndarray:
     index itself is returned, which keeps them apart.
     """
     matrix = np.ascontiguousarray(matrix, dtype=np.float64)
-    if matrix.shape[1] == 0:
-        return np.zeros(matrix.shape[0])
+    if matrix.shape[1] == 0 or (matrix.shape[0] and (matrix == matrix[:1]).all()):
+        return np.zeros(matrix.shape[0])  # every row equal (no column, or constant ones): one key
     direction = np.random.Generator(np.random.PCG64(20250101)).standard_normal(matrix.shape[1])
     key = matrix @ direction
     inverse, _ = pd.factorize(key, sort=False)  # groups in order of first appearance
