@@ -198,6 +198,16 @@ def test_large_sample_cells_run_and_report_the_switch(tmp_path):
     assert (strong["tests_in_rule"] == 9).all()
     assert strong["below_rule_worst_slice"].str.contains("n00300|n01000").all()
     assert b["flags_fwer"].between(0, 1).all() and (b["replicates"] == 2).all()
+    # pooled rejection within the rule's sizes: a p below 0.01 is below 0.05; the audit's family (every slice,
+    # its adjusted p-values) is another rate of the same replicates
+    assert (b["pooled_1"] <= b["pooled_5"]).all() and b["pooled_5"].between(0, 1).all()
+    assert b["flags_fwer_all"].between(0, 1).all()
+    assert "pooled at 5% / 1%" in (out / "tables.md").read_text()
+    per_test = pd.read_csv(out / "b_large_sample_tests.csv")
+    assert (per_test["rejection_1"] <= per_test["rejection"]).all() and (per_test["replicates"] == 2).all()
+    inside = per_test[per_test["in_rule"]].groupby(["null", "weights", "model", "metric"]).size()
+    keyed = b.set_index(["null", "weights", "model", "metric"])["tests_in_rule"]
+    assert inside.reindex(keyed.index).eq(keyed).all()  # the summary's count is the per-test table's
     c = pd.read_csv(out / "c_large_sample.csv")
     assert sorted(zip(c["auc_gap"], c["test_method"])) == [
         (g, m) for g in v.POWER_Z_GAPS for m in ("bootstrap", "permutation")
