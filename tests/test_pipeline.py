@@ -46,13 +46,15 @@ def test_code_inputs_follow_the_plumbing_into_the_library():
     """A script that reads its scores through the plumbing (``disaggregated_eval_workflow.inputs``)
     lists the plumbing's files and the library modules they import (``io``), so an edit of either
     reruns the rule; a script that does not import the plumbing lists none of its files."""
-    files = code_files.script_files(REPO / "workflow" / "scripts" / "fit_weight_models.py", root=REPO)
+    plumbing = code_files.source_files(f"{PLUMBING}.inputs", root=REPO)
     assert {
+        "src/disaggregated_eval/__init__.py",
+        "src/disaggregated_eval/io.py",
         f"workflow/lib/{PLUMBING}/__init__.py",
         f"workflow/lib/{PLUMBING}/inputs.py",
-        "src/disaggregated_eval/io.py",
-        "src/disaggregated_eval/weight_models.py",
-    } <= set(files)
+    } <= set(plumbing)
+    files = code_files.script_files(REPO / "workflow" / "scripts" / "fit_weight_models.py", root=REPO)
+    assert {*plumbing, "src/disaggregated_eval/weight_models.py"} <= set(files)
     plots = code_files.script_files(REPO / "workflow" / "scripts" / "plot_coverage.py", root=REPO)
     assert "src/disaggregated_eval/plots.py" in plots and not [f for f in plots if f.startswith("workflow/")]
 
