@@ -9,15 +9,23 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from disaggregated_eval.pipeline.config import (
+min_version("9.0")
+
+# The workflow's plumbing (configuration checks, audit jobs, code inputs) is the package in
+# workflow/lib, imported from this repository and not installed with the library. Rule scripts get
+# this path too: Snakemake passes its sys.path to every script job, and a cluster job parses this
+# file again on its node.
+WORKFLOW_LIB = str(Path(workflow.basedir).absolute() / "workflow" / "lib")
+if WORKFLOW_LIB not in sys.path:
+    sys.path.insert(0, WORKFLOW_LIB)
+
+from disaggregated_eval_workflow.config import (
     check_config_file,
     check_output_folders,
     placeholder_warnings,
     validate_config,
 )
-from disaggregated_eval.pipeline.snakemake_compat import fix_params_change_listing
-
-min_version("9.0")
+from disaggregated_eval_workflow.snakemake_compat import fix_params_change_listing
 
 # `snakemake --list-changes params` lists every output in Snakemake 9 (a bug of its listing, not of
 # scheduling): this makes it list only outputs whose params changed; a no-op once Snakemake is fixed.

@@ -115,7 +115,7 @@ def test_compas_copy_is_propublicas_analysis_sample():
 
 
 def test_workflow_example_config_is_valid():
-    from disaggregated_eval.pipeline.audit_runs import audit_runs
+    from disaggregated_eval_workflow.audit_runs import audit_runs
 
     section = yaml.safe_load((REPO / "examples" / "audit_compas.yaml").read_text())["audit"]
     jobs = audit_runs(section)

@@ -1,8 +1,9 @@
 """Memory that the bootstrap replicates of a controlled evaluation need, and a check against a limit.
 
 A light module (numpy and the validation helpers only), so that the configuration check of the
-workflow (:mod:`disaggregated_eval.pipeline.config`) can reject a resample count whose replicates would not fit
-in the job's ``mem_mb`` at parse time, before any job runs, without importing the numba engine.
+workflow (``disaggregated_eval_workflow.config`` in ``workflow/lib``) can reject a resample count whose
+replicates would not fit in the job's ``mem_mb`` at parse time, before any job runs, without importing
+the numba engine.
 :func:`disaggregated_eval.evaluation.controlled_evaluation` uses the same functions (its
 ``memory_limit_mb`` argument). See ``docs/method.md``, "Bootstrap" (memory).
 """

@@ -14,8 +14,7 @@ work), 1 on any other failure, 130 when interrupted (Ctrl-C), 143 when terminate
 unwinds like Ctrl-C so that no temporary folder is left behind).
 
 The options, their conversion from text and YAML, and ``--config`` files are read by
-:mod:`disaggregated_eval.audit.options` (one home); the names this module used to define
-(``UsageError``, ``options_from_mapping``, ``read_config_file``, ``FLAG_NAMES``, ...) are re-exported.
+:mod:`disaggregated_eval.audit.options` (one home); import them from there.
 """
 
 from __future__ import annotations
@@ -34,7 +33,6 @@ from typing import Any
 
 from .. import vocabulary
 from .options import (
-    CLI_KEYS,
     FLAG_NAMES,
     OPTION_SECTIONS,
     REQUIRED_OPTIONS,
@@ -46,27 +44,19 @@ from .options import (
     option_default,
     option_fields,
     option_kind,
-    options_from_mapping,
     read_config_file,
     split_list,
 )
 from .text import terminal_text
 
 __all__ = [
-    "UsageError",
     "PROG",
-    "FLAG_NAMES",
-    "CLI_KEYS",
     "EXIT_OK",
     "EXIT_FAILURE",
     "EXIT_USAGE",
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",
     "build_parser",
-    "option_fields",
-    "flag_of",
-    "options_from_mapping",
-    "read_config_file",
     "resolve_options",
     "main",
 ]

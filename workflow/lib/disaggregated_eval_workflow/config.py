@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import vocabulary
-from .._validation import brief, check_nesting
+from disaggregated_eval import vocabulary
+from disaggregated_eval._validation import brief, check_nesting
 
 __all__ = [
     "ConfigError",
@@ -38,8 +38,8 @@ __all__ = [
 #: The value the shipped SLURM profile gives the settings each site must fill in (``slurm_partition``).
 PLACEHOLDER = "CHANGE_ME"
 
-#: The schema of the workflow configuration, next to the workflow (editable install / repository).
-SCHEMA_PATH = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
+#: The schema of the workflow configuration, in ``workflow/schemas/`` (this package is in ``workflow/lib/``).
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 
 # Name lists checked by the schema, added at load time (one home: the vocabulary). Key path ->
 # (allowed values, whether the key holds a list of them).
@@ -56,7 +56,7 @@ _NAME_LISTS: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {
 # Stated maximums of sizes, added to the schema at load time as ``maximum`` (one home: the library's
 # constants in disaggregated_eval.memory, which the audit's options use too). Key path -> maximum.
 def _maxima() -> dict[tuple[str, ...], int]:
-    from .. import memory
+    from disaggregated_eval import memory
 
     return {
         ("simulation", "n_train"): memory.MAX_SIMULATED_ROWS,
@@ -101,7 +101,7 @@ def load_schema(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     Raises
     ------
     FileNotFoundError
-        If the schema file does not exist (e.g. a non-editable install: pass ``path``).
+        If the schema file does not exist.
     """
     import yaml
 
@@ -353,7 +353,7 @@ def _survey_year_checks(config: Mapping[str, Any]) -> list[str]:
     renamed = {old: new for old, (new, since) in vocabulary.PUMS_RENAMED_COLUMNS.items() if year >= since}
     if not renamed:
         return []
-    from .. import acs  # folktables' task definitions; imported only for years with renamed columns
+    from disaggregated_eval import acs  # folktables' task definitions; imported only for years with renamed columns
 
     errors = []
     for task in tasks:
@@ -370,7 +370,7 @@ def _survey_year_checks(config: Mapping[str, Any]) -> list[str]:
 
 def _bootstrap_memory_checks(config: Mapping[str, Any]) -> list[str]:
     """The bootstrap's replicate arrays must fit in the memory its job requests (``mem_mb``)."""
-    from ..memory import check_replicate_memory  # the replicates' bytes (numpy only, no numba)
+    from disaggregated_eval.memory import check_replicate_memory  # the replicates' bytes (numpy only, no numba)
 
     studies = {
         # study: (models, groups, weight sources); the controls with weights are X, Y and R.
@@ -399,7 +399,7 @@ def _bootstrap_memory_checks(config: Mapping[str, Any]) -> list[str]:
 def _coverage_memory_checks(config: Mapping[str, Any]) -> list[str]:
     """The bootstrap of a coverage replicate (the simulation's models, controls and weight sources) must
     fit in the memory its job requests."""
-    from ..memory import check_replicate_memory
+    from disaggregated_eval.memory import check_replicate_memory
 
     try:
         check_replicate_memory(
