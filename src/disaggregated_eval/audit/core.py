@@ -45,7 +45,15 @@ from .comparisons import (
     test_pvalues,
 )
 from .estimates import AuditEstimates, estimate_all, n_outputs
-from .inputs import PERMUTATION_WORK_WARNING, AuditInput, AuditInputError, AuditWarning, prepare_input, resolve_options
+from .inputs import (
+    PERMUTATION_WORK_WARNING,
+    AuditInput,
+    AuditInputError,
+    AuditWarning,
+    expand_input,
+    prepare_input,
+    resolve_options,
+)
 from .options import AuditOptions
 from .result import AuditResult
 from .slice_table import jackknife_accelerations, slice_table
@@ -111,6 +119,10 @@ def audit(
     """
     opts = resolve_options(options, kwargs)
     prepared = prepare_input(data, opts)
+    if prepared.count is not None and any(c != "none" for c in opts.controls):
+        # the weight models P(A | V) are cross-fitted in folds of rows: on the rows the counts stand for
+        prepared = expand_input(prepared, reason="the controlled evaluation's cross-fitting of P(A | V)")
+    count = prepared.count
     plan = _plan(prepared, opts)
     controlled_plan = _controlled.plan_controlled(prepared, plan, opts)  # checks sizes before any work
     _check_memory(plan, controlled_plan, opts)
@@ -143,12 +155,13 @@ def audit(
         strata=strata_for(opts.resampling, plan.cell_codes),
         n_threads=opts.n_threads,
         progress=_stage(progress, "bootstrap"),
+        count=count,
     )
     point = _slice_point(estimates)
-    tallies = tally_slices(plan, prepared.y, scores, prepared.weight, opts.threshold)
+    tallies = tally_slices(plan, prepared.y, scores, prepared.weight, opts.threshold, count)
     reasons, rest_reasons = _reasons(point, tallies, metrics, opts)
     accelerations = jackknife_accelerations(
-        plan, prepared.y, scores, prepared.weight, metrics, threshold=opts.threshold, odds=odds
+        plan, prepared.y, scores, prepared.weight, metrics, threshold=opts.threshold, odds=odds, count=count
     )
     slices = slice_table(
         plan, estimates, tallies, accelerations, reasons, metric_ok, model_names, metrics, confidence=opts.confidence
@@ -174,6 +187,7 @@ def audit(
         seed=opts.seed,
         n_threads=opts.n_threads,
         progress=_stage(progress, "permutations"),
+        count=count,
     )
     comparison_frame = comparison_table(
         comparisons,
@@ -225,7 +239,7 @@ def audit(
         controlled=controlled,
         options=opts,
         notes=notes + analyses.notes,
-        n_rows=prepared.n,
+        n_rows=prepared.n_rows,
         **analyses.tables,
     )
 
@@ -241,7 +255,7 @@ def _slice_point(estimates: AuditEstimates) -> np.ndarray:
 
 def _plan(prepared: AuditInput, opts: AuditOptions) -> SlicePlan:
     try:
-        return plan_slices(prepared.attributes, intersections=opts.intersections)
+        return plan_slices(prepared.attributes, intersections=opts.intersections, count=prepared.count)
     except ValueError as error:
         raise AuditInputError(str(error)) from None
 

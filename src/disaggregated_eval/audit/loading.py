@@ -342,12 +342,13 @@ def required_columns(options: Mapping[str, Any] | Any) -> list[str]:
 
     ``options`` is an :class:`~disaggregated_eval.audit.options.AuditOptions` or maps option names
     to values (as given to :func:`disaggregated_eval.audit.audit`): ``label``, ``scores``,
-    ``groups``, ``features``, ``sample_weight``.
+    ``groups``, ``features``, ``sample_weight``, ``frequency_weight``.
     """
     if not isinstance(options, Mapping):
         options = vars(options)
     names = [options.get("label") or "", *(options.get("scores") or ()), *(options.get("groups") or ()),
-             *(options.get("features") or ()), options.get("sample_weight") or ""]  # fmt: skip
+             *(options.get("features") or ()), options.get("sample_weight") or "",
+             options.get("frequency_weight") or ""]  # fmt: skip
     out: list[str] = []
     for n in names:
         if n and n not in out:

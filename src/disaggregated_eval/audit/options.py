@@ -233,6 +233,13 @@ class AuditOptions:
     sample_weight: str | None = _opt(
         None, "column of non-negative row weights (every metric is weighted)", section="columns", metavar="COL"
     )
+    frequency_weight: str | None = _opt(
+        None,
+        "column of row counts: each row stands for that many identical rows (non-negative integers; rows of 0 are "
+        "dropped), e.g. a table aggregated by disagg-eval's Parquet, Dask or SQL path; sample_weight applies on top",
+        section="columns",
+        metavar="COL",
+    )
     strip_levels: bool = _opt(
         True,
         "remove leading and trailing whitespace from text levels of the group columns (levels that differ "
