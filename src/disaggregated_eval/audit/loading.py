@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 
 __all__ = ["InputFileError", "SUFFIXES", "table_format", "read_header", "check_file_columns", "load_table",
-           "required_columns"]  # fmt: skip
+           "required_columns", "load_input"]  # fmt: skip
 
 #: File name endings the tool reads, and their format.
 SUFFIXES: dict[str, str] = {
@@ -402,3 +402,74 @@ def load_table(path: str | os.PathLike[str], *, columns: Sequence[str] | None = 
     del text
     frame.columns = wanted  # the header as written (pandas would mangle nothing here: names are distinct)
     return frame
+
+
+def load_input(
+    path: str | os.PathLike[str], options: Any, columns: Sequence[str], *, aggregate: str = "auto"
+) -> tuple[pd.DataFrame, Any, str]:
+    """The command line's input: the rows of a table file, or the counts of a Parquet file or folder.
+
+    A Parquet folder (hive partitions), and with ``aggregate="auto"`` a Parquet file of more than
+    :data:`.options.AUTO_AGGREGATE_ROWS` rows, is aggregated to counts by DuckDB
+    (:func:`.aggregate.aggregate_parquet`) and audited with the counts as ``frequency_weight`` (a
+    ``frequency_weight`` of the file is summed): memory then follows the distinct rows, and the audit is
+    that of the rows (``docs/method.md``, "Frequency weights").
+
+    Parameters
+    ----------
+    path : path-like
+    options : AuditOptions
+        Resolved options.
+    columns : sequence of str
+        The columns the audit reads (:func:`required_columns`).
+    aggregate : {"auto", "yes", "no"}
+
+    Returns
+    -------
+    data : pandas.DataFrame
+    options : AuditOptions
+        ``options``, with ``frequency_weight`` naming the count column when the input was aggregated.
+    message : str
+        What was read, for the progress line.
+
+    Raises
+    ------
+    InputFileError
+        As :func:`load_table`; for ``aggregate="yes"`` with a file that is not Parquet, ``"no"`` with a
+        folder, or a Parquet input DuckDB cannot aggregate (naming the file and the column).
+    """
+    from dataclasses import replace
+
+    from .aggregate import COUNT_COLUMN, AggregationError, aggregate_parquet, parquet_rows
+    from .options import AUTO_AGGREGATE_ROWS
+
+    path = Path(path)
+    folder = path.is_dir()
+    parquet = folder or (path.is_file() and table_format(path) == "parquet")
+    if aggregate == "yes" and not parquet:
+        raise InputFileError(f"{_name_of(path)}: --aggregate yes reads Parquet files (or a folder of them); got another type")
+    if folder and aggregate == "no":
+        raise InputFileError(f"{_name_of(path)}: is a folder; a folder of Parquet files is read only aggregated (--aggregate auto or yes)")
+    wanted = [c for c in columns if c != options.frequency_weight]
+    if parquet and aggregate != "no":
+        try:
+            n_rows, _ = parquet_rows(path)
+        except AggregationError as exc:
+            raise InputFileError(str(exc)) from None
+        if folder or aggregate == "yes" or n_rows > AUTO_AGGREGATE_ROWS:
+            count = COUNT_COLUMN
+            while count in wanted:
+                count = "_" + count
+            try:
+                table = aggregate_parquet(path, wanted, frequency_weight=options.frequency_weight, count_column=count)
+            except AggregationError as exc:
+                raise InputFileError(str(exc)) from None
+            if len(table) == 0:
+                raise InputFileError(f"{_name_of(path)}: has no data rows")
+            message = (
+                f"read {path}: {n_rows:,} rows of {len(wanted)} columns, aggregated by DuckDB to {len(table):,} "
+                f"distinct rows with their counts"
+            )
+            return table, replace(options, frequency_weight=count), message
+    data = load_table(path, columns=list(columns))
+    return data, options, f"read {path}: {len(data):,} rows, {len(columns)} columns"

@@ -40,6 +40,8 @@ __all__ = [
     "UsageError",
     "FLAG_NAMES",
     "CLI_KEYS",
+    "AGGREGATE_CHOICES",
+    "AUTO_AGGREGATE_ROWS",
     "REQUIRED_OPTIONS",
     "option_fields",
     "option_kind",
@@ -282,6 +284,10 @@ def option_help() -> dict[str, str]:
 FLAG_NAMES: dict[str, str] = {"scores": "score", "groups": "group", "controls": "control"}
 #: Keys a ``--config`` file may hold besides the option fields.
 CLI_KEYS: tuple[str, ...] = ("file", "out")
+#: Values of the command line's ``--aggregate`` (how a Parquet input is read: :func:`.loading.load_input`).
+AGGREGATE_CHOICES: tuple[str, ...] = ("auto", "yes", "no")
+#: ``--aggregate auto`` aggregates a Parquet file of more rows than this (and always a folder of files).
+AUTO_AGGREGATE_ROWS = 10**7
 #: Options without which no audit can run (their empty defaults mean "required").
 REQUIRED_OPTIONS: tuple[str, ...] = ("label", "scores", "groups")
 #: Choices of list options (the scalar ones carry ``choices`` in their field metadata).
