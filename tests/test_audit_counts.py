@@ -248,12 +248,12 @@ def test_dask_counts_on_a_local_cluster_of_worker_processes_equal_pandas(log_fra
     import dask.dataframe as dd
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        with Client(cluster) as client:
-            assert len(client.scheduler_info()["workers"]) == 2
-            frame = dd.from_pandas(log_frame, npartitions=4)
-            got = aggregate_dask(frame, COLUMNS)
-            summed = aggregate_dask(frame, ["g"], frequency_weight="f")
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    with cluster, Client(cluster) as client:
+        assert len(client.scheduler_info()["workers"]) == 2
+        frame = dd.from_pandas(log_frame, npartitions=4)
+        got = aggregate_dask(frame, COLUMNS)
+        summed = aggregate_dask(frame, ["g"], frequency_weight="f")
     pd.testing.assert_frame_equal(got, aggregate_frame(log_frame, COLUMNS), check_dtype=False)
     pd.testing.assert_frame_equal(summed, aggregate_frame(log_frame, ["g"], frequency_weight="f"), check_dtype=False)
     expected = audit(log_frame.fillna({"g": "none"}), label="y", scores=["pred"], groups=["g"],

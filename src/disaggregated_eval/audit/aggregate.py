@@ -46,12 +46,19 @@ __all__ = [
     "aggregate_dask",
     "parquet_rows",
     "DUCKDB_MEMORY_LIMIT",
+    "COMPRESS_MIN_ROWS",
+    "compress_frame",
 ]
 
 #: Name of the count column of a counts table (give ``frequency_weight=COUNT_COLUMN`` to the audit).
 COUNT_COLUMN = "count"
 #: DuckDB's memory limit during an aggregation: beyond it the hash aggregate spills to a temporary folder.
 DUCKDB_MEMORY_LIMIT = "1GB"
+#: An in-memory frame of at least this many rows is counted before the audit when that pays
+#: (:func:`compress_frame`); smaller frames are audited row by row, as before.
+COMPRESS_MIN_ROWS = 200_000
+#: Rows of the sample that decides whether a frame's distinct rows are few enough to count it.
+_SAMPLE_ROWS = 10_000
 
 
 class AggregationError(ValueError):
@@ -173,7 +180,9 @@ def aggregate_frame(
     wanted = columns + ([frequency_weight] if frequency_weight is not None else [])
     missing = [c for c in wanted if c not in frame.columns]
     if missing:
-        raise AggregationError(f"the frame has no column(s) {brief(missing)}; its columns are {brief(list(frame.columns))}")
+        raise AggregationError(
+            f"the frame has no column(s) {brief(missing)}; its columns are {brief(list(frame.columns))}"
+        )
     grouped = frame[wanted].groupby(columns, dropna=False, sort=False)
     if frequency_weight is None:
         table = grouped.size().rename(count_column).reset_index()
@@ -223,7 +232,9 @@ def parquet_rows(path: str | os.PathLike[str]) -> tuple[int, list[str]]:
     if not path.exists():
         raise AggregationError(f"{path}: no such file or folder")
     if path.is_dir() and not any(path.rglob("*.parquet")):
-        raise AggregationError(f"{path}: a folder without .parquet files; expected Parquet files (hive partitions allowed)")
+        raise AggregationError(
+            f"{path}: a folder without .parquet files; expected Parquet files (hive partitions allowed)"
+        )
     try:
         dataset = ds.dataset(str(path), format="parquet", partitioning="hive")
         return int(dataset.count_rows()), list(dataset.schema.names)
@@ -286,6 +297,7 @@ def aggregate_parquet(
             config["threads"] = int(threads)
         connection = duckdb.connect(":memory:", config=config)
         try:
+            connection.execute("SET enable_progress_bar = false")
             if frequency_weight is not None:
                 n_bad, first = connection.execute(_frequency_check_query(frequency_weight, source)).fetchone()
                 if n_bad:
@@ -343,7 +355,9 @@ def aggregate_dask(
     wanted = columns + ([frequency_weight] if frequency_weight is not None else [])
     missing = [c for c in wanted if c not in frame.columns]
     if missing:
-        raise AggregationError(f"the frame has no column(s) {brief(missing)}; its columns are {brief(list(frame.columns))}")
+        raise AggregationError(
+            f"the frame has no column(s) {brief(missing)}; its columns are {brief(list(frame.columns))}"
+        )
     part = frame[wanted]
     if frequency_weight is None:
         grouped = part.groupby(columns, dropna=False).size(split_out=split_out).rename(count_column)
@@ -358,3 +372,71 @@ def aggregate_dask(
         grouped = part.groupby(columns, dropna=False)[frequency_weight].sum(split_out=split_out).rename(count_column)
         table = grouped.compute().reset_index()
     return _finish(table, columns, count_column)
+
+
+def _faithful(series: pd.Series) -> bool:
+    """Whether DuckDB gives back this column's values as pandas holds them (numbers, booleans, text,
+    categoricals with their categories in order); object columns of mixed types are left to pandas."""
+    dtype = series.dtype
+    if isinstance(dtype, pd.CategoricalDtype):
+        return pd.api.types.infer_dtype(dtype.categories, skipna=True) in ("string", "integer", "floating")
+    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
+        return not pd.api.types.is_complex_dtype(dtype) and not isinstance(dtype, pd.SparseDtype)
+    if pd.api.types.is_string_dtype(dtype):
+        return not pd.api.types.is_object_dtype(dtype) or pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty")
+    return False
+
+
+def compress_frame(data: pd.DataFrame, columns: Sequence[str], *, min_rows: int | None = None) -> pd.DataFrame | None:
+    """The counts table of an in-memory frame when it has far fewer distinct rows than rows, else None.
+
+    An audit of hard predictions (or of any columns with few distinct values) over ``n`` rows needs
+    memory for every row at every stage; its counts table (:func:`counts_query` run by DuckDB on the
+    frame, which it scans in place: about 8 bytes per row) gives the same audit with memory that follows
+    the distinct rows (``docs/method.md``, "Frequency weights"). Used only where that is sure to pay and
+    to keep every value as pandas reads it: at least ``min_rows`` rows, columns of numbers, booleans,
+    text or categoricals (:func:`_faithful`), and a sample of :data:`_SAMPLE_ROWS` rows with at most a
+    tenth as many distinct rows; the table is kept only when it has at most half as many rows as the
+    frame (:data:`disaggregated_eval.engine.units.COMPRESSION_MAX_SHARE`).
+
+    Parameters
+    ----------
+    data : pandas.DataFrame of shape (n_rows, n_columns)
+    columns : sequence of str
+        The columns the audit reads (present in ``data``, checked by the caller).
+    min_rows : int, optional
+        Default :data:`COMPRESS_MIN_ROWS` (read when called).
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_distinct, len(columns) + 1) or None
+        Columns ``columns`` and the count column (named :data:`COUNT_COLUMN`, or with leading ``_`` added
+        until it differs from every column), as :func:`aggregate_frame`; None: audit the rows.
+    """
+    from ..engine.units import COMPRESSION_MAX_SHARE
+
+    columns = list(dict.fromkeys(columns))
+    n = len(data)
+    if n < (COMPRESS_MIN_ROWS if min_rows is None else min_rows) or not all(_faithful(data[c]) for c in columns):
+        return None
+    sample = data[columns].iloc[:: max(1, n // _SAMPLE_ROWS)]
+    if len(sample.drop_duplicates()) > len(sample) / 10:
+        return None
+    count = COUNT_COLUMN
+    while count in columns:
+        count = "_" + count
+    import duckdb
+
+    connection = duckdb.connect(":memory:", config={"memory_limit": DUCKDB_MEMORY_LIMIT})
+    try:
+        connection.execute("SET enable_progress_bar = false")
+        connection.register("frame", data[columns] if list(data.columns) != columns else data)
+        table = connection.execute(counts_query(columns, "frame", count_column=count)).df()
+    finally:
+        connection.close()
+    if len(table) > COMPRESSION_MAX_SHARE * n:
+        return None
+    for c in columns:  # DuckDB gives text back as pandas' string dtype; keep the frame's own
+        if data[c].dtype == object and table[c].dtype != object:
+            table[c] = table[c].astype(object).where(table[c].notna(), None)
+    return _finish(table, columns, count)

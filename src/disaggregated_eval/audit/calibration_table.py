@@ -513,6 +513,6 @@ def _oe_accelerations(
     """BCa acceleration of every slice's observed/expected ratio (the slices table's jackknife)."""
     from .slice_table import jackknife_accelerations
 
-    return jackknife_accelerations(
-        plan, y, [r], w, ["observed_expected_ratio"], threshold=0.5, odds=1.0, count=count
-    )[0, :, 0]
+    return jackknife_accelerations(plan, y, [r], w, ["observed_expected_ratio"], threshold=0.5, odds=1.0, count=count)[
+        0, :, 0
+    ]

@@ -62,6 +62,7 @@ __all__ = [
     "check_resample_count",
     "check_comparison_count",
     "frequency_counts",
+    "as_pandas",
     "expand_input",
     "MAX_EXPANDED_ROWS",
 ]
@@ -293,6 +294,13 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
     cv_folds = _wrap(check_int, o.cv_folds, "cv_folds", minimum=2, maximum=_MAX_FOLDS)
     crossfit_folds = _wrap(check_int, o.crossfit_folds, "crossfit_folds", minimum=2, maximum=_MAX_FOLDS)
     n_threads = _wrap(check_int, o.n_threads, "n_threads", minimum=1, maximum=numba.config.NUMBA_NUM_THREADS)
+    memory_limit_mb = o.memory_limit_mb
+    if memory_limit_mb is not None:
+        if isinstance(memory_limit_mb, bool) or not isinstance(memory_limit_mb, numbers.Real):
+            raise AuditInputError(f"memory_limit_mb must be a number of MB or None; got {brief(memory_limit_mb)}")
+        if not (math.isfinite(memory_limit_mb) and memory_limit_mb > 0):
+            raise AuditInputError(f"memory_limit_mb must be a positive number of MB; got {brief(memory_limit_mb)}")
+        memory_limit_mb = float(memory_limit_mb)
     summary_options = _summary_options(o, groups=groups, intersections=intersections)
     resolved = replace(
         o,
@@ -320,6 +328,7 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
         cv_folds=cv_folds,
         crossfit_folds=crossfit_folds,
         n_threads=n_threads,
+        memory_limit_mb=memory_limit_mb,
         **summary_options,
     )
     object.__setattr__(resolved, _CHECKED, astuple(resolved))
@@ -702,7 +711,7 @@ def _check_bool_and_numbers(series: pd.Series, column: str) -> None:
         )
 
 
-def _strip_levels(series: pd.Series, column: str) -> tuple[pd.Series, list[str]]:
+def _strip_levels(series: pd.Series, column: str, count: np.ndarray | None = None) -> tuple[pd.Series, list[str]]:
     """Text levels without surrounding whitespace (``str.strip``); a value of whitespace only becomes
     missing (with notes naming the levels)."""
     if not (series.dtype == object or pd.api.types.is_string_dtype(series.dtype)
@@ -717,7 +726,8 @@ def _strip_levels(series: pd.Series, column: str) -> tuple[pd.Series, list[str]]
     notes = []
     blank = sorted(v for v, stripped in mapping.items() if not stripped)
     if blank:
-        rows = int(present.isin(blank).sum())
+        blanks = present.isin(blank).to_numpy()
+        rows = int(blanks.sum()) if count is None else int(count[values.notna().to_numpy()][blanks].sum())
         notes.append(
             f"group column {brief(column)}: {rows} row{'s' if rows != 1 else ''} whose value is only whitespace "
             f"({', '.join(map(repr, blank[:_SHOW]))}) are treated as missing"
@@ -853,7 +863,7 @@ def _features(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, tu
     return pd.DataFrame(out), tuple(categorical), notes
 
 
-def _as_pandas(data: Any) -> pd.DataFrame:
+def as_pandas(data: Any) -> pd.DataFrame:
     """A pandas DataFrame as it is; a polars DataFrame converted (``to_pandas``); anything else refused."""
     if isinstance(data, pd.DataFrame):
         return data
@@ -886,7 +896,7 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
         :data:`MAX_PAIRWISE_COMPARISONS` (messages name the column, the offending values and what was
         expected).
     """
-    data = _as_pandas(data)
+    data = as_pandas(data)
     o = options
     roles: list[tuple[str, str]] = [("label", o.label)]
     roles += [("scores", c) for c in o.scores] + [("groups", c) for c in o.groups]
@@ -917,15 +927,15 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
     frame = data.reset_index(drop=True)
     frame.columns = columns
     notes: list[str] = []
+    count = None if o.frequency_weight is None else frequency_counts(frame[o.frequency_weight], o.frequency_weight)
     for c in o.groups:
         _check_bool_and_numbers(frame[c], c)
         if o.strip_levels:
-            frame[c], strip_notes = _strip_levels(frame[c], c)
+            frame[c], strip_notes = _strip_levels(frame[c], c, count)
             notes += strip_notes
 
     # Rows with a missing attribute value, and rows that stand for no row (a count of 0).
     missing = {c: frame[c].isna().to_numpy() for c in o.groups}
-    count = None if o.frequency_weight is None else frequency_counts(frame[o.frequency_weight], o.frequency_weight)
     keep = np.ones(len(frame), dtype=bool) if count is None else count > 0
     if count is not None and not keep.all():
         notes.append(

@@ -447,9 +447,13 @@ def load_input(
     folder = path.is_dir()
     parquet = folder or (path.is_file() and table_format(path) == "parquet")
     if aggregate == "yes" and not parquet:
-        raise InputFileError(f"{_name_of(path)}: --aggregate yes reads Parquet files (or a folder of them); got another type")
+        raise InputFileError(
+            f"{_name_of(path)}: --aggregate yes reads Parquet files (or a folder of them); got another type"
+        )
     if folder and aggregate == "no":
-        raise InputFileError(f"{_name_of(path)}: is a folder; a folder of Parquet files is read only aggregated (--aggregate auto or yes)")
+        raise InputFileError(
+            f"{_name_of(path)}: is a folder; a folder of Parquet files is read only aggregated (--aggregate auto or yes)"
+        )
     wanted = [c for c in columns if c != options.frequency_weight]
     if parquet and aggregate != "no":
         try:
@@ -471,5 +475,52 @@ def load_input(
                 f"distinct rows with their counts"
             )
             return table, replace(options, frequency_weight=count), message
+    _check_frame_memory(path, len(columns), options.memory_limit_mb)
     data = load_table(path, columns=list(columns))
     return data, options, f"read {path}: {len(data):,} rows, {len(columns)} columns"
+
+
+#: Bytes per row and column of a table read into pandas (a float64 or a short text per value), and the
+#: factor of the CSV reader's peak over its frame: the estimate of :func:`_check_frame_memory`.
+FRAME_VALUE_BYTES = 8
+CSV_READ_FACTOR = 3
+
+
+def _check_frame_memory(path: Path, n_columns: int, memory_limit_mb: float | None) -> None:
+    """Refuse, before reading it, a table whose rows alone would not fit in memory, with the estimate.
+
+    Rows: a Parquet file's footer, or a text file's size over the mean length of its first lines. The
+    frame needs about :data:`FRAME_VALUE_BYTES` per value (times :data:`CSV_READ_FACTOR` while a text file
+    is parsed); the audit then counts it to its distinct rows when it can, which needs little more.
+    """
+    from ..memory import default_memory_limit_mb
+    from .aggregate import AggregationError, parquet_rows
+
+    limit = (memory_limit_mb if memory_limit_mb is not None else default_memory_limit_mb()) * 1e6
+    try:  # a file that cannot be read this way gets load_table's own message
+        fmt = table_format(path)
+        if fmt == "parquet":
+            n_rows, factor = parquet_rows(path)[0], 1
+        else:
+            opener = gzip.open if _is_gzip_name(path) else open
+            with opener(path, "rb") as handle:
+                head = handle.read(1 << 20)
+    except (InputFileError, AggregationError, OSError, EOFError):
+        return
+    if fmt != "parquet":
+        lines = max(1, head.count(b"\n"))
+        size = path.stat().st_size * (4 if _is_gzip_name(path) else 1)  # gzip: about 4 times smaller
+        n_rows, factor = int(size * lines / max(1, len(head))), CSV_READ_FACTOR
+    estimate = n_rows * n_columns * FRAME_VALUE_BYTES * (factor + 1)
+    if estimate > limit:
+        advice = (
+            "--aggregate yes counts it with DuckDB without loading the rows"
+            if fmt == "parquet"
+            else "convert it to Parquet (e.g. with DuckDB or pyarrow) and audit that with --aggregate yes, which "
+            "counts the rows without loading them"
+        )
+        raise InputFileError(
+            f"{_name_of(path)}: its about {n_rows:,} rows of {n_columns} columns would need about "
+            f"{estimate / 1e6:,.0f} MB of memory to read, more than the limit of {limit / 1e6:,.0f} MB "
+            f"(--memory-limit-mb); {advice}"
+        )

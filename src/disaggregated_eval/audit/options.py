@@ -270,6 +270,13 @@ class AuditOptions:
     n_threads: int = _opt(
         1, "threads of the bootstrap and of the weight-model fits", section="computation", metavar="N"
     )
+    memory_limit_mb: float | None = _opt(
+        None,
+        "largest memory the audit may use, in MB: an audit whose estimated peak is larger is refused before any "
+        "work, with advice (default: 80% of the machine's memory)",
+        section="computation",
+        metavar="MB",
+    )
 
 
 def option_help() -> dict[str, str]:
