@@ -383,7 +383,10 @@ def _faithful(series: pd.Series) -> bool:
     if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
         return not pd.api.types.is_complex_dtype(dtype) and not isinstance(dtype, pd.SparseDtype)
     if pd.api.types.is_string_dtype(dtype):
-        return not pd.api.types.is_object_dtype(dtype) or pd.api.types.infer_dtype(series, skipna=True) in ("string", "empty")
+        return not pd.api.types.is_object_dtype(dtype) or pd.api.types.infer_dtype(series, skipna=True) in (
+            "string",
+            "empty",
+        )
     return False
 
 
