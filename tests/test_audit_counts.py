@@ -295,3 +295,87 @@ def test_cli_aggregates_parquet_to_the_same_audit_as_the_rows(parquet_paths, log
     assert "--aggregate yes reads Parquet files" in capsys.readouterr().err
     assert main(["audit", str(hive), "--aggregate", "no", *common]) == 2
     assert "is a folder" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------------
+# An in-memory frame counted before the audit; memory estimates and limits
+# ----------------------------------------------------------------------------------------------
+def _hard_frame(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame({c: pd.Categorical.from_codes(rng.integers(0, 3, n), [f"{c}{k}" for k in range(3)])
+                          for c in ("a", "b")})  # fmt: skip
+    frame["t"] = rng.choice(np.array([" x", "y", None], dtype=object), n)  # text, stripped, missing
+    frame["y"] = (rng.random(n) < 0.3).astype(np.int64)
+    frame["pred"] = (rng.random(n) < np.where(frame["y"] == 1, 0.7, 0.2)).astype(np.int64)
+    return frame
+
+
+def test_a_large_frame_of_hard_predictions_is_counted_and_gives_the_rows_audit(monkeypatch):
+    """Counted by DuckDB before the audit (a note says so), the audit is the rows' audit: the units of
+    the counts are those of the rows, so the same draws, and every table is equal."""
+    import disaggregated_eval.audit.aggregate as aggregate
+
+    frame = _hard_frame(20_000, 8)
+    options = dict(label="y", scores=["pred"], groups=["a", "b", "t"], n_resamples=300, n_permutations=200,
+                   thresholds=["0.5"])  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        monkeypatch.setattr(aggregate, "COMPRESS_MIN_ROWS", 10**9)
+        rows = audit(frame, **options)
+        monkeypatch.setattr(aggregate, "COMPRESS_MIN_ROWS", 1_000)
+        counted = audit(frame, **options)
+    assert rows.n_rows == counted.n_rows == 20_000
+    extra = [n for n in counted.notes if n not in rows.notes]
+    assert len(extra) == 1 and "the 20,000 rows were counted as" in extra[0]
+    assert [n for n in rows.notes if n not in counted.notes] == []
+    for name in ("comparisons", "fairness", "thresholds", "detectability"):
+        pd.testing.assert_frame_equal(getattr(rows, name), getattr(counted, name), check_exact=True)
+    pd.testing.assert_series_equal(rows.slices["estimate"], counted.slices["estimate"], check_exact=True)
+    _close(rows.slices, counted.slices, rtol=1e-12)  # BCa bounds: the jackknife's sums in another order
+
+
+def test_frames_that_would_not_pay_or_read_differently_are_not_counted():
+    from disaggregated_eval.audit.aggregate import compress_frame
+
+    frame = _hard_frame(5_000, 9)
+    columns = ["y", "pred", "a", "b", "t"]
+    assert compress_frame(frame, columns) is None  # below COMPRESS_MIN_ROWS
+    assert compress_frame(frame, columns, min_rows=1_000) is not None
+    mixed = frame.assign(t=frame["t"].astype(object).where(frame.index % 7 > 0, 1))  # text and numbers
+    assert compress_frame(mixed, columns, min_rows=1_000) is None
+    continuous = frame.assign(pred=np.random.default_rng(0).random(len(frame)))
+    assert compress_frame(continuous, columns, min_rows=1_000) is None
+
+
+def test_memory_limit_refuses_an_audit_before_any_work_with_the_estimate():
+    frame = _hard_frame(300, 10)
+    with pytest.raises(AuditInputError, match=r"would need about [\d,]+ MB of memory at its peak .* limit of 10 MB"):
+        audit(frame, label="y", scores=["pred"], groups=["a"], memory_limit_mb=10)
+    for bad in (-1, 0, float("nan"), "lots", True):
+        with pytest.raises(AuditInputError, match="memory_limit_mb must be a"):
+            audit(frame, label="y", scores=["pred"], groups=["a"], memory_limit_mb=bad)
+
+
+def test_audit_peak_estimate_follows_the_rows_held():
+    from disaggregated_eval.memory import AUDIT_FIXED_BYTES, audit_peak_bytes
+
+    sizes = dict(n_models=1, n_families=7, n_resamples=1000, n_outputs=170, n_metrics=11)
+    replicates = 8 * 1000 * 170 * 11
+    rows = audit_peak_bytes(n_rows=10**7, n_units=10**7, **sizes)
+    counted = audit_peak_bytes(n_rows=10**7, n_units=96, **sizes)
+    assert rows - AUDIT_FIXED_BYTES - replicates == 10**7 * (120 + 40 + 7 * 20)
+    assert counted - AUDIT_FIXED_BYTES - replicates == 96 * 300 + 8 * 10**7
+
+
+def test_cli_refuses_a_file_whose_rows_would_not_fit_before_reading_it(tmp_path, capsys):
+    frame = _hard_frame(3_000, 11)
+    csv = tmp_path / "log.csv"
+    frame.to_csv(csv, index=False)
+    status = main(["audit", str(csv), "--label", "y", "--score", "pred", "--group", "a", "--memory-limit-mb", "0.1",
+                   "--out", str(tmp_path / "out")])  # fmt: skip
+    assert status == 2
+    err = capsys.readouterr().err
+    assert "log.csv: its about" in err and "would need about" in err and "--aggregate yes" in err
+    assert not (tmp_path / "out").exists()
+    assert main(["audit", str(csv), "--label", "y", "--score", "pred", "--group", "a", "--aggregate", "maybe"]) == 2
+    assert "--aggregate" in capsys.readouterr().err
