@@ -123,6 +123,7 @@ def main() -> None:
     parser.add_argument("--score", choices=("hard", "continuous"), default="hard")
     parser.add_argument("--no-audit", action="store_true", help="compare the engines only")
     parser.add_argument("--seed", type=int, default=20250101)
+    parser.add_argument("--audit-args", default="", help="more options of the audit, e.g. '--n-permutations 0'")
     args = parser.parse_args()
     rows = int(args.rows)
     folder = Path(args.folder)
@@ -156,7 +157,7 @@ def main() -> None:
             return
         tool = Path(sys.executable).with_name("disagg-eval")
         audit = _timed([str(tool), "audit", str(path), "--label", "y", "--score", "pred", "--group", "a,b,c",
-                        "--aggregate", "yes", "--out", str(work / "audit"), "--quiet"])  # fmt: skip
+                        "--aggregate", "yes", "--out", str(work / "audit"), "--quiet", *args.audit_args.split()])  # fmt: skip
         print(f"  audit: {audit['wall']:6.1f} s wall, {audit['cpu']:6.1f} s CPU, peak {audit['peak_mb']:6.0f} MB "
               f"(goal at 2e8 rows: <= 180 s wall, <= 2,000 MB; load average {os.getloadavg()[0]:.2f})")  # fmt: skip
     finally:

@@ -97,6 +97,7 @@ def counts_query(
     count_column: str = COUNT_COLUMN,
     frequency_weight: str | None = None,
     quote: str = "`",
+    order: bool = True,
 ) -> str:
     """The SQL query of a counts table: ``SELECT columns, COUNT(*) ... GROUP BY columns ORDER BY columns``.
 
@@ -116,6 +117,8 @@ def counts_query(
     quote : str, default "`"
         Identifier quote: a backtick for Spark SQL, BigQuery and DuckDB (which accepts both), ``"`` for
         standard SQL.
+    order : bool, default True
+        End with ``ORDER BY`` the columns (``NULLS LAST``); False leaves the order to the caller.
 
     Returns
     -------
@@ -128,9 +131,10 @@ def counts_query(
     """
     columns = _check_columns(columns, count_column, frequency_weight)
     keys = ", ".join(_quote(c, quote) for c in columns)
-    order = ", ".join(f"{_quote(c, quote)} NULLS LAST" for c in columns)
+    ordering = ", ".join(f"{_quote(c, quote)} NULLS LAST" for c in columns)
     total = "COUNT(*)" if frequency_weight is None else f"SUM(CAST({_quote(frequency_weight, quote)} AS BIGINT))"
-    return f"SELECT {keys}, {total} AS {_quote(count_column, quote)} FROM {source} GROUP BY {keys} ORDER BY {order}"
+    query = f"SELECT {keys}, {total} AS {_quote(count_column, quote)} FROM {source} GROUP BY {keys}"
+    return query + (f" ORDER BY {ordering}" if order else "")
 
 
 def _frequency_check_query(frequency_weight: str, source: str, quote: str = "`") -> str:
@@ -140,10 +144,21 @@ def _frequency_check_query(frequency_weight: str, source: str, quote: str = "`")
     return f"SELECT COUNT(*) FILTER (WHERE {bad}), MIN({f}) FILTER (WHERE {bad}) FROM {source}"
 
 
-def _finish(table: pd.DataFrame, columns: list[str], count_column: str) -> pd.DataFrame:
-    """The common form: columns in order, int64 counts, sorted with missing values last, index 0..n-1."""
+def _to_pandas(connection: Any, query: str) -> pd.DataFrame:
+    """A DuckDB query's result as pandas through Arrow, freeing the Arrow buffers as it converts (the peak
+    of a long result is about half that of DuckDB's own ``df()``; ``benchmarks/bench_aggregate.py``)."""
+    table = connection.sql(query).to_arrow_table()
+    return table.to_pandas(split_blocks=True, self_destruct=True)
+
+
+def _finish(table: pd.DataFrame, columns: list[str], count_column: str, *, ordered: bool = False) -> pd.DataFrame:
+    """The common form: columns in order, int64 counts, sorted with missing values last, index 0..n-1
+    (``ordered``: sorted so already, by :func:`counts_query`'s ``ORDER BY``, which sorts as pandas does:
+    numbers, and text by code point, with missing values last; the tests compare the engines)."""
     table = table[columns + [count_column]]
-    table = table.sort_values(columns, na_position="last", kind="stable").reset_index(drop=True)
+    if not ordered:
+        table = table.sort_values(columns, na_position="last", kind="stable")
+    table = table.reset_index(drop=True)
     table[count_column] = table[count_column].astype(np.int64)
     return table
 
@@ -299,16 +314,16 @@ def aggregate_parquet(
         try:
             connection.execute("SET enable_progress_bar = false")
             if frequency_weight is not None:
-                n_bad, first = connection.execute(_frequency_check_query(frequency_weight, source)).fetchone()
+                n_bad, first = connection.execute(_frequency_check_query(frequency_weight, source)).fetchall()[0]
                 if n_bad:
                     raise AggregationError(_frequency_message(frequency_weight, int(n_bad), first))
             query = counts_query(columns, source, count_column=count_column, frequency_weight=frequency_weight)
-            table = connection.execute(query).df()
+            table = _to_pandas(connection, query)
         except duckdb.Error as exc:
             raise AggregationError(f"{path}: DuckDB could not aggregate it ({exc})") from exc
         finally:
             connection.close()
-    return _finish(table, columns, count_column)
+    return _finish(table, columns, count_column, ordered=True)
 
 
 def aggregate_dask(
@@ -434,7 +449,7 @@ def compress_frame(data: pd.DataFrame, columns: Sequence[str], *, min_rows: int 
     try:
         connection.execute("SET enable_progress_bar = false")
         connection.register("frame", data[columns] if list(data.columns) != columns else data)
-        table = connection.execute(counts_query(columns, "frame", count_column=count)).df()
+        table = _to_pandas(connection, counts_query(columns, "frame", count_column=count))
     finally:
         connection.close()
     if len(table) > COMPRESSION_MAX_SHARE * n:
@@ -442,4 +457,4 @@ def compress_frame(data: pd.DataFrame, columns: Sequence[str], *, min_rows: int 
     for c in columns:  # DuckDB gives text back as pandas' string dtype; keep the frame's own
         if data[c].dtype == object and table[c].dtype != object:
             table[c] = table[c].astype(object).where(table[c].notna(), None)
-    return _finish(table, columns, count)
+    return _finish(table, columns, count, ordered=True)
