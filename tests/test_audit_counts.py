@@ -379,3 +379,16 @@ def test_cli_refuses_a_file_whose_rows_would_not_fit_before_reading_it(tmp_path,
     assert not (tmp_path / "out").exists()
     assert main(["audit", str(csv), "--label", "y", "--score", "pred", "--group", "a", "--aggregate", "maybe"]) == 2
     assert "--aggregate" in capsys.readouterr().err
+
+
+def test_controls_on_counts_standing_for_too_many_rows_are_refused_before_any_work(monkeypatch):
+    import disaggregated_eval.audit.inputs as inputs
+
+    monkeypatch.setattr(inputs, "MAX_EXPANDED_ROWS", 1_000)
+    counts = pd.DataFrame({"y": [0, 1, 0, 1], "r": [0.2, 0.7, 0.4, 0.9], "g": ["a", "a", "b", "b"], "n": [400] * 4})
+    with pytest.raises(AuditInputError, match=r"needs the 1,600 rows the frequency_weight counts stand for, more than"):
+        audit(counts, label="y", scores=["r"], groups=["g"], frequency_weight="n", controls=["none", "Y"])
+    result = audit(counts, label="y", scores=["r"], groups=["g"], frequency_weight="n", n_resamples=200,
+                   n_permutations=0, metrics=["accuracy"])  # fmt: skip
+    assert result.n_rows == 1_600
+    assert result.slices.loc[result.slices["slice"] == "overall", "n"].item() == 1_600
