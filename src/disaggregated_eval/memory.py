@@ -116,8 +116,8 @@ AUDIT_MODEL_ROW_BYTES = 40
 AUDIT_FAMILY_ROW_BYTES = 20
 #: Bytes per row of the count that turns a frame into its distinct rows (DuckDB's scan of the frame).
 AUDIT_COUNTED_ROW_BYTES = 8
-#: Memory of an audit that does not grow with its rows (libraries, numba's code, buffers), in bytes.
-AUDIT_FIXED_BYTES = 150 * 10**6
+#: Working memory of an audit that does not grow with its rows (buffers of the draws and tests), in bytes.
+AUDIT_FIXED_BYTES = 50 * 10**6
 
 
 def audit_peak_bytes(
