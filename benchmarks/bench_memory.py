@@ -55,7 +55,7 @@ peak = status("VmHWM")
 estimate = None
 try:
     from disaggregated_eval.memory import audit_peak_bytes
-    estimate = audit_peak_bytes(n_rows=n, n_units=96 if mode == "counts" else n, n_models=1, n_families=7,
+    estimate = audit_peak_bytes(n_rows=n, n_units=256 if mode == "counts" else n, n_models=1, n_families=7,
                                 n_resamples=1000, n_outputs=2 * 85, n_metrics=11)
 except ImportError:
     pass
