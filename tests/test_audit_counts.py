@@ -305,6 +305,7 @@ def _hard_frame(n: int, seed: int) -> pd.DataFrame:
     frame = pd.DataFrame({c: pd.Categorical.from_codes(rng.integers(0, 3, n), [f"{c}{k}" for k in range(3)])
                           for c in ("a", "b")})  # fmt: skip
     frame["t"] = rng.choice(np.array([" x", "y", None], dtype=object), n)  # text, stripped, missing
+    frame["i"] = pd.Categorical.from_codes(rng.integers(0, 2, n), [30, 10])  # levels in the categories' order
     frame["y"] = (rng.random(n) < 0.3).astype(np.int64)
     frame["pred"] = (rng.random(n) < np.where(frame["y"] == 1, 0.7, 0.2)).astype(np.int64)
     return frame
@@ -316,8 +317,8 @@ def test_a_large_frame_of_hard_predictions_is_counted_and_gives_the_rows_audit(m
     import disaggregated_eval.audit.aggregate as aggregate
 
     frame = _hard_frame(20_000, 8)
-    options = dict(label="y", scores=["pred"], groups=["a", "b", "t"], n_resamples=300, n_permutations=200,
-                   thresholds=["0.5"])  # fmt: skip
+    options = dict(label="y", scores=["pred"], groups=["a", "b", "t", "i"], intersections=2, n_resamples=300,
+                   n_permutations=200, thresholds=["0.5"])  # fmt: skip
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         monkeypatch.setattr(aggregate, "COMPRESS_MIN_ROWS", 10**9)

@@ -454,7 +454,10 @@ def compress_frame(data: pd.DataFrame, columns: Sequence[str], *, min_rows: int 
         connection.close()
     if len(table) > COMPRESSION_MAX_SHARE * n:
         return None
-    for c in columns:  # DuckDB gives text back as pandas' string dtype; keep the frame's own
-        if data[c].dtype == object and table[c].dtype != object:
+    for c in columns:  # the frame's own dtypes: text as objects, categoricals with their categories in order
+        dtype = data[c].dtype
+        if isinstance(dtype, pd.CategoricalDtype):
+            table[c] = pd.Categorical(table[c], categories=dtype.categories, ordered=dtype.ordered)
+        elif dtype == object and table[c].dtype != object:
             table[c] = table[c].astype(object).where(table[c].notna(), None)
     return _finish(table, columns, count, ordered=True)
