@@ -458,6 +458,6 @@ def compress_frame(data: pd.DataFrame, columns: Sequence[str], *, min_rows: int 
         dtype = data[c].dtype
         if isinstance(dtype, pd.CategoricalDtype):
             table[c] = pd.Categorical(table[c], categories=dtype.categories, ordered=dtype.ordered)
-        elif dtype == object and table[c].dtype != object:
+        elif pd.api.types.is_object_dtype(dtype) and not pd.api.types.is_object_dtype(table[c].dtype):
             table[c] = table[c].astype(object).where(table[c].notna(), None)
     return _finish(table, columns, count, ordered=True)
