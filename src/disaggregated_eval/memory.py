@@ -114,8 +114,6 @@ def default_memory_limit_mb() -> float:
 AUDIT_ROW_BYTES = 120
 AUDIT_MODEL_ROW_BYTES = 40
 AUDIT_FAMILY_ROW_BYTES = 20
-#: Bytes per row of the count that turns a frame into its distinct rows (DuckDB's scan of the frame).
-AUDIT_COUNTED_ROW_BYTES = 8
 #: Working memory of an audit that does not grow with its rows (buffers of the draws and tests), in bytes.
 AUDIT_FIXED_BYTES = 50 * 10**6
 
@@ -135,7 +133,8 @@ def audit_peak_bytes(
     Parameters
     ----------
     n_rows : int
-        Rows audited (the sum of the counts).
+        Rows audited (the sum of the counts); the estimate does not grow with them once they are counted
+        (counting an in-memory frame took about 8 bytes per row before, ``docs/audit.md``, "Large data").
     n_units : int
         Rows the audit holds: ``n_rows``, or the distinct rows when the frame (or its file) was counted.
     n_models, n_families : int
@@ -147,12 +146,12 @@ def audit_peak_bytes(
     -------
     int
         ``AUDIT_FIXED_BYTES + n_units (AUDIT_ROW_BYTES + n_models AUDIT_MODEL_ROW_BYTES + n_families
-        AUDIT_FAMILY_ROW_BYTES) + AUDIT_COUNTED_ROW_BYTES n_rows`` (the last only when counted) plus the
-        replicates. An estimate: ``benchmarks/bench_memory.py`` prints it beside the measured peak.
+        AUDIT_FAMILY_ROW_BYTES)`` plus the replicates. An estimate: ``benchmarks/bench_memory.py`` prints it beside the measured peak.
     """
     per_unit = AUDIT_ROW_BYTES + n_models * AUDIT_MODEL_ROW_BYTES + n_families * AUDIT_FAMILY_ROW_BYTES
-    counted = AUDIT_COUNTED_ROW_BYTES * n_rows if n_units < n_rows else 0
-    return int(AUDIT_FIXED_BYTES + n_units * per_unit + counted + 8 * n_resamples * n_outputs * n_metrics)
+    if n_units > n_rows:
+        raise ValueError(f"n_units must be at most n_rows; got {n_units} > {n_rows}")
+    return int(AUDIT_FIXED_BYTES + n_units * per_unit + 8 * n_resamples * n_outputs * n_metrics)
 
 
 def evaluations_per_model(*, n_groups: int, n_controls: int, n_weight_sources: int, shared_space: bool = True) -> int:
