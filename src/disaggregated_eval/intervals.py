@@ -597,7 +597,9 @@ def jackknife_acceleration(leave_one_out: np.ndarray, weights: np.ndarray | None
     return float(np.sum(w * d**3) / (6.0 * s2**1.5))
 
 
-def grouped_jackknife_acceleration(leave_one_out: np.ndarray, codes: np.ndarray, n_groups: int) -> np.ndarray:
+def grouped_jackknife_acceleration(
+    leave_one_out: np.ndarray, codes: np.ndarray, n_groups: int, multiplicity: np.ndarray | None = None
+) -> np.ndarray:
     """:func:`jackknife_acceleration` (unweighted) of every group at once.
 
     Parameters
@@ -608,6 +610,10 @@ def grouped_jackknife_acceleration(leave_one_out: np.ndarray, codes: np.ndarray,
     codes : ndarray of shape (n,), int
         Group of each row, ``0 .. n_groups - 1``.
     n_groups : int
+    multiplicity : ndarray of shape (n,), int, optional
+        Identical rows each entry stands for (frequency weights): the jackknife leaves out each of them in
+        turn, all with the same value, so every sum counts the entry that many times (the result is that
+        of the expanded rows, up to rounding).
 
     Returns
     -------
@@ -617,11 +623,19 @@ def grouped_jackknife_acceleration(leave_one_out: np.ndarray, codes: np.ndarray,
     """
     values = np.asarray(leave_one_out, dtype=np.float64)
     ok = np.isfinite(values)
-    count = np.bincount(codes[ok], minlength=n_groups)
-    mean = np.bincount(codes[ok], weights=values[ok], minlength=n_groups) / np.maximum(count, 1)
-    d = np.where(ok, mean[codes] - values, 0.0)
-    s2 = np.bincount(codes, weights=d * d, minlength=n_groups)
-    s3 = np.bincount(codes, weights=d * d * d, minlength=n_groups)
+    if multiplicity is None:
+        count = np.bincount(codes[ok], minlength=n_groups)
+        mean = np.bincount(codes[ok], weights=values[ok], minlength=n_groups) / np.maximum(count, 1)
+        d = np.where(ok, mean[codes] - values, 0.0)
+        s2 = np.bincount(codes, weights=d * d, minlength=n_groups)
+        s3 = np.bincount(codes, weights=d * d * d, minlength=n_groups)
+    else:
+        m = np.asarray(multiplicity, dtype=np.float64)
+        count = np.bincount(codes[ok], weights=m[ok], minlength=n_groups)
+        mean = np.bincount(codes[ok], weights=m[ok] * values[ok], minlength=n_groups) / np.maximum(count, 1)
+        d = np.where(ok, mean[codes] - values, 0.0)
+        s2 = np.bincount(codes, weights=m * d * d, minlength=n_groups)
+        s3 = np.bincount(codes, weights=m * d * d * d, minlength=n_groups)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where((count >= 2) & (s2 > 0), s3 / (6.0 * np.maximum(s2, 1e-300) ** 1.5), 0.0)
 

@@ -146,6 +146,7 @@ def summary_analyses(
             strata=strata_for(options.resampling, plan.cell_codes),
             n_threads=options.n_threads,
             progress=_stage(progress, "fairness bootstrap"),
+            count=prepared.count,
         )
         extra_reasons = reasons_for(extra, extra_metrics)
         for m in range(len(model_names)):
@@ -184,6 +185,7 @@ def summary_analyses(
         if len(comparisons)
         else None,
         progress=_stage(progress, "calibration bootstrap"),
+        count=prepared.count,
     )
 
     # ---- thresholds ------------------------------------------------------------------------------
@@ -197,6 +199,7 @@ def summary_analyses(
         confidence=options.confidence,
         min_group_size=options.min_group_size,
         min_denominator=options.min_denominator,
+        count=prepared.count,
     )
 
     # ---- detectability ---------------------------------------------------------------------------

@@ -209,6 +209,7 @@ def test_pvalues(
     seed: int,
     n_threads: int,
     progress: Callable[[int, int], None] | None = None,
+    count: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """p-values of every comparison and metric (NaN for vs_model), and how each was computed.
 
@@ -216,6 +217,10 @@ def test_pvalues(
     ----------
     point : ndarray of shape (n_models, n_slices, 2, n_metrics)
         The slices' (side 0) and rests' (side 1) point estimates.
+    count : ndarray of shape (n_rows,), int64, optional
+        Rows each row stands for (frequency weights): the exact tests read the tallies (counted in
+        rows), and the Monte-Carlo tests permute the expanded rows (units with the summed counts,
+        :func:`disaggregated_eval.engine.permutation.permutation_space`).
 
     Returns
     -------
@@ -233,8 +238,8 @@ def test_pvalues(
     how = np.full((len(comparisons), n_q), "", dtype=object)
     if n_permutations == 0:
         return p, how
-    n = y.shape[0]
-    w = np.ones(n) if weight is None else weight
+    n = y.shape[0] if count is None else int(count.sum())
+    w = np.ones(y.shape[0]) if weight is None else weight
     index = {(c.kind, c.model, c.slice, c.reference): k for k, c in enumerate(comparisons)}
     tests = [(c.model, c.slice, None) for c in comparisons if c.kind == "vs_overall"]
     tests += [(c.model, c.slice, c.minus[1]) for c in comparisons if c.kind == "pairwise"]
@@ -257,7 +262,7 @@ def test_pvalues(
         if within == "label":
             strata = y[rows].astype(np.int64)
         elif within == "score":
-            strata = score_bins(scores[m][rows], SCORE_STRATA)[0]
+            strata = score_bins(scores[m][rows], SCORE_STRATA, None if count is None else count[rows])[0]
         else:
             strata = None
         return rows, permutation_space(
@@ -267,6 +272,7 @@ def test_pvalues(
             metrics=[metrics[q] for q in designs[design]],
             threshold=threshold,
             strata=strata,
+            count=None if count is None else count[rows],
         )
 
     total = len(tests)

@@ -40,6 +40,8 @@ __all__ = [
     "UsageError",
     "FLAG_NAMES",
     "CLI_KEYS",
+    "AGGREGATE_CHOICES",
+    "AUTO_AGGREGATE_ROWS",
     "REQUIRED_OPTIONS",
     "option_fields",
     "option_kind",
@@ -233,6 +235,13 @@ class AuditOptions:
     sample_weight: str | None = _opt(
         None, "column of non-negative row weights (every metric is weighted)", section="columns", metavar="COL"
     )
+    frequency_weight: str | None = _opt(
+        None,
+        "column of row counts: each row stands for that many identical rows (non-negative integers; rows of 0 are "
+        "dropped), e.g. a table aggregated by disagg-eval's Parquet, Dask or SQL path; sample_weight applies on top",
+        section="columns",
+        metavar="COL",
+    )
     strip_levels: bool = _opt(
         True,
         "remove leading and trailing whitespace from text levels of the group columns (levels that differ "
@@ -261,6 +270,13 @@ class AuditOptions:
     n_threads: int = _opt(
         1, "threads of the bootstrap and of the weight-model fits", section="computation", metavar="N"
     )
+    memory_limit_mb: float | None = _opt(
+        None,
+        "largest memory the audit may use, in MB: an audit whose estimated peak is larger is refused before any "
+        "work, with advice (default: 80% of the machine's memory)",
+        section="computation",
+        metavar="MB",
+    )
 
 
 def option_help() -> dict[str, str]:
@@ -275,6 +291,10 @@ def option_help() -> dict[str, str]:
 FLAG_NAMES: dict[str, str] = {"scores": "score", "groups": "group", "controls": "control"}
 #: Keys a ``--config`` file may hold besides the option fields.
 CLI_KEYS: tuple[str, ...] = ("file", "out")
+#: Values of the command line's ``--aggregate`` (how a Parquet input is read: :func:`.loading.load_input`).
+AGGREGATE_CHOICES: tuple[str, ...] = ("auto", "yes", "no")
+#: ``--aggregate auto`` aggregates a Parquet file of more rows than this (and always a folder of files).
+AUTO_AGGREGATE_ROWS = 10**7
 #: Options without which no audit can run (their empty defaults mean "required").
 REQUIRED_OPTIONS: tuple[str, ...] = ("label", "scores", "groups")
 #: Choices of list options (the scalar ones carry ``choices`` in their field metadata).

@@ -51,13 +51,16 @@ def jackknife_accelerations(
     *,
     threshold: float,
     odds: float,
+    count: np.ndarray | None = None,
 ) -> np.ndarray:
     """BCa's acceleration of every model, slice and metric that is a ratio of sums (NaN for the others).
 
     The jackknife leaves out one row of the slice at a time: for ``theta = sum w a / sum w b``,
     ``theta_(i) = (A - w_i a_i) / (B - w_i b_i)``, computed for every row and family at once, then
     :func:`disaggregated_eval.intervals.jackknife_acceleration`'s formula per slice. Rows of weight 0
-    are not part of the slice.
+    are not part of the slice. With frequency weights (``count``, shape (n_rows,)) a row stands for
+    ``count`` rows: its sums count it that many times, and so does the jackknife (grouped over the units,
+    :func:`disaggregated_eval.intervals.grouped_jackknife_acceleration`), as on the expanded rows.
 
     Returns
     -------
@@ -75,12 +78,13 @@ def jackknife_accelerations(
                 codes = family.codes
                 k = family.n_slices
                 inside = w > 0
-                big_a = np.bincount(codes, weights=w * a, minlength=k)
-                big_b = np.bincount(codes, weights=w * b, minlength=k)
+                rows = 1.0 if count is None else count
+                big_a = np.bincount(codes, weights=rows * w * a, minlength=k)
+                big_b = np.bincount(codes, weights=rows * w * b, minlength=k)
                 with np.errstate(invalid="ignore", divide="ignore"):
                     loo = (big_a[codes] - w * a) / (big_b[codes] - w * b)
                 loo = np.where(inside, loo, np.nan)
-                out[m, family.slice_ids, q] = grouped_jackknife_acceleration(loo, codes, k)
+                out[m, family.slice_ids, q] = grouped_jackknife_acceleration(loo, codes, k, count)
     return out
 
 

@@ -332,9 +332,14 @@ def headline_metric(result: Any, model: str | None = None) -> str | None:
 
 
 def weight_note(options: Any) -> str | None:
-    """``estimates weighted by column W`` when the audit has row weights (``--sample-weight``), else None."""
+    """``estimates weighted by column W`` when the audit has row weights (``--sample-weight``), and
+    ``each row counted C times`` when it has row counts (``--frequency-weight``), else None."""
     column = getattr(options, "sample_weight", None)
-    return f"estimates weighted by column {column}" if column else None
+    counts = getattr(options, "frequency_weight", None)
+    parts = ([f"estimates weighted by column {column}"] if column else []) + (
+        [f"each row counted as many times as column {counts} says"] if counts else []
+    )
+    return "; ".join(parts) if parts else None
 
 
 _ADJUST_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no"}

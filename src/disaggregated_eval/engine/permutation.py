@@ -47,7 +47,7 @@ from scipy import special
 
 from .resampling import as_seed_sequence, numba_threads, resample_seed
 from .sums import terms_for
-from .units import find_units
+from .units import find_units, units_of_counts
 from .walk import ModelStreams, Stream, WalkLayout, build_layout, run_kernel
 
 __all__ = [
@@ -147,12 +147,15 @@ class PermutationSpace:
         The unit of each of the universe's rows (in the order given to :func:`permutation_space`).
     stratum : ndarray of shape (U,), int64
         The stratum of each unit.
+    row_count : ndarray of shape (M,), int64, or None
+        Rows each of the universe's rows stands for (frequency weights); None: one each.
     """
 
     layout: WalkLayout
     multiplicity: np.ndarray
     unit_of_row: np.ndarray
     stratum: np.ndarray
+    row_count: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -168,7 +171,9 @@ class PermutationSpace:
 
     def first_counts(self, first: np.ndarray) -> np.ndarray:
         """Rows of the first side in each stratum, from a boolean mask over the universe's rows."""
-        return np.bincount(self.stratum[self.unit_of_row[first]], minlength=self.n_strata).astype(np.int64)
+        weights = None if self.row_count is None else self.row_count[first]
+        counts = np.bincount(self.stratum[self.unit_of_row[first]], weights=weights, minlength=self.n_strata)
+        return np.rint(counts).astype(np.int64)
 
 
 def permutation_space(
@@ -179,6 +184,7 @@ def permutation_space(
     metrics,
     threshold: float,
     strata: np.ndarray | None = None,
+    count: np.ndarray | None = None,
 ) -> PermutationSpace:
     """The universe of a test: its rows' labels, one model's scores, the sample weights and the strata.
 
@@ -192,6 +198,9 @@ def permutation_space(
     threshold : float
     strata : ndarray of shape (M,), int, optional
         Stratum codes ``0..K-1`` (membership is permuted within each); None: one stratum.
+    count : ndarray of shape (M,), int, optional
+        Rows each row stands for (frequency weights): the rows are always merged into units, with the
+        summed counts as multiplicities (:func:`.units.units_of_counts`), the universe of the expanded rows.
 
     Returns
     -------
@@ -202,7 +211,7 @@ def permutation_space(
     n = y.shape[0]
     w = np.ones(n) if weight is None else weight
     codes = np.zeros(n, dtype=np.int64) if strata is None else np.asarray(strata, dtype=np.int64)
-    units = find_units([y, scores, w, codes])
+    units = find_units([y, scores, w, codes]) if count is None else units_of_counts([y, scores, w, codes], count)
     if units is None:
         first, of_row, multiplicity = np.arange(n), np.arange(n), np.ones(n, dtype=np.int64)
     else:
@@ -214,7 +223,9 @@ def permutation_space(
         streams=(Stream(weight=0),),
     )
     layout = build_layout(y[first], [model], thresholds=(threshold,), terms=terms_for(metrics))
-    return PermutationSpace(layout=layout, multiplicity=multiplicity, unit_of_row=of_row, stratum=codes[first])
+    return PermutationSpace(
+        layout=layout, multiplicity=multiplicity, unit_of_row=of_row, stratum=codes[first], row_count=count
+    )
 
 
 # ----------------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Units", "find_units", "score_key", "matrix_key", "COMPRESSION_MAX_SHARE"]
+__all__ = ["Units", "find_units", "units_of_counts", "score_key", "matrix_key", "COMPRESSION_MAX_SHARE"]
 
 #: Units are used when there are at most this share of the rows (otherwise the rows themselves).
 COMPRESSION_MAX_SHARE = 0.5
@@ -96,6 +96,34 @@ def find_units(columns: Sequence[np.ndarray], *, max_share: float = COMPRESSION_
     of_row[order] = np.cumsum(new) - 1
     first = np.unique(of_row, return_index=True)[1].astype(np.int64)  # the first row of each unit
     return Units(of_row=of_row, first=first, multiplicity=np.bincount(of_row, minlength=n_units).astype(np.int64))
+
+
+def units_of_counts(columns: Sequence[np.ndarray], counts: np.ndarray) -> Units:
+    """The units of rows that each stand for ``counts`` identical rows (frequency weights), always merged.
+
+    A table of counts (one row per distinct combination, with its number of rows, e.g. an aggregation
+    by :mod:`disaggregated_eval.aggregate`) gives the units directly: the rows equal in every column are
+    merged as :func:`find_units` merges them, and a unit's multiplicity is the sum of its rows' counts.
+    The units are those :func:`find_units` finds on the expanded rows (numbered in the same
+    lexicographic order of their values, with the same multiplicities), so that a bootstrap of the unit
+    counts is the same, draw for draw, as on an expanded frame that compresses to these units.
+
+    Parameters
+    ----------
+    columns : sequence of ndarray of shape (n_rows,)
+        As :func:`find_units`.
+    counts : ndarray of shape (n_rows,), int
+        Rows each row stands for (>= 1).
+
+    Returns
+    -------
+    Units
+        ``multiplicity`` in expanded rows; never None (the rows are units whatever their number).
+    """
+    units = find_units(columns, max_share=np.inf)
+    assert units is not None  # max_share=inf never declines
+    multiplicity = np.bincount(units.of_row, weights=counts, minlength=units.n_units)
+    return Units(of_row=units.of_row, first=units.first, multiplicity=np.rint(multiplicity).astype(np.int64))
 
 
 def score_key(scores: np.ndarray, thresholds, *, needs_scores: bool) -> np.ndarray:
