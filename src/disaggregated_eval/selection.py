@@ -172,7 +172,7 @@ def check_target_shares(shares: Any, present: Any, *, name: str = "target shares
     bad = ~np.isfinite(s) | (s < 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{name} must be finite numbers >= 0; got {s[i]!r} for {names[i]}")
+        raise ValueError(f"{name} must be finite numbers >= 0; got {float(s[i])!r} for {names[i]}")
     zero = present & (s == 0)
     if zero.any():
         i = int(np.flatnonzero(zero)[0])

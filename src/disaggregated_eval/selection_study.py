@@ -205,7 +205,10 @@ def selection_strength(dataset: str, margins: str, *, min_selection: float = 0.0
     rho_max, rho_min, log_or = 0.0, math.inf, 0.0
     for c in np.unique(cell):
         inside = (cell == c) & kept
-        pi0 = float((rows.mass[inside] * s[inside]).sum() / rows.mass[inside].sum())
+        if np.ptp(s[inside]) == 0:  # s constant in the cell: pi_0 is that value (no quadrature rounding)
+            pi0 = float(s[inside][0])
+        else:
+            pi0 = float((rows.mass[inside] * s[inside]).sum() / rows.mass[inside].sum())
         for a, y in {(int(a), int(y)) for a, y in zip(rows.a[inside], rows.y[inside], strict=True)}:
             s_max = s_ay[a, y]
             s_min = max(min_selection, 0.0) if dgp.x_curvature > 0 else s_max
