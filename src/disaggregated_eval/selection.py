@@ -33,10 +33,14 @@ programme; Dorn and Guo 2022, Proposition 2): the rows above a cut get the upper
 the lower; all cuts are tried with prefix sums (``O(n log n)``). The AUC, a ratio of a bilinear form
 in the weights, has no such rule and is not bounded here.
 
-The bound of a difference ``T = metric(slice) - metric(reference)`` is the conservative combination
-``[lower(slice) - upper(reference), upper(slice) - lower(reference)]``: valid, not sharp when the
-slice's rows are also rows of the reference (they get one weight each in the truth, but may get two
-here). Bootstrap intervals of the bounds take the ``(1 - confidence)/2`` percentile of the lower
+The bound of a difference ``T = metric(slice) - metric(overall)`` goes through the rest of the rows
+(:func:`slice_difference_bounds`): ``T = f (m_S - m_R)`` with the slice's and the rest's means, which
+share no row (so the bounds of ``m_S - m_R`` are sharp), and ``f = W_R / (W_S + W_R)`` bounded
+separately: valid, and sharp in where it reaches 0 (the breakdown); the table gives its intersection
+with the plain combination (both are valid). The plain combination
+``[lower(slice) - upper(reference), upper(slice) - lower(reference)]`` (:func:`difference_bounds`,
+used when the slice is not inside the reference) is valid but gives the slice's rows two weights at
+once, far wider. Bootstrap intervals of the bounds take the ``(1 - confidence)/2`` percentile of the lower
 bound and the ``(1 + confidence)/2`` percentile of the upper bound over the resamples (Zhao et al.
 2019, section 4); :func:`breakdown_gamma` is the smallest ``Gamma`` at which such an interval of a
 difference reaches 0.
@@ -72,6 +76,7 @@ __all__ = [
     "effective_sample_size",
     "ratio_bounds",
     "difference_bounds",
+    "slice_difference_bounds",
     "bounds_interval",
     "breakdown_gamma",
     "selection_analysis",
@@ -365,7 +370,8 @@ def resampled_cell_weights(cells: Any, target_shares: Any, counts: np.ndarray) -
         :func:`poststratification_weights`).
     target_shares : array-like of shape (n_cells,)
     counts : ndarray of shape (n_resamples, n)
-        How often each row is drawn (:func:`disaggregated_eval.engine.resample_counts`).
+        How often each row is drawn (:func:`disaggregated_eval.engine.resample_counts`), times its design
+        weight if any.
 
     Returns
     -------
@@ -530,6 +536,48 @@ def difference_bounds(
     return np.asarray(low) - np.asarray(reference_high), np.asarray(high) - np.asarray(reference_low)
 
 
+def slice_difference_bounds(
+    slice_bounds: tuple[np.ndarray, np.ndarray],
+    rest_bounds: tuple[np.ndarray, np.ndarray],
+    slice_weight: np.ndarray,
+    rest_weight: np.ndarray,
+    gamma: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of ``metric(slice) - metric(overall)`` through the rest of the rows (valid, tighter).
+
+    With ``W_S``, ``W_R`` the weights of the slice's and of the rest's rows (in the metric's
+    denominator) and ``m_S``, ``m_R`` their means, ``metric(overall) = (W_S m_S + W_R m_R) / (W_S + W_R)``,
+    so ``T = f d`` with ``f = W_R / (W_S + W_R)`` and ``d = m_S - m_R``. The slice and the rest share no
+    row, so over the box ``d`` ranges over ``[low_S - high_R, high_S - low_R]`` (sharp) and ``f`` over
+    ``[1 / (1 + rho Gamma^2), 1 / (1 + rho / Gamma^2)]`` with ``rho = W_S / W_R``; ``T`` lies between
+    the products of their ends. Valid for every weight vector in the box; the sign of ``T`` is the sign
+    of ``d``, so the bounds reach 0 exactly when the sharp bounds of ``d`` do (no loss for the breakdown
+    ``Gamma``). A rest without weight makes ``T = 0``.
+
+    Parameters
+    ----------
+    slice_bounds, rest_bounds : tuple of 2 ndarray
+        ``(low, high)`` of the slice's and the rest's metric at ``gamma`` (:func:`ratio_bounds`).
+    slice_weight, rest_weight : ndarray
+        ``W_S`` and ``W_R`` at the central weights (same shape as the bounds).
+    gamma : float
+
+    Returns
+    -------
+    low, high : ndarray
+    """
+    d_low = np.asarray(slice_bounds[0]) - np.asarray(rest_bounds[1])
+    d_high = np.asarray(slice_bounds[1]) - np.asarray(rest_bounds[0])
+    g2 = gamma * gamma
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rho = np.asarray(slice_weight, dtype=np.float64) / np.asarray(rest_weight, dtype=np.float64)
+        f_low, f_high = 1.0 / (1.0 + rho * g2), 1.0 / (1.0 + rho / g2)
+    low = np.where(d_low < 0, d_low * f_high, d_low * f_low)
+    high = np.where(d_high > 0, d_high * f_high, d_high * f_low)
+    empty_rest = np.asarray(rest_weight) == 0
+    return np.where(empty_rest, 0.0, low), np.where(empty_rest, 0.0, high)
+
+
 def bounds_interval(low: np.ndarray, high: np.ndarray, *, confidence: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """Percentile bootstrap interval of the bounds (Zhao, Small and Bhattacharya 2019, section 4).
 
@@ -618,6 +666,8 @@ def selection_analysis(
     threshold: float = 0.5,
     preference_threshold: float = 0.5,
     breakdown: bool = True,
+    sample_weight: Any = None,
+    strata: Any = None,
 ) -> pd.DataFrame:
     """Corrected metrics of slices, their sensitivity bounds per ``Gamma`` and breakdown ``Gamma``.
 
@@ -659,6 +709,11 @@ def selection_analysis(
         As in :func:`~disaggregated_eval.metrics.compute_metrics`.
     breakdown : bool, default True
         Compute the breakdown ``Gamma`` of flagged differences.
+    sample_weight : array-like of shape (n,), optional
+        Design weights of the rows (survey or frequency weights): every metric is weighted by them, and
+        the margin weights multiply them (the sample's cell shares are the weighted ones).
+    strata : array-like of shape (n,), optional
+        Strata of a ``within_group`` bootstrap (:func:`disaggregated_eval.engine.resample_counts`).
 
     Returns
     -------
@@ -700,13 +755,16 @@ def selection_analysis(
         masks = {reference: np.ones(n, dtype=bool), **masks}
     if (cells is None) != (target_shares is None):
         raise ValueError("cells and target_shares go together (both or neither)")
-    counts = resample_counts(n, seed=seed, start=0, stop=n_resamples).astype(np.float64)
+    base = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    if base.shape != (n,) or not (np.isfinite(base) & (base >= 0)).all():
+        raise ValueError(f"sample_weight must hold {n} finite values >= 0")
+    counts = resample_counts(n, seed=seed, start=0, stop=n_resamples, strata=strata).astype(np.float64) * base
     if cells is None:
-        row_weight = np.ones(n)
+        row_weight = base
         resample_weight = counts
     else:
         codes = np.asarray(cells, dtype=np.int64)
-        row_weight = poststratification_weights(codes, target_shares)
+        row_weight = poststratification_weights(codes, target_shares, sample_weight=base)
         resample_weight = counts * resampled_cell_weights(codes, target_shares, counts)[:, codes]
     undefined_resample = ~np.isfinite(resample_weight).all(axis=1)
     resample_weight = np.where(undefined_resample[:, None], 0.0, resample_weight)
@@ -720,11 +778,18 @@ def selection_analysis(
             resampled[name] = _SortedSums(h[sel], (resample_weight * b)[:, sel])
             resampled[name].estimate[undefined_resample] = np.nan
             ess[name] = effective_sample_size(row_weight[mask])
-        for name in masks:
+        for name, mask in masks.items():
             quantities = [("metric", _bounds_of(sample[name], g), _bounds_of(resampled[name], g), math.nan)]
             if name != reference:
-                diff = _difference(sample[name], sample[reference])
-                rdiff = _difference(resampled[name], resampled[reference])
+                rest = None
+                if not (mask & ~masks[reference]).any():  # the slice lies in the reference: bound through the rest
+                    sel = masks[reference] & ~mask & (b > 0)
+                    rest = (
+                        _SortedSums(h[sel], (row_weight * b)[sel]),
+                        _SortedSums(h[sel], (resample_weight * b)[:, sel]),
+                    )
+                diff = _difference(sample[name], sample[reference], None if rest is None else rest[0])
+                rdiff = _difference(resampled[name], resampled[reference], None if rest is None else rest[1])
                 crossing = math.nan
                 if breakdown:
                     crossing = breakdown_gamma(lambda gamma, f=rdiff: _interval(*f(gamma), confidence))
@@ -741,8 +806,11 @@ def selection_analysis(
     return pd.DataFrame.from_records(records, columns=list(RESULT_COLUMNS))
 
 
-def _difference(sums: _SortedSums, reference: _SortedSums) -> Callable[[float], tuple[np.ndarray, np.ndarray]]:
-    """``gamma -> bounds of metric(slice) - metric(reference)`` (:func:`difference_bounds`)."""
+def _difference(
+    sums: _SortedSums, reference: _SortedSums, rest: _SortedSums | None = None
+) -> Callable[[float], tuple[np.ndarray, np.ndarray]]:
+    """``gamma -> bounds of metric(slice) - metric(reference)``: :func:`slice_difference_bounds` through
+    the ``rest`` (the reference's rows outside the slice) when given, else :func:`difference_bounds`."""
 
     def bounds(gamma: float) -> tuple[np.ndarray, np.ndarray]:
         if gamma == 1.0:
@@ -750,7 +818,12 @@ def _difference(sums: _SortedSums, reference: _SortedSums) -> Callable[[float], 
             return d, d
         lo, hi = sums.bounds(gamma)
         rlo, rhi = reference.bounds(gamma)
-        return difference_bounds(lo, hi, rlo, rhi)
+        plain_low, plain_high = difference_bounds(lo, hi, rlo, rhi)
+        if rest is None:
+            return plain_low, plain_high
+        low, high = slice_difference_bounds((lo, hi), rest.bounds(gamma), sums.total, rest.total, gamma)
+        d = sums.estimate - reference.estimate  # both are valid: their intersection is, and holds the estimate
+        return np.minimum(np.maximum(low, plain_low), d), np.maximum(np.minimum(high, plain_high), d)
 
     return bounds
 

@@ -48,6 +48,7 @@ from .estimates import AuditEstimates, estimate_all, n_outputs
 from .inputs import PERMUTATION_WORK_WARNING, AuditInput, AuditInputError, AuditWarning, prepare_input, resolve_options
 from .options import AuditOptions
 from .result import AuditResult
+from .selection_table import margin_cells
 from .slice_table import jackknife_accelerations, slice_table
 from .slices import SlicePlan, plan_slices
 from .tallies import SliceTallies, tally_slices
@@ -112,6 +113,7 @@ def audit(
     opts = resolve_options(options, kwargs)
     prepared = prepare_input(data, opts)
     plan = _plan(prepared, opts)
+    margin_cells(prepared, opts)  # the population margins against the data, before any work
     controlled_plan = _controlled.plan_controlled(prepared, plan, opts)  # checks sizes before any work
     _check_memory(plan, controlled_plan, opts)
     opts, raised = _plan_permutations(plan, prepared, opts)
