@@ -113,10 +113,10 @@ def read_margins(path: str | Path, groups: list[str]) -> pd.DataFrame:
     if frame.empty:
         raise AuditInputError(f"{source} has no rows")
     frame.columns = columns
-    names = [_combination(attributes, row) for row in frame[attributes].itertuples(index=False)]
+    names = [terminal_text(_combination(attributes, row)) for row in frame[attributes].itertuples(index=False)]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
-        raise AuditInputError(f"{source} gives {brief(repeated[0])} more than once; give each combination once")
+        raise AuditInputError(f"{source} gives {terminal_text(repeated[0])} more than once; give each combination once")
     for column in [SHARE_COLUMN] + ([LABEL_RATE_COLUMN] if LABEL_RATE_COLUMN in columns else []):
         values = pd.to_numeric(frame[column].str.strip(), errors="coerce").to_numpy(dtype=np.float64)
         for name, text, value in zip(names, frame[column], values, strict=True):
