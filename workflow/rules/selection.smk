@@ -22,6 +22,9 @@ rule selection_truth:
     conda:
         "../../envs/disaggregated_eval.yaml"
     threads: 1
+    resources:
+        mem_mb=job_resource("coverage", "mem_mb"),
+        runtime=job_resource("coverage", "runtime"),
     params:
         threshold=config["evaluation"]["threshold"],
         preference_threshold=config["evaluation"]["preference_threshold"],
