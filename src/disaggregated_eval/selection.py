@@ -106,6 +106,7 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "bound_ci_high",
     "breakdown_gamma",
     "effective_n",
+    "n_denominator",
     "n_resamples",
     "n_undefined",
 )
@@ -724,6 +725,8 @@ def selection_analysis(
         ``gamma`` row); ``bound_low``/``bound_high``: the bounds; ``bound_ci_low``/``_high``: their
         interval; ``breakdown_gamma``: on difference rows (NaN if not flagged, ``inf`` beyond
         :data:`GAMMA_MAX`); ``effective_n``: Kish's effective size of the slice's weights;
+        ``n_denominator``: the slice's rows in the metric's denominator (``b > 0``; e.g. its predicted
+        positives for the precision), also on its ``difference`` rows;
         ``n_undefined``: resamples on which the quantity is undefined.
 
     Raises
@@ -771,13 +774,14 @@ def selection_analysis(
     records = []
     for metric in metrics:
         h, b = metric_row_values(metric, y, r, threshold=threshold, preference_threshold=preference_threshold)
-        sample, resampled, ess = {}, {}, {}
+        sample, resampled, ess, denominators = {}, {}, {}, {}
         for name, mask in masks.items():
             sel = mask & (b > 0)
             sample[name] = _SortedSums(h[sel], (row_weight * b)[sel])
             resampled[name] = _SortedSums(h[sel], (resample_weight * b)[:, sel])
             resampled[name].estimate[undefined_resample] = np.nan
             ess[name] = effective_sample_size(row_weight[mask])
+            denominators[name] = int((mask & (b > 0)).sum())
         for name, mask in masks.items():
             quantities = [("metric", _bounds_of(sample[name], g), _bounds_of(resampled[name], g), math.nan)]
             if name != reference:
@@ -801,7 +805,7 @@ def selection_analysis(
                     b_lo, b_hi = _interval(rlo[k], rhi[k], confidence)
                     records.append(
                         (name, metric, quantity, float(gamma), float(e), ci_low, ci_high, float(lo[k]), float(hi[k]),
-                         b_lo, b_hi, crossing, ess[name], n_resamples, n_undef)
+                         b_lo, b_hi, crossing, ess[name], denominators[name], n_resamples, n_undef)
                     )  # fmt: skip
     return pd.DataFrame.from_records(records, columns=list(RESULT_COLUMNS))
 

@@ -64,6 +64,9 @@ MODELS: tuple[str, ...] = vocabulary.BAYES_MODELS
 METRICS: tuple[str, ...] = tuple(m for m in vocabulary.PIPELINE_METRICS if m in selection.BOUNDED_METRICS)
 #: Slices of the study: the two groups and the whole population (the reference of ``T_a``).
 SLICES: tuple[str, ...] = (*vocabulary.SIMULATION_GROUP_LABELS, vocabulary.OVERALL)
+#: A replicate's cell whose slice has fewer rows in the metric's denominator is withheld (the audit's
+#: ``min_denominator`` default): a rate of 3 predicted positives has no trustworthy percentile interval.
+MIN_DENOMINATOR = 10
 #: Columns of :func:`strength_table`.
 STRENGTH_COLUMNS: tuple[str, ...] = (
     "dataset",
@@ -91,6 +94,7 @@ COVERAGE_COLUMNS: tuple[str, ...] = (
     "gamma_box",
     "identified",
     "n_replicates",
+    "n_withheld",
     "n_covered",
     "coverage",
     "coverage_ci_low",
@@ -109,6 +113,8 @@ UNDEFINED_TRUTH = "truth undefined (e.g. no predicted positive in the population
 #: ``caveat`` of a cell whose intervals all have width 0 (e.g. a predicted positive rate of exactly 0 in
 #: every resample and in the truth): its coverage says nothing; left out of :func:`coverage_summary`.
 DEGENERATE = "degenerate: every interval has width 0; not counted"
+#: ``caveat`` of a cell withheld in every replicate (fewer than ``min_denominator`` rows in its denominator).
+WITHHELD = "withheld in every replicate (fewer rows in the metric's denominator than min_denominator)"
 #: Columns of :func:`coverage_summary`.
 SUMMARY_COLUMNS: tuple[str, ...] = (
     "dataset",
@@ -337,7 +343,12 @@ def run_replicates(
 
 
 def coverage_table(
-    replicates: pd.DataFrame, truth: pd.DataFrame, strength: pd.DataFrame, *, confidence: float = 0.95
+    replicates: pd.DataFrame,
+    truth: pd.DataFrame,
+    strength: pd.DataFrame,
+    *,
+    confidence: float = 0.95,
+    min_denominator: int = MIN_DENOMINATOR,
 ) -> pd.DataFrame:
     """Coverage of the full-population truth per cell: :data:`COVERAGE_COLUMNS`.
 
@@ -351,6 +362,9 @@ def coverage_table(
     ``n_flagged`` counts the replicates whose breakdown ``Gamma`` exceeds ``gamma_box`` (the claim
     "the difference survives selection up to the breakdown Gamma" then covers the true selection),
     ``n_sign_errors`` those of them whose truth does not have the estimate's sign (the claim is wrong).
+    A replicate whose slice has fewer than ``min_denominator`` rows in the metric's denominator is
+    withheld, as the audit withholds such an estimate (its option ``min_denominator``, default 10): not
+    counted, and counted in ``n_withheld``.
     """
     strength = strength[strength["min_selection"] == 0.0][["dataset", "margins", "gamma_box"]]
     keys = ["dataset", "model", "slice", "metric", "quantity"]
@@ -366,7 +380,8 @@ def coverage_table(
         part = rows if method == "bounds" else rows[rows["gamma"] == 1.0]
         tt = part["truth"].to_numpy(float)
         lo, hi = part[low].to_numpy(float), part[high].to_numpy(float)
-        defined = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(tt)  # undefined truth: nothing to cover
+        withheld = part["n_denominator"].to_numpy() < min_denominator
+        defined = np.isfinite(lo) & np.isfinite(hi) & np.isfinite(tt) & ~withheld  # undefined truth: nothing to cover
         breakdown = part["breakdown_gamma"].to_numpy(float)
         flagged = (part["quantity"] == "difference").to_numpy() & (breakdown > part["gamma_box"].to_numpy(float))
         sign_error = flagged & ~(np.sign(tt) == np.sign(part["estimate"].to_numpy(float)))
@@ -374,11 +389,12 @@ def coverage_table(
             part.assign(
                 method=method,
                 _defined=defined,
+                _withheld=withheld,
                 _covered=defined & (lo - tol <= tt) & (tt <= hi + tol),
                 _width=np.where(defined, hi - lo, np.nan),
                 _bias=part["estimate"].to_numpy(float) - tt,
-                _flagged=flagged if method == "bounds" else False,
-                _sign_error=sign_error if method == "bounds" else False,
+                _flagged=flagged & ~withheld if method == "bounds" else False,
+                _sign_error=sign_error & ~withheld if method == "bounds" else False,
             )
         )
     cells = ["dataset", "model", "margins", "slice", "metric", "quantity", "method", "gamma"]
@@ -394,7 +410,7 @@ def coverage_table(
             truth=("truth", "first"),
             n_flagged=("_flagged", "sum"),
             n_sign_errors=("_sign_error", "sum"),
-            _n_rows=("_defined", "size"),
+            n_withheld=("_withheld", "sum"),
         )
         .reset_index()
     )
@@ -415,8 +431,10 @@ def coverage_table(
     out["identified"] = out["gamma_box"] == 1.0
     undefined = ~np.isfinite(out["truth"].to_numpy(float))
     degenerate = out["mean_width"].to_numpy(float) == 0
-    out["caveat"] = np.where(undefined, UNDEFINED_TRUTH, np.where(degenerate, DEGENERATE, ""))
-    for column in ("n_replicates", "n_covered", "n_flagged", "n_sign_errors"):
+    out["caveat"] = np.where(
+        undefined, UNDEFINED_TRUTH, np.where(degenerate, DEGENERATE, np.where(n == 0, WITHHELD, ""))
+    )
+    for column in ("n_replicates", "n_withheld", "n_covered", "n_flagged", "n_sign_errors"):
         out[column] = out[column].astype(np.int64)
     return out[list(COVERAGE_COLUMNS)]
 

@@ -228,6 +228,7 @@ SELECTION_COLUMNS: tuple[str, ...] = (
     "bound_ci_high",
     "breakdown_gamma",
     "effective_n",
+    "n_denominator",
     "n_resamples",
     "n_undefined",
 )

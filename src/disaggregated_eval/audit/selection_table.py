@@ -338,8 +338,8 @@ def selection_lines(result: Any) -> list[str]:
     level = f"{options.confidence:.0%}"
     for model in pd.unique(table["model"]):
         rows = table[(table["model"] == model) & (table["quantity"] == "difference") & (table["gamma"] == 1.0)]
-        flagged = rows[np.isfinite(rows["breakdown_gamma"].to_numpy(float)) | (rows["breakdown_gamma"] == math.inf)]
-        flagged = flagged[flagged["breakdown_gamma"].notna()].sort_values("breakdown_gamma", ascending=False)
+        flagged = rows[rows["breakdown_gamma"].notna() & (rows["n_denominator"] >= options.min_denominator)]
+        flagged = flagged.sort_values("breakdown_gamma", ascending=False)
         lines.append(
             f"{terminal_text(model)}: {len(flagged)} of {len(rows)} differences from overall exclude 0 at {level} "
             f"after the weighting (no multiplicity adjustment here)"
