@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from . import population, seeds, selection, simulate, vocabulary
-from ._validation import check_choice, check_int, check_positive_int
+from ._validation import check_choice, check_int
 from .coverage import TRUTH_TOLERANCE, clopper_pearson, nominal_band
 
 __all__ = [
@@ -475,9 +475,3 @@ def coverage_summary(table: pd.DataFrame) -> pd.DataFrame:
     )
     return out[list(SUMMARY_COLUMNS)].reset_index(drop=True)
 
-
-def check_study_sizes(*, n_replicates: int, n_test: int, n_resamples: int) -> None:
-    """Positive sizes (a clear error before any work)."""
-    check_positive_int(n_replicates, "n_replicates")
-    check_positive_int(n_test, "n_test")
-    check_int(n_resamples, "n_resamples", minimum=2)
