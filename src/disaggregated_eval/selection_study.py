@@ -474,4 +474,3 @@ def coverage_summary(table: pd.DataFrame) -> pd.DataFrame:
         ["dataset", "margins", "method", "gamma"], key=lambda c: c.map(order) if c.name == "margins" else c
     )
     return out[list(SUMMARY_COLUMNS)].reset_index(drop=True)
-
