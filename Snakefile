@@ -4,6 +4,7 @@
 #   snakemake --cores 2 acs          # ACS PUMS study
 #   snakemake --cores 2 paper        # both
 #   snakemake --cores 2 coverage     # coverage study of the T_a intervals
+#   snakemake --cores 2 selection    # evaluation under selection: margins and bounds against the truth
 import sys
 from pathlib import Path
 
@@ -76,6 +77,7 @@ include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/audit.smk"
 include: "workflow/rules/coverage.smk"
+include: "workflow/rules/selection.smk"
 
 
 # Light jobs (seconds, little memory) run on the submitting host, not as cluster jobs.
@@ -96,6 +98,9 @@ localrules:
     coverage,
     collect_coverage,
     plot_coverage,
+    selection,
+    collect_selection,
+    plot_selection_bounds,
 
 
 rule all:
@@ -131,3 +136,12 @@ rule coverage:
     input:
         rules.collect_coverage.output,
         rules.plot_coverage.output,
+
+
+# Evaluation under selection (docs/method.md "Evaluation under selection"): selected test sets of the
+# selection settings against the full population's truth; not part of `all` or `paper` (independent of
+# the main run): `snakemake --cores 2 selection`.
+rule selection:
+    input:
+        rules.collect_selection.output,
+        expand(rules.plot_selection_bounds.output, dataset=SELECTION_STUDY_SETTINGS),

@@ -59,6 +59,7 @@ from .inputs import (
 from .loading import required_columns
 from .options import AuditOptions
 from .result import AuditResult
+from .selection_table import margin_cells
 from .slice_table import jackknife_accelerations, slice_table
 from .slices import SlicePlan, plan_slices
 from .tallies import SliceTallies, tally_slices
@@ -127,6 +128,7 @@ def audit(
         prepared = expand_input(prepared, reason="the controlled evaluation's cross-fitting of P(A | V)")
     count = prepared.count
     plan = _plan(prepared, opts)
+    margin_cells(prepared, opts)  # the population margins against the data, before any work
     controlled_plan = _controlled.plan_controlled(prepared, plan, opts)  # checks sizes before any work
     _check_memory(plan, controlled_plan, opts)
     peak_note = _check_peak(prepared, plan, controlled_plan, opts)

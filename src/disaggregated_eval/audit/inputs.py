@@ -356,8 +356,15 @@ def _summary_options(o: AuditOptions, *, groups: list[str], intersections: int) 
     detect_gap = None if o.detect_gap is None else _wrap(check_open_unit, o.detect_gap, "detect_gap")
     power = _wrap(check_open_unit, o.power, "power")
     tolerance = _wrap(parse_tolerance, _as_list(o.tolerance, "tolerance")).items()
+    from .selection_table import check_selection_options  # the margins file read and checked, the Gammas
+
+    selection_sensitivity = check_selection_options(
+        o.population_margins, _as_list(o.selection_sensitivity, "selection_sensitivity"), groups=groups
+    )
+    population_margins = None if o.population_margins is None else str(o.population_margins)
     return dict(reference=reference, thresholds=thresholds, calibration_bins=calibration_bins, detect_gap=detect_gap,
-                power=power, tolerance=tolerance)  # fmt: skip
+                power=power, tolerance=tolerance, selection_sensitivity=selection_sensitivity,
+                population_margins=population_margins)  # fmt: skip
 
 
 def min_resamples(confidence: float) -> int:

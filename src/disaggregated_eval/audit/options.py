@@ -223,6 +223,22 @@ class AuditOptions:
         section="summary analyses",
         metavar="POWER",
     )
+    population_margins: str | None = _opt(
+        None,
+        "CSV of the target population's shares: one column per modelled group column, 'share' (summing to 1) and "
+        "optionally 'label_rate' (prevalence by group); the rows are weighted to it (post-stratification, with "
+        "the weights re-estimated in every resample) in the table 'selection'",
+        section="summary analyses",
+        metavar="FILE",
+    )
+    selection_sensitivity: list[float] = _opt(
+        [],
+        "values of Gamma >= 1 (e.g. 1.5,2,3): bounds of every metric and difference from overall when the true "
+        "selection weights may differ from the (margin) weights by up to a factor Gamma (marginal sensitivity "
+        "model), and the Gamma at which each flagged difference is explained away (table 'selection')",
+        section="summary analyses",
+        metavar="GAMMA",
+    )
     controls: list[str] = _opt(
         ["none"],
         "control variables V of the controlled evaluation, among none, X, Y, R (X needs --features)",

@@ -510,6 +510,27 @@ def _detectability_section(result: Any) -> str:
     ])  # fmt: skip
 
 
+def _selection_section(result: Any) -> str:
+    """Evaluation under selection: what was assumed and what follows, and the table ``selection``."""
+    from .selection_table import selection_lines
+
+    table = getattr(result, "selection", None)
+    lines = selection_lines(result)
+    if table is None or table.empty or not lines:
+        return ""
+    shown = table[table["quantity"] == "difference"]
+    return (
+        '<details id="selection" open><summary>Evaluation under selection: population margins and sensitivity '
+        "bounds</summary>"
+        + "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+        + "<p>Differences from overall per Gamma (all rows, also each slice's metric, in <code>selection.csv</code>; "
+        "docs/audit.md, 'Evaluation under selection'). bound_low/bound_high: the bounds; bound_ci_low/high: their "
+        "interval; breakdown_gamma: where that interval first reaches 0.</p>"
+        + _html_table(shown, kind="selection", key="differences")
+        + "</details>"
+    )
+
+
 def render_html(
     result: Any,
     *,
@@ -558,6 +579,7 @@ def render_html(
         f"<details open><summary>Notes ({len(result.notes)})</summary><ul>{notes}</ul></details>" if notes else "",
         _disparity_section(result),
         _detectability_section(result),
+        _selection_section(result),
         _calibration_section(result, figures),
         _thresholds_section(result, figures),
         '<details id="forest"><summary>Forest plots (one per metric)</summary>',

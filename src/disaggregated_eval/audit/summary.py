@@ -662,6 +662,12 @@ def summary_text(
             lines.append(
                 controlled_table(result.controlled, model=model, metric=metric, controls=controls, withheld=withheld)
             )
+    from .selection_table import selection_lines  # evaluation under selection (table selection)
+
+    selection = selection_lines(result)
+    if selection:
+        lines.append("")
+        lines.extend(selection)
     if out_dir is not None:
         lines.append("")
         lines.append(f"every table and figure: {t(Path(out_dir) / 'report.html')} (tables also as parquet and csv)")

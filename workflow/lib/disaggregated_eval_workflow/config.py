@@ -13,6 +13,7 @@ parse time, so a bad configuration stops the run before any job starts.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import numbers
 import os
@@ -47,6 +48,7 @@ _NAME_LISTS: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {
     ("simulation", "settings"): (vocabulary.SETTINGS, True),
     ("simulation", "selection_settings"): (vocabulary.SETTINGS, True),
     ("coverage", "settings"): (vocabulary.MAIN_SETTINGS, True),
+    ("selection_study", "settings"): (vocabulary.SELECTION_SETTINGS, True),
     ("acs", "tasks"): (tuple(vocabulary.TASKS), True),
     ("acs", "horizon"): (vocabulary.HORIZONS, False),
     ("acs", "state"): (vocabulary.STATES, False),
@@ -68,6 +70,10 @@ def _maxima() -> dict[tuple[str, ...], int]:
         ("coverage", "n_replicates_r"): memory.MAX_REPLICATES,
         ("coverage", "n_resamples"): memory.MAX_RESAMPLES,
         ("coverage", "jobs_per_setting"): memory.MAX_REPLICATES,
+        ("selection_study", "n_replicates"): memory.MAX_REPLICATES,
+        ("selection_study", "n_test"): memory.MAX_SIMULATED_ROWS,
+        ("selection_study", "n_resamples"): memory.MAX_RESAMPLES,
+        ("selection_study", "jobs_per_setting"): memory.MAX_REPLICATES,
     }
 
 
@@ -442,6 +448,31 @@ def _coverage_checks(config: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+#: Largest ``n_test * n_resamples`` of a selection-study replicate (its resample-by-row arrays: ~400 MB each).
+SELECTION_STUDY_MAX_CELLS = 50_000_000
+
+
+def _selection_study_checks(config: Mapping[str, Any]) -> list[str]:
+    """The selection study's Gammas increase and its jobs are at most its replicates."""
+    study = config["selection_study"]
+    errors = []
+    gammas = list(study["gammas"])
+    if any(b <= a for a, b in itertools.pairwise(gammas)):
+        errors.append(f"selection_study.gammas must be increasing; got {gammas!r}")
+    if study["n_test"] * study["n_resamples"] > SELECTION_STUDY_MAX_CELLS:
+        errors.append(
+            f"selection_study.n_test * selection_study.n_resamples must be at most {SELECTION_STUDY_MAX_CELLS:,} "
+            f"(a replicate holds a few float arrays of that size, 8 bytes a value); got "
+            f"{study['n_test']} * {study['n_resamples']}"
+        )
+    if study["jobs_per_setting"] > study["n_replicates"]:
+        errors.append(
+            f"selection_study.jobs_per_setting must be at most selection_study.n_replicates "
+            f"({study['n_replicates']}); got {study['jobs_per_setting']}"
+        )
+    return errors
+
+
 # Cross-key checks and the keys each one reads (skipped if the schema rejected one of them).
 _CROSS_CHECKS = (
     (_min_rows_checks, ("simulation.n_test", "simulation.n_train", "models.cv_folds", "models.crossfit_folds")),
@@ -462,6 +493,16 @@ _CROSS_CHECKS = (
         ("evaluation.n_resamples", "resources.simulation.bootstrap.mem_mb", "resources.acs.bootstrap.mem_mb"),
     ),
     (_coverage_memory_checks, ("coverage.n_resamples", "resources.simulation.coverage.mem_mb")),
+    (
+        _selection_study_checks,
+        (
+            "selection_study.gammas",
+            "selection_study.n_replicates",
+            "selection_study.n_test",
+            "selection_study.n_resamples",
+            "selection_study.jobs_per_setting",
+        ),
+    ),
 )
 
 
