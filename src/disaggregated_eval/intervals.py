@@ -27,7 +27,7 @@ import numpy as np
 from scipy import special
 
 from ._validation import check_open_unit
-from .engine.sums import PROPORTIONS
+from .registry import METRIC_RECORDS
 from .vocabulary import CAVEAT_DEGENERATE, CAVEAT_UNDEFINED
 
 __all__ = [
@@ -62,21 +62,14 @@ __all__ = [
 #: tie of BCa's bias correction (:func:`bca_interval`).
 ROUNDING = 1e-12
 
-#: The interval of each metric on one slice (``docs/method.md``, "Intervals"): ``wilson`` (Wilson's
-#: score interval on the metric's own counts, Kish's effective size under sample weights) for the
-#: proportions, ``auc_score`` (Newcombe's score-type interval of the AUC) for the AUC, ``bca`` (the
-#: bias-corrected and accelerated bootstrap, jackknife acceleration) for the means and ratios of sums.
-#: Score intervals keep their level at small counts and never have zero width; the percentile
-#: bootstrap does neither (it collapses to a point on a slice without events).
-INTERVAL_METHODS: dict[str, str] = {
-    **dict.fromkeys(PROPORTIONS, "wilson"),
-    "auc": "auc_score",
-    "log_loss": "bca",
-    "brier_score": "bca",
-    "net_benefit": "bca",
-    "mean_predicted_risk": "bca",
-    "observed_expected_ratio": "bca",
-}
+#: The interval of each metric on one slice (``docs/method.md``, "Intervals"; its record's ``interval``,
+#: :data:`disaggregated_eval.registry.INTERVAL_KINDS`): ``wilson`` (Wilson's score interval on the
+#: metric's own counts, Kish's effective size under sample weights) for the proportions, ``auc_score``
+#: (Newcombe's score-type interval of the AUC) for the AUC, ``bca`` (the bias-corrected and accelerated
+#: bootstrap, jackknife acceleration) for the means and ratios of sums. Score intervals keep their level
+#: at small counts and never have zero width; the percentile bootstrap does neither (it collapses to a
+#: point on a slice without events).
+INTERVAL_METHODS: dict[str, str] = {r.name: r.interval for r in METRIC_RECORDS}
 
 
 def interval_method(metric: str) -> str:
