@@ -72,6 +72,7 @@ def test_the_tables_hold_the_values_the_audit_was_written_with():
         "false_positive_rate": "negatives",
         "precision": "predicted positives",
         "auc": "smaller class",
+        "balanced_accuracy": "smaller class",
     }
     assert {m: INTERVAL_METHODS[m] for m in ("auc", "log_loss", "net_benefit", "label_rate")} == {
         "auc": "auc_score",

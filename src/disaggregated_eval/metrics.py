@@ -34,6 +34,8 @@ metric                      definition                                    undefi
 ``brier_score``             ``sum w (r - y)^2 / W``                       ``W == 0``
 ``mean_predicted_risk``     ``sum w r / W``                               ``W == 0``
 ``observed_expected_ratio`` ``Wp / sum w r`` (calibration in the large)   ``sum w r == 0``
+``balanced_accuracy``       ``(TP / Wp + TN / Wn) / 2``                   ``Wp == 0`` or
+                                                                          ``Wn == 0``
 =========================== ============================================= ===================
 
 Here ``pi = Wp / W`` and ``t`` is the preference threshold of the net benefit (Pfohl et al. 2023
@@ -159,8 +161,9 @@ def compute_metrics(
     epsilon), ``roc_auc_score``, ``recall_score`` (sensitivity), ``recall_score(pos_label=0)``
     (specificity), ``precision_score`` (where it is defined: with no predicted positive, scikit-learn
     returns 0 with a warning, ``zero_division``; here it is undefined, NaN), ``accuracy_score``, ``brier_score_loss``,
-    and ``1 -`` the recalls for the false positive and false negative rates, where those are
-    defined. Definitions from the paper's Supplementary A.3 (``docs/method.md``); net benefit as in
+    ``balanced_accuracy_score`` (where both classes have weight: with one class scikit-learn averages
+    the recall of the class present, with a warning; here it is undefined, NaN), and ``1 -`` the
+    recalls for the false positive and false negative rates, where those are defined. Definitions from the paper's Supplementary A.3 (``docs/method.md``); net benefit as in
     Pfohl et al. (2023).
     """
     names = check_metric_names(metrics)

@@ -262,6 +262,13 @@ METRIC_RECORDS: tuple[MetricRecord, ...] = (
         needs_score=True, terms=("score",), ratio_of_sums=("label", "score"), permuted_among=_ALL_ROWS,
         permuted_within="score", denominator="rows",
     ),
+    # The mean of the two class rates (scikit-learn's balanced_accuracy_score): its null "the slice's
+    # rows of each class are exchangeable with the other rows of that class" is the AUC's.
+    MetricRecord(
+        "balanced_accuracy", "Balanced accuracy", higher_is_better=True, interval="mover_wilson",
+        mean_of=("sensitivity", "specificity"), permuted_among=_ALL_ROWS, permuted_within="label",
+        denominator="smaller class", audit_default=False,
+    ),
 )  # fmt: skip
 
 #: Every fairness statistic, in the order the summary shows them.

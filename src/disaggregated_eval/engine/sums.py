@@ -244,6 +244,7 @@ _SLOT_FALSE_NEGATIVE_RATE = 10
 _SLOT_BRIER_SCORE = 11
 _SLOT_MEAN_PREDICTED_RISK = 12
 _SLOT_OBSERVED_EXPECTED_RATIO = 13
+_SLOT_BALANCED_ACCURACY = 14
 
 #: Metric name -> slot of the ``out`` buffer written by :func:`metrics_from_sums` (every record has one,
 #: :func:`check_engine_records`).
@@ -262,6 +263,7 @@ METRIC_SLOTS: dict[str, int] = {
     "brier_score": _SLOT_BRIER_SCORE,
     "mean_predicted_risk": _SLOT_MEAN_PREDICTED_RISK,
     "observed_expected_ratio": _SLOT_OBSERVED_EXPECTED_RATIO,
+    "balanced_accuracy": _SLOT_BALANCED_ACCURACY,
 }
 #: Length of the ``out`` buffer of :func:`metrics_from_sums`.
 N_METRIC_SLOTS: int = len(METRIC_SLOTS)
@@ -345,6 +347,7 @@ def metrics_from_sums(wp, wn, fn, tn, auc_numerator, terms, odds, out):
     out[_SLOT_FALSE_NEGATIVE_RATE] = fn / wp if wp > 0.0 else nan
     out[_SLOT_SPECIFICITY] = tn / wn if wn > 0.0 else nan
     out[_SLOT_FALSE_POSITIVE_RATE] = (wn - tn) / wn if wn > 0.0 else nan
+    out[_SLOT_BALANCED_ACCURACY] = 0.5 * (tp / wp + tn / wn) if (wp > 0.0 and wn > 0.0) else nan
 
 
 #: Sums at which :func:`check_engine_records` runs the formulas: every metric defined, then none.
