@@ -29,7 +29,7 @@ Snakefile's parse import the vocabulary, which reads its name lists from here.
 
 Sources: paper Supplementary A.3 (the metrics); ``docs/method.md``, "Metrics" (definitions) and
 "Intervals and tests of the practitioner's audit" (interval methods, permutation designs);
-``docs/audit.md``, "Minimum sizes" (denominators) and "Fairness summary".
+``docs/audit.md``, "What is computed" (withholding: the denominators) and "Fairness summary".
 """
 
 from __future__ import annotations

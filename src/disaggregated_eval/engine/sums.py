@@ -343,11 +343,13 @@ def metrics_from_sums(wp, wn, fn, tn, auc_numerator, terms, odds, out):
         out[_SLOT_MEAN_PREDICTED_RISK] = nan
     out[_SLOT_OBSERVED_EXPECTED_RATIO] = wp / terms[_T_SCORE] if terms[_T_SCORE] > 0.0 else nan
     out[_SLOT_AUC] = auc_numerator / (wp * wn) if (wp > 0.0 and wn > 0.0) else nan
-    out[_SLOT_SENSITIVITY] = tp / wp if wp > 0.0 else nan
+    sensitivity = tp / wp if wp > 0.0 else nan
+    specificity = tn / wn if wn > 0.0 else nan
+    out[_SLOT_SENSITIVITY] = sensitivity
     out[_SLOT_FALSE_NEGATIVE_RATE] = fn / wp if wp > 0.0 else nan
-    out[_SLOT_SPECIFICITY] = tn / wn if wn > 0.0 else nan
+    out[_SLOT_SPECIFICITY] = specificity
     out[_SLOT_FALSE_POSITIVE_RATE] = (wn - tn) / wn if wn > 0.0 else nan
-    out[_SLOT_BALANCED_ACCURACY] = 0.5 * (tp / wp + tn / wn) if (wp > 0.0 and wn > 0.0) else nan
+    out[_SLOT_BALANCED_ACCURACY] = 0.5 * (sensitivity + specificity)  # NaN unless both classes have weight
 
 
 #: Sums at which :func:`check_engine_records` runs the formulas: every metric defined, then none.
