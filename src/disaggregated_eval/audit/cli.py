@@ -97,8 +97,9 @@ def _default_text(field_) -> str:
     if isinstance(value, (list, tuple)):
         if not value:
             return "none"
-        if field_.name == "metrics" and tuple(value) == vocabulary.METRICS:
-            return f"all {len(value)}"
+        if field_.name == "metrics" and tuple(value) == vocabulary.AUDIT_METRICS:
+            others = [m for m in vocabulary.METRICS if m not in value]
+            return f"all but {', '.join(others)}" if others else f"all {len(value)}"
         if field_.name == "controls" and list(value) == ["none"]:
             return "none, i.e. each slice against the overall value only"
         return ",".join(map(str, value))

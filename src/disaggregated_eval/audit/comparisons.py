@@ -60,8 +60,9 @@ import pandas as pd
 from .. import seeds
 from ..derived import Replicated, difference, summarise
 from ..engine.permutation import exact_count_pvalue, permutation_space, permutation_test
-from ..engine.sums import FN, FP, PROPORTIONS, TN, TP, categories, metric_slots
+from ..engine.sums import PROPORTIONS, categories, metric_slots
 from ..intervals import newcombe_difference
+from ..registry import CATEGORIES, METRIC_RECORDS
 from ..verdicts import (
     DEFAULT_TOLERANCE,
     Tolerance,
@@ -91,22 +92,12 @@ __all__ = [
 
 #: Kinds of comparison with a test; each is a family of its own (per model and metric, or model).
 TESTED_KINDS: tuple[str, ...] = ("vs_overall", "vs_rest", "pairwise")
-_ALL = (TN, FP, FN, TP)
-#: The null of each metric's test: (categories of the rows permuted among, strata within which
-#: membership is permuted: None, ``"label"`` or ``"score"``, the model's score in at most
-#: :data:`SCORE_STRATA` quantile bins).
+#: The null of each metric's test, from its record (:attr:`~disaggregated_eval.registry.MetricRecord.design`):
+#: (categories of the rows permuted among, strata within which membership is permuted: None,
+#: ``"label"`` or ``"score"``, the model's score in at most :data:`SCORE_STRATA` quantile bins). A
+#: proportion's rows are permuted among its denominator's.
 PERMUTATION_DESIGNS: dict[str, tuple[tuple[int, ...], str | None]] = {
-    **{metric: (den, None) for metric, (_, den) in PROPORTIONS.items()},
-    "auc": (_ALL, "label"),
-    "log_loss": (_ALL, None),
-    "brier_score": (_ALL, None),
-    "net_benefit": (_ALL, None),
-    "mean_predicted_risk": (_ALL, None),
-    # Calibration in the large: among rows of (nearly) the same score, the outcome does not depend on
-    # the slice. Permuting all rows would also move the slice's scores, whose distribution may
-    # differ between slices under that null, and reject it far too often (24-29% at 5% in the
-    # validity study's sufficiency null).
-    "observed_expected_ratio": (_ALL, "score"),
+    r.name: (tuple(CATEGORIES.index(c) for c in r.design[0]), r.design[1]) for r in METRIC_RECORDS
 }
 #: Bins of the score within which the observed/expected ratio's test permutes
 #: (:func:`.calibration_table.score_bins`: one per value for a score with at most this many values,

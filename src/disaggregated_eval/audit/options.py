@@ -126,7 +126,7 @@ class AuditOptions:
         section="metrics",
         metavar="T",
     )
-    metrics: list[str] = _opt(list(vocabulary.METRICS), "metrics to compute", section="metrics", metavar="METRIC")
+    metrics: list[str] = _opt(list(vocabulary.AUDIT_METRICS), "metrics to compute", section="metrics", metavar="METRIC")
     n_resamples: int = _opt(
         10_000,
         "bootstrap resamples (paired: every slice, metric, model and comparison on the same resamples)",

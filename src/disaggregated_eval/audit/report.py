@@ -280,13 +280,8 @@ def _run_line(result: Any, input_path: Any) -> str:
     return f'<p class="run" data-run="line">{text}.</p>'
 
 
-_OVERVIEW_COLUMNS = (
-    ("demographic_parity_difference", "Demographic parity difference"),
-    ("demographic_parity_ratio", "Demographic parity ratio"),
-    ("equalized_odds_difference", "Equalized odds difference"),
-    ("equalized_odds_ratio", "Equalized odds ratio"),
-    ("largest_gap", "Largest gap"),
-)
+#: The fairness summary's columns: its statistics over a family of slices, with their display names.
+_OVERVIEW_COLUMNS = tuple((name, vocabulary.FAIRNESS_LABELS[name]) for name in vocabulary.FAMILY_STATISTICS)
 
 
 #: Cell class of each verdict of the fairness summary (dark: beyond the tolerance; light: a difference;
@@ -312,7 +307,7 @@ def _fairness_section(result: Any) -> str:
     low, high = tolerance.ratio or vocabulary.FOUR_FIFTHS_BAND
     parts = ['<h2 id="fairness" class="first">Fairness summary</h2>']
     for model in _ordered(table["model"], result.options.scores):
-        rows = table[(table["model"] == model) & (table["statistic"] != "disparity_ratio")]
+        rows = table[(table["model"] == model) & table["statistic"].isin(vocabulary.FAMILY_STATISTICS)]
         gap_metric = rows.loc[rows["statistic"] == "largest_gap", "metric"]
         titles = dict(_OVERVIEW_COLUMNS)
         if len(gap_metric):

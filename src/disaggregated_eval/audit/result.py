@@ -254,7 +254,11 @@ class AuditResult:
 
         esc = html.escape
         table = self.fairness
-        rows = table[(table["model"] == model) & (table["statistic"] != "disparity_ratio")] if len(table) else table
+        rows = (
+            table[(table["model"] == model) & table["statistic"].isin(vocabulary.FAMILY_STATISTICS)]
+            if len(table)
+            else table
+        )
         if rows.empty:
             return ""
         head = "".join(f'<th style="{_HTML_STYLE["th"]}">{esc(h)}</th>'

@@ -3,8 +3,9 @@
 Intervals per metric (:data:`disaggregated_eval.intervals.INTERVAL_METHODS`, ``docs/method.md``,
 "Intervals"): Wilson's score interval on the slice's own counts for the proportions (Kish's effective
 size under sample weights), Newcombe's score-type interval for the AUC (effective sizes of the two
-classes), and the BCa bootstrap for the means and ratios of sums (log loss, Brier score, net benefit,
-mean predicted risk, observed/expected ratio), with the jackknife acceleration of each slice. A BCa
+classes), the MOVER interval from the Wilson bounds of its two class rates for the balanced accuracy,
+and the BCa bootstrap for the means and ratios of sums (log loss, Brier score, net benefit, mean
+predicted risk, observed/expected ratio), with the jackknife acceleration of each slice. A BCa
 interval whose replicates do not vary (every resample one value) is not given: ``caveat`` says
 ``degenerate``.
 
@@ -32,8 +33,10 @@ from ..intervals import (
     effective_size,
     grouped_jackknife_acceleration,
     interval_method,
+    mover_mean,
     wilson_interval,
 )
+from ..registry import INTERVAL_KINDS, METRIC_REGISTRY
 from .columns import SLICE_COLUMNS
 from .estimates import AuditEstimates
 from .slices import SlicePlan
@@ -98,13 +101,19 @@ def _class_sizes(tallies: SliceTallies) -> tuple[np.ndarray, np.ndarray]:
 def _bounds(
     method: str, metric: str, m: int, point: np.ndarray, reps: np.ndarray, level, tallies, classes, acc
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bounds of every slice of one model and metric at ``level`` (scalar or per slice)."""
+    """Bounds of every slice of one model and metric at ``level`` (scalar or per slice), by the
+    metric's interval method (:data:`disaggregated_eval.registry.INTERVAL_KINDS`)."""
     if method == "wilson":
         p, n_eff, _, _ = tallies.proportion(metric)
         return wilson_interval(p[m], n_eff[m], level)
     if method == "auc_score":
         return auc_score_interval(point, classes[0][m], classes[1][m], level)
-    return bca_interval(reps, point, acc, level)
+    if method == "bca":
+        return bca_interval(reps, point, acc, level)
+    if method == "mover_wilson":
+        parts = [tallies.proportion(part)[:2] for part in METRIC_REGISTRY[metric].mean_of]
+        return mover_mean([p[m] for p, _ in parts], [n_eff[m] for _, n_eff in parts], level)
+    raise ValueError(f"no slice interval {method!r} (metric {metric!r}); expected one of {INTERVAL_KINDS}")
 
 
 def slice_table(

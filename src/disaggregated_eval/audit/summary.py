@@ -26,6 +26,7 @@ import pandas as pd
 
 from .. import verdicts as vocabulary_verdicts
 from .. import vocabulary
+from ..registry import FAIRNESS_RECORDS
 from ..verdicts import parse_tolerance
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .text import terminal_text
@@ -318,13 +319,13 @@ def headline_metric(result: Any, model: str | None = None) -> str | None:
     """The metric the summary leads with (for ``model``, default any model).
 
     The first of :data:`HEADLINE_ORDER` that has rows in ``result.slices`` when the audit ran the
-    default metric list (``vocabulary.METRICS``), otherwise the first of ``options.metrics`` that
+    default metric list (``vocabulary.AUDIT_METRICS``), otherwise the first of ``options.metrics`` that
     has rows; ``None`` if no metric was computed.
     """
     table = result.slices if model is None else result.slices[result.slices["model"] == model]
     present = set(table["metric"])
     chosen = list(result.options.metrics)
-    order = HEADLINE_ORDER if chosen == list(vocabulary.METRICS) else chosen
+    order = HEADLINE_ORDER if chosen == list(vocabulary.AUDIT_METRICS) else chosen
     for metric in [*order, *chosen]:
         if metric in present:
             return metric
@@ -392,13 +393,7 @@ def _cell(estimate: float, low: float, high: float, mark: str = "") -> str:
 
 
 #: Family statistics of the fairness overview: (statistic, short label).
-_OVERVIEW = (
-    ("demographic_parity_difference", "DP difference"),
-    ("demographic_parity_ratio", "DP ratio"),
-    ("equalized_odds_difference", "EO difference"),
-    ("equalized_odds_ratio", "EO ratio"),
-    ("largest_gap", "largest gap"),
-)
+_OVERVIEW = tuple((s.name, s.short_label) for s in FAIRNESS_RECORDS if s.over == "family")
 #: Short verdict words of the disparity-ratio table (inconclusive: no word).
 _SHORT_VERDICTS = {
     vocabulary_verdicts.BEYOND: "beyond **",
@@ -439,7 +434,7 @@ def fairness_overview(fairness: pd.DataFrame, *, model: str, level: float = 0.95
     verdict (simultaneous over the summary; ``**`` beyond the tolerance). Empty text when ``fairness``
     has no row of the model.
     """
-    rows = fairness[(fairness["model"] == model) & (fairness["statistic"] != "disparity_ratio")]
+    rows = fairness[(fairness["model"] == model) & fairness["statistic"].isin(vocabulary.FAMILY_STATISTICS)]
     if rows.empty:
         return ""
     body = []
