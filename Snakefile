@@ -4,20 +4,29 @@
 #   snakemake --cores 2 acs          # ACS PUMS study
 #   snakemake --cores 2 paper        # both
 #   snakemake --cores 2 coverage     # coverage study of the T_a intervals
+#   snakemake --cores 2 selection    # evaluation under selection: margins and bounds against the truth
 import sys
 from pathlib import Path
 
 from snakemake.utils import min_version
 
-from disaggregated_eval.pipeline.config import (
+min_version("9.0")
+
+# The workflow's plumbing (configuration checks, audit jobs, code inputs) is the package in
+# workflow/lib, imported from this repository and not installed with the library. Rule scripts get
+# this path too: Snakemake passes its sys.path to every script job, and a cluster job parses this
+# file again on its node.
+WORKFLOW_LIB = str(Path(workflow.basedir).absolute() / "workflow" / "lib")
+if WORKFLOW_LIB not in sys.path:
+    sys.path.insert(0, WORKFLOW_LIB)
+
+from disaggregated_eval_workflow.config import (
     check_config_file,
     check_output_folders,
     placeholder_warnings,
     validate_config,
 )
-from disaggregated_eval.pipeline.snakemake_compat import fix_params_change_listing
-
-min_version("9.0")
+from disaggregated_eval_workflow.snakemake_compat import fix_params_change_listing
 
 # `snakemake --list-changes params` lists every output in Snakemake 9 (a bug of its listing, not of
 # scheduling): this makes it list only outputs whose params changed; a no-op once Snakemake is fixed.
@@ -68,6 +77,7 @@ include: "workflow/rules/evaluate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/audit.smk"
 include: "workflow/rules/coverage.smk"
+include: "workflow/rules/selection.smk"
 
 
 # Light jobs (seconds, little memory) run on the submitting host, not as cluster jobs.
@@ -88,6 +98,9 @@ localrules:
     coverage,
     collect_coverage,
     plot_coverage,
+    selection,
+    collect_selection,
+    plot_selection_bounds,
 
 
 rule all:
@@ -123,3 +136,12 @@ rule coverage:
     input:
         rules.collect_coverage.output,
         rules.plot_coverage.output,
+
+
+# Evaluation under selection (docs/method.md "Evaluation under selection"): selected test sets of the
+# selection settings against the full population's truth; not part of `all` or `paper` (independent of
+# the main run): `snakemake --cores 2 selection`.
+rule selection:
+    input:
+        rules.collect_selection.output,
+        expand(rules.plot_selection_bounds.output, dataset=SELECTION_STUDY_SETTINGS),

@@ -12,7 +12,7 @@ below) is run on it as a practitioner runs it. Parts (issue 12, item 8):
     covering). Design: one file of 2,725 rows whose attribute ``size`` has levels of 15, 30, 60, 120,
     500 and 2,000 rows, every row from the same population (``_validity.STRONG``: label rate 0.3,
     ``logit R | Y = y ~ N(-1.2 or 0.8, 1.2^2)``), so one audit gives one replicate of every size; all
-    14 metrics, ``n_resamples`` 1,000. The truth of every slice (and of ``overall``) is the
+    15 metrics (the audit's 14 default ones and ``balanced_accuracy``), ``n_resamples`` 1,000. The truth of every slice (and of ``overall``) is the
     population's metric. Withheld slices count too: their interval is reported.
 (b) **Family-wise error of the flags and weak-null rejection.** A slice is flagged when its
     ``vs_overall`` comparison has ``p_adjusted < 1 - confidence`` (the audit's default Holm
@@ -93,12 +93,16 @@ workers (each audit runs with ``n_threads=1``; ``--workers`` processes run repli
 Usage::
 
     python benchmarks/bench_audit_validity.py [--quick] [--parts a,b,c,d,e,f] [--seed S] [--workers 2]
-        [--replicates a=1000,b=250,c=80,d=1000,e=40,f=400] [--n-resamples 1000] [--markdown] [--out-dir DIR]
+        [--replicates a=1000,b=250,c=80,d=1000,e=40,f=400] [--n-resamples 1000] [--metrics M1,M2]
+        [--markdown] [--out-dir DIR]
 
 Default replicate counts: a = d = 1,000 (the same audits), b = 250 (strong and weak null each), c = 80
 per excess (each with Holm and BH), e = 40 per size, f = 400 per cell (22 cells). At commit 391a650
 these cost 52.9 CPU-minutes, 35 minutes wall on 2 cores at a load of 2-2.5. ``--quick``: a = d = 40,
-b = 10, c = 5, e = 2, f = 3 (a few minutes). ``--markdown`` prints the tables as Markdown (the ``docs/audit.md`` section "How far to
+b = 10, c = 5, e = 2, f = 3 (a few minutes). ``--metrics``: only these metrics in parts a, b and d, e.g.
+``--parts a,b --metrics balanced_accuracy`` (the same files and seeds; intervals and bands do not
+depend on the other metrics, Monte-Carlo p-values are drawn from the same distribution but may differ
+when the metrics that share a permutation design change). ``--markdown`` prints the tables as Markdown (the ``docs/audit.md`` section "How far to
 trust the numbers" is this output). Outputs (``--out-dir``, default ``benchmarks/output/validity``):
 ``a_coverage.csv``, ``b_rejection.csv``, ``b_tests.csv``, ``c_power.csv``, ``d_bands.csv``,
 ``e_controlled.csv``, ``f_coverage.csv``, ``f_verdicts.csv``, ``f_power.csv``, ``f_bias.csv``,
@@ -156,6 +160,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--kinds", default="", help=f"run only these kinds of replicate, e.g. strong_z,weak_z "
                         f"(among {','.join(KINDS)}; default: every kind of the parts)")  # fmt: skip
     parser.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples of every audit")
+    parser.add_argument(
+        "--metrics", default="", help="metrics of parts a, b and d, comma-separated (default: all of them)"
+    )
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     parser.add_argument("--out-dir", type=Path, default=ROOT / "benchmarks" / "output" / "validity")
     args = parser.parse_args(argv)
@@ -176,6 +183,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip()) or None
     if args.kinds is not None and any(k not in KINDS for k in args.kinds):
         parser.error(f"--kinds takes kinds among {','.join(KINDS)}; got {args.kinds!r}")
+    metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip()) or v.ALL_METRICS
+    unknown = [m for m in metrics if m not in v.ALL_METRICS]
+    if unknown or len(set(metrics)) != len(metrics):
+        parser.error(f"--metrics takes distinct names among {','.join(v.ALL_METRICS)}; got {args.metrics!r}")
+    args.metrics = tuple(m for m in v.ALL_METRICS if m in metrics)
     if args.workers < 1:
         parser.error(f"--workers must be at least 1; got {args.workers}")
     if args.seed < 0:
@@ -188,9 +200,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 # ----------------------------------------------------------------------------------------------
 
 
-def build_tasks(parts, counts, root: int, n_resamples: int, kinds: Sequence[str] | None = None) -> list[v.Task]:
-    """Every replicate of the requested parts, the most expensive first (for load balance); with ``kinds``,
-    only the replicates of those kinds (``Task.kind``)."""
+def build_tasks(
+    parts,
+    counts,
+    root: int,
+    n_resamples: int,
+    metrics: tuple[str, ...] = v.ALL_METRICS,
+    kinds: Sequence[str] | None = None,
+) -> list[v.Task]:
+    """Every replicate of the requested parts, the most expensive first (for load balance); ``metrics``:
+    those of parts a, b and d (the kinds strong and weak); with ``kinds``, only the replicates of those
+    kinds (``Task.kind``)."""
     tasks: list[v.Task] = []
     if "f" in parts:
         for cell in vf.CALIBRATION_CELLS:
@@ -206,14 +226,14 @@ def build_tasks(parts, counts, root: int, n_resamples: int, kinds: Sequence[str]
         for excess in v.POWER_EXCESSES:
             tasks += [v.Task("power", r, root, n_resamples, param=excess) for r in range(counts["c"])]
     if "b" in parts:
-        tasks += [v.Task("weak_z", r, root, n_resamples) for r in range(counts["b"])]
-        tasks += [v.Task("strong_z", r, root, n_resamples) for r in range(counts["b"])]
-        tasks += [v.Task("weak", r, root, n_resamples) for r in range(counts["b"])]
+        tasks += [v.Task("weak_z", r, root, n_resamples, metrics=metrics) for r in range(counts["b"])]
+        tasks += [v.Task("strong_z", r, root, n_resamples, metrics=metrics) for r in range(counts["b"])]
+        tasks += [v.Task("weak", r, root, n_resamples, metrics=metrics) for r in range(counts["b"])]
     slices = max([counts[p] for p in ("a", "d") if p in parts], default=0)
     nulls = counts["b"] if "b" in parts else 0
     for r in range(max(slices, nulls)):
         schemes = _SCHEMES if r < slices else ("population",)
-        tasks.append(v.Task("strong", r, root, n_resamples, schemes=schemes, permutations=r < nulls))
+        tasks.append(v.Task("strong", r, root, n_resamples, schemes=schemes, permutations=r < nulls, metrics=metrics))
     return tasks if kinds is None else [t for t in tasks if t.kind in kinds]
 
 
@@ -940,11 +960,13 @@ def main(argv=None) -> int:
         print(
             "note: parts a and d share their audits; the larger count is run, each part uses its own", file=sys.stderr
         )
-    tasks = build_tasks(args.parts, args.counts, args.seed, args.n_resamples, args.kinds)
+    tasks = build_tasks(args.parts, args.counts, args.seed, args.n_resamples, args.metrics, args.kinds)
     load_start = os.getloadavg()
     header = (
         f"validity study of the audit (commit {_git_commit()}), root seed {args.seed}, parts {','.join(args.parts)}; "
-        f"replicates {', '.join(f'{p}={c}' for p, c in counts.items())}; {args.n_resamples} bootstrap resamples, "
+        f"replicates {', '.join(f'{p}={c}' for p, c in counts.items())}; "
+        f"{'' if args.metrics == v.ALL_METRICS else 'metrics of a, b, d: ' + ','.join(args.metrics) + '; '}"
+        f"{args.n_resamples} bootstrap resamples, "
         f"{n_permutations} permutations (default), {len(tasks)} replicate tasks on {args.workers} worker(s); "
         f"load average at start {load_start[0]:.1f}"
     )
@@ -1022,6 +1044,7 @@ def main(argv=None) -> int:
         "parts": list(args.parts),
         "replicates": counts,
         "quick": args.quick,
+        "metrics": list(args.metrics),
         "n_resamples": args.n_resamples,
         "n_permutations": n_permutations,
         "workers": args.workers,

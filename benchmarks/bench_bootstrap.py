@@ -6,7 +6,7 @@ group, M_a, with weights P(A = a | X); T_a = group metric - M_a. The reference c
 once per metric, group and weighting on each resample (as the authors' code does); the engine
 computes the same 5 evaluations with :func:`bootstrap_evaluations`. Both use the same resamples,
 and the script checks that they agree to 1e-9 before it prints per-resample costs and ratios.
-``--metrics all`` (default) computes the 12 metrics of ``vocabulary.METRICS`` on both sides,
+``--metrics all`` (default) computes every metric of ``vocabulary.METRICS`` on both sides,
 ``--metrics pipeline`` the 8 of the pipeline's tables (``vocabulary.PIPELINE_METRICS``).
 
 Usage::
@@ -27,6 +27,7 @@ import numba
 import numpy as np
 from sklearn.metrics import (
     accuracy_score,
+    balanced_accuracy_score,
     brier_score_loss,
     log_loss,
     precision_score,
@@ -75,6 +76,9 @@ def sklearn_metrics(y, r, w=None, t=0.5, metrics=METRICS):
         "false_positive_rate": lambda: 1.0 - tnr,
         "false_negative_rate": lambda: 1.0 - tpr,
         "brier_score": lambda: brier_score_loss(y, r, sample_weight=w),
+        "mean_predicted_risk": lambda: np.average(r, weights=w_),
+        "observed_expected_ratio": lambda: np.sum(w_ * y) / np.sum(w_ * r),
+        "balanced_accuracy": lambda: balanced_accuracy_score(y, yhat, sample_weight=w),
     }
     return np.array([values[name]() for name in metrics])
 

@@ -74,7 +74,7 @@ def alias_bomb(levels: int, width: int = 9) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.mark.parametrize("levels", [6, 9])  # 531,441 and 387 million items, 336 and 530 bytes
+@pytest.mark.parametrize("levels", [6, 9])  # 531,441 and 387 million items, 357 and 519 bytes
 def test_a_yaml_alias_bomb_is_refused_by_its_size_in_one_line(tmp_path, csv_file, capsys, levels):
     config = tmp_path / "bomb.yaml"
     config.write_text(alias_bomb(levels))
@@ -82,6 +82,29 @@ def test_a_yaml_alias_bomb_is_refused_by_its_size_in_one_line(tmp_path, csv_file
     code, _, err = run(["audit", csv_file, "--config", config, "--out", tmp_path / "out"], capsys)
     line = one_line_error(code, err)
     assert f"--config {config} is too large: more than 100,000 items once its YAML aliases" in line
+    assert not (tmp_path / "out").exists()
+
+
+def alias_bomb_in_one_value(levels: int, width: int = 9) -> str:
+    """The bomb of :func:`alias_bomb` inside the one value it stands for (no other key names an anchor):
+    ``n_resamples: [&a0 [lol, ...], &a1 [*a0, ...], ...]``."""
+    anchors = [f"&a0 [{', '.join(['lol'] * width)}]"]
+    anchors += [f"&a{k} [{', '.join([f'*a{k - 1}'] * width)}]" for k in range(1, levels)]
+    return f"label: y\nscores: [s]\ngroups: [g]\nn_resamples: [{', '.join(anchors)}]\n"
+
+
+@pytest.mark.parametrize("levels", [6, 8])  # 597,870 and 48 million items, 353 and 455 bytes
+def test_a_yaml_alias_bomb_inside_one_value_is_refused_by_its_size_in_one_line(tmp_path, csv_file, capsys, levels):
+    """The case of item 3 in an option's own value: the message showed the whole expanded value (6
+    levels: a 4.3 MB line; 8 levels: 351 MB of output and a MemoryError traceback at 3 GB of memory).
+    Here no unknown key (``a0``) is met first, so the value itself reaches the option's check."""
+    config = tmp_path / "bomb.yaml"
+    config.write_text(alias_bomb_in_one_value(levels))
+    assert config.stat().st_size < 500
+    code, _, err = run(["audit", csv_file, "--config", config, "--out", tmp_path / "out"], capsys)
+    line = one_line_error(code, err)
+    assert f"--config {config} is too large: more than 100,000 items once its YAML aliases" in line
+    assert "lol" not in err
     assert not (tmp_path / "out").exists()
 
 
@@ -139,6 +162,21 @@ def test_a_weight_whose_square_underflows_beside_the_others_is_refused():
     data.loc[3, "w"] = 5e-324  # a denormal beside weights of 1 to 2
     with pytest.raises(AuditInputError, match=r"sample_weight column 'w' has positive weights below 1e-150 of the "
                                               r"largest .*\{5e-324\} in 1 row \(first at row 3\).*set such weights to 0"):  # fmt: skip
+        audit(data, label="y", scores=["s"], groups=["g"], sample_weight="w", **FAST)
+
+
+@pytest.mark.parametrize("tiny", [1e-200, 5e-324])
+def test_a_slice_whose_weights_square_to_zero_beside_weights_of_1_is_refused(tiny):
+    """The case of item 5 that ended in ``SystemError`` from the numba kernel: every weight of one slice
+    (``g = b``) 1e-200 or the denormal 5e-324, the others 1, so that the slice's sum of squared weights
+    underflows to 0. Refused before any work, naming the column, the value, its rows and the remedy."""
+    data = frame()
+    data["w"] = np.where(data["g"] == "b", tiny, 1.0)
+    rows = np.flatnonzero(data["g"] == "b")
+    assert np.sum(data.loc[data["g"] == "b", "w"].to_numpy() ** 2) == 0.0  # the case under test
+    message = (rf"sample_weight column 'w' has positive weights below 1e-150 of the largest \(1\): \{{{tiny!r}\}} "
+               rf"in {len(rows)} rows \(first at row {rows[0]}\).*set such weights to 0")  # fmt: skip
+    with pytest.raises(AuditInputError, match=message):
         audit(data, label="y", scores=["s"], groups=["g"], sample_weight="w", **FAST)
 
 

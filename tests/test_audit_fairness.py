@@ -262,6 +262,7 @@ def test_gap_intervals_are_intersection_bounds_of_the_pairs_score_intervals():
 def test_the_band_is_one_level_over_every_statistic_and_the_verdicts_read_it():
     # Every reported statistic's band is at one common level (the max-|t| over all of them, tail 1 - confidence):
     # wider than its own interval, and the verdict follows from the band and the tolerance.
+    from disaggregated_eval.registry import FAIRNESS_REGISTRY
     from disaggregated_eval.verdicts import DEFAULT_TOLERANCE, gap_verdict, ratio_verdict, spread_ratio_verdict
 
     table, _ = _known_table(confidence=0.9)
@@ -270,9 +271,10 @@ def test_the_band_is_one_level_over_every_statistic_and_the_verdicts_read_it():
     assert (reported["band_low"] <= reported["ci_low"] + 1e-12).all()
     assert (reported["band_high"] >= reported["ci_high"] - 1e-12).all()
     for r in reported.itertuples():
-        if r.statistic == "disparity_ratio":
+        kind = FAIRNESS_REGISTRY[r.statistic]
+        if kind.over == "pair":
             expected = ratio_verdict(r.band_low, r.band_high, DEFAULT_TOLERANCE)
-        elif r.statistic.endswith("ratio"):
+        elif kind.kind == "ratio":
             expected = spread_ratio_verdict(r.band_low, r.band_high, DEFAULT_TOLERANCE)
         else:
             expected = gap_verdict(r.band_low, r.band_high, DEFAULT_TOLERANCE)

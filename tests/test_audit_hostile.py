@@ -95,9 +95,10 @@ def test_every_file_is_inside_out_with_a_plain_name(hostile):
     root, out_dir, _ = hostile
     assert sorted(p.name for p in root.iterdir()) == ["hostile.csv", "out"]
     files = [p for p in out_dir.rglob("*") if p.is_file()]
-    # 8 tables (parquet and csv), report, manifest; 3 forest plots, a T_a figure per control and model and a
-    # calibration figure per family of slices (2 attributes and their intersection), as png and svg
-    assert len(files) == 2 * 8 + 2 + 2 * (3 + 2 * 2 + 3)
+    # 9 tables (parquet and csv; selection empty without its options), report, manifest; 3 forest plots, a T_a
+    # figure per control and model and a calibration figure per family of slices (2 attributes and their
+    # intersection), as png and svg
+    assert len(files) == 2 * 9 + 2 + 2 * (3 + 2 * 2 + 3)
     for path in files:
         assert path.resolve().is_relative_to(out_dir.resolve())
         assert all(SAFE_FILE.fullmatch(part) for part in path.relative_to(out_dir).parts), path

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
-from disaggregated_eval import seeds
+from disaggregated_eval import seeds, vocabulary
 from disaggregated_eval.audit import AuditWarning, audit
 from disaggregated_eval.audit.calibration_table import score_bins
 from disaggregated_eval.audit.comparisons import PERMUTATION_DESIGNS, SCORE_STRATA
@@ -28,7 +28,7 @@ from disaggregated_eval.engine.permutation import (
     permutation_test,
 )
 from disaggregated_eval.engine.sums import PROPORTIONS, categories, metric_slots
-from disaggregated_eval.intervals import auc_score_interval, newcombe_difference, wilson_interval
+from disaggregated_eval.intervals import auc_score_interval, mover_mean, newcombe_difference, wilson_interval
 from disaggregated_eval.metrics import compute_metrics
 
 
@@ -67,6 +67,52 @@ def test_newcombe_interval_of_a_slice_without_events():
     assert low[0] == pytest.approx(-0.1611, abs=5e-4) and high[0] == pytest.approx(0.2775, abs=5e-4)
     low, high = newcombe_difference(np.array([1.0]), np.array([10]), np.array([0.0]), np.array([20]), 0.95)
     assert low[0] == pytest.approx(0.6791, abs=5e-4) and high[0] == pytest.approx(1.0, abs=5e-4)
+
+
+def _mover_by_hand(counts, level=0.95):
+    """MOVER bounds of the mean of independent proportions from statsmodels' Wilson bounds (Zou and Donner 2008)."""
+    p = [k / n for k, n in counts]
+    bounds = [proportion_confint(k, n, alpha=1 - level, method="wilson") for k, n in counts]
+    mean = sum(p) / len(p)
+    low = mean - math.sqrt(sum((x - lo) ** 2 for x, (lo, _) in zip(p, bounds))) / len(p)
+    high = mean + math.sqrt(sum((hi - x) ** 2 for x, (_, hi) in zip(p, bounds))) / len(p)
+    return low, high
+
+
+@pytest.mark.parametrize("counts", [[(7, 10), (18, 20)], [(0, 5), (12, 12)], [(0, 4), (0, 9)], [(3, 3), (40, 41)]])
+def test_mover_mean_is_the_mover_interval_of_wilson_bounds(counts):
+    # Tolerance 1e-12: the same closed forms, rounded in another order (values of order 1).
+    p = [np.array([k / n]) for k, n in counts]
+    n = [np.array([float(n)]) for _, n in counts]
+    low, high = mover_mean(p, n, 0.95)
+    ref = _mover_by_hand(counts)
+    assert low[0] == pytest.approx(ref[0], abs=1e-12) and high[0] == pytest.approx(ref[1], abs=1e-12)
+    # inside [mean of the lower bounds, mean of the upper bounds], so in [0, 1]; never of zero width
+    walls = [proportion_confint(k, m, alpha=0.05, method="wilson") for k, m in counts]
+    assert np.mean([w[0] for w in walls]) - 1e-12 <= low[0] < high[0] <= np.mean([w[1] for w in walls]) + 1e-12
+
+
+def test_mover_mean_of_one_part_is_wilson_and_undefined_without_rows():
+    p, n = np.array([0.0, 0.3, 1.0]), np.array([8.0, 10.0, 3.0])
+    np.testing.assert_allclose(mover_mean([p], [n], 0.9), wilson_interval(p, n, 0.9), rtol=0, atol=1e-15)
+    low, high = mover_mean([np.array([0.5]), np.array([np.nan])], [np.array([10.0]), np.array([0.0])], 0.95)
+    assert np.isnan(low[0]) and np.isnan(high[0])
+
+
+def test_balanced_accuracy_of_a_slice_gets_the_mover_interval_of_its_class_rates():
+    df = _frame()
+    res = audit(df, label="y", scores=["p"], groups=["race"], metrics=["balanced_accuracy", "sensitivity"],
+                n_resamples=200, n_permutations=0)  # fmt: skip
+    row = res.slices.query("slice == 'race=Asian' and metric == 'balanced_accuracy'").iloc[0]
+    mask = (df["race"] == "Asian").to_numpy()
+    y, yhat = df["y"].to_numpy()[mask], (df["p"].to_numpy()[mask] >= 0.5)
+    counts = [(int((yhat & (y == 1)).sum()), int((y == 1).sum())), (int((~yhat & (y == 0)).sum()), int((y == 0).sum()))]
+    ref = _mover_by_hand(counts)
+    assert row.interval == "mover_wilson" and row.estimate == pytest.approx(
+        np.mean([k / m for k, m in counts]), abs=1e-12
+    )
+    assert row.ci_low == pytest.approx(ref[0], abs=1e-12) and row.ci_high == pytest.approx(ref[1], abs=1e-12)
+    assert row.band_low <= row.ci_low and row.band_high >= row.ci_high  # the band: the same method at a higher level
 
 
 def test_auc_score_interval_brackets_the_estimate_and_stays_in_the_unit_interval():
@@ -171,6 +217,7 @@ def test_monte_carlo_p_values_equal_a_brute_force_loop(weighted):
     df = _frame(n=300, weights=weighted, rounded=True)
     P = 300
     res = audit(df, label="y", scores=["p"], groups=["race"], sample_weight="w" if weighted else None,
+                metrics=[*vocabulary.AUDIT_METRICS, "balanced_accuracy"],
                 n_resamples=40, n_permutations=P, seed=5, min_group_size=0, min_denominator=0)  # fmt: skip
     order = np.argsort(df["p"].to_numpy(), kind="stable")
     sdf = df.iloc[order].reset_index(drop=True)
@@ -179,11 +226,12 @@ def test_monte_carlo_p_values_equal_a_brute_force_loop(weighted):
     cats = categories(y, r, 0.5)
     comps = res.comparisons.set_index(["kind", "slice", "reference", "metric"])
     point = res.slices.set_index(["slice", "metric"])["estimate"]
-    metrics = ["auc", "log_loss", "observed_expected_ratio"] + (["false_positive_rate"] if weighted else [])
+    metrics = ["auc", "log_loss", "observed_expected_ratio", "balanced_accuracy"]
+    metrics += ["false_positive_rate"] if weighted else []
     for metric in metrics:
         design_cats, within = PERMUTATION_DESIGNS[metric]
         rows = np.flatnonzero(np.isin(cats, design_cats))
-        # AUC: within each class; observed/expected ratio: within quantile bins of the score
+        # AUC, balanced accuracy: within each class; observed/expected ratio: within quantile bins of the score
         strata = {"label": y[rows].astype(np.int64), "score": score_bins(r[rows], SCORE_STRATA)[0], None: None}
         space = permutation_space(y[rows], r[rows], w[rows], metrics=[metric], threshold=0.5, strata=strata[within])
         first = (sdf["race"].to_numpy() == "Asian")[rows]

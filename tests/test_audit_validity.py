@@ -43,6 +43,7 @@ def test_strong_population_metrics_match_closed_forms():
         "accuracy": 0.3 * sens + 0.7 * (1 - fpr),
         "net_benefit": 0.3 * sens - 0.7 * fpr,
         "auc": norm.cdf(2.0 / (1.2 * np.sqrt(2.0))),
+        "balanced_accuracy": (sens + 1 - fpr) / 2,
     }
     # the quadrature is exact to far below 1e-9 for these smooth integrands split at the threshold
     for metric, value in expected.items():

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from disaggregated_eval.audit.cli import UsageError
-from disaggregated_eval.pipeline.audit_runs import audit_runs
+from disaggregated_eval.audit.options import UsageError
+from disaggregated_eval_workflow.audit_runs import audit_runs
 
 REPO = Path(__file__).resolve().parents[1]
 LINKED = ("Snakefile", "workflow", "config", "src", "envs", "profiles", "examples")

@@ -1,5 +1,6 @@
-"""Tests of the configuration check (disaggregated_eval.pipeline.config): schema defaults first, then the schema
-and the cross-key rules; every message names the key path and the bad value."""
+"""Tests of the configuration check (disaggregated_eval_workflow.config, in workflow/lib): schema
+defaults first, then the schema and the cross-key rules; every message names the key path and the
+bad value."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import yaml
 
 from disaggregated_eval import vocabulary
-from disaggregated_eval.pipeline.config import (
+from disaggregated_eval_workflow.config import (
     ConfigError,
     check_config_file,
     check_output_folders,

@@ -414,12 +414,12 @@ def test_plot_coverage_writes_png_and_pdf(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# Configuration keys (schema and cross-key checks of disaggregated_eval.pipeline.config)
+# Configuration keys (schema and cross-key checks of disaggregated_eval_workflow.config)
 # --------------------------------------------------------------------------------------------
 
 
 def test_coverage_config_defaults_and_checks():
-    from disaggregated_eval.pipeline.config import ConfigError, validate_config
+    from disaggregated_eval_workflow.config import ConfigError, validate_config
 
     config = validate_config({})
     assert config["coverage"] == {

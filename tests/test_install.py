@@ -1,10 +1,13 @@
 """The practitioner's install: the wheel without extras, in a fresh virtual environment, runs an audit.
 
 ``pip install disaggregated-eval`` (no extra) must give a working ``disagg-eval audit`` without the
-pipeline's packages (Snakemake, folktables, jsonschema, tabulate, pygments: the ``workflow`` extra).
-The test builds the wheel from a copy of the sources, installs it into a plain ``venv`` (no system
-site-packages, so nothing installed for the tests can leak in; pip takes the dependencies from its
-configured indexes and cache) and audits a small file made from the shipped COMPAS copy.
+pipeline's packages (Snakemake, folktables, jsonschema, tabulate, pygments: the ``workflow`` extra),
+and must install only the library and the audit: the workflow's plumbing
+(``workflow/lib/disaggregated_eval_workflow``) stays in the repository. The test builds the wheel
+from a copy of the sources (the workflow folder included, so that a packaging rule picking it up
+would show), installs it into a plain ``venv`` (no system site-packages, so nothing installed for
+the tests can leak in; pip takes the dependencies from its configured indexes and cache) and audits
+a small file made from the shipped COMPAS copy.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pandas as pd
@@ -49,9 +53,23 @@ def test_wheel_without_extras_runs_an_audit_in_a_fresh_venv(tmp_path):
     source.mkdir()
     shutil.copy(REPO / "pyproject.toml", source)
     shutil.copy(REPO / "README.md", source)
-    shutil.copytree(REPO / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    for folder in ("src", "workflow"):
+        shutil.copytree(REPO / folder, source / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", tmp_path / "dist", source, cwd=tmp_path)
     (wheel,) = (tmp_path / "dist").glob("disaggregated_eval-*.whl")
+    # Only the library and the audit: the package and its metadata, no workflow module.
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {name.split("/")[0] for name in names}
+    version = wheel.name.split("-")[1]
+    assert tops == {"disaggregated_eval", f"disaggregated_eval-{version}.dist-info"}, tops
+    assert not [n for n in names if "workflow" in n or "/pipeline/" in n or "snakemake" in n]
+    shipped = {n for n in names if n.startswith("disaggregated_eval/")}
+    expected = {
+        p.relative_to(REPO / "src").as_posix()
+        for p in (REPO / "src" / "disaggregated_eval").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert shipped == expected, sorted(shipped ^ expected)  # every library file, and nothing else
 
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", venv, cwd=tmp_path)

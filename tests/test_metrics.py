@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import (
     accuracy_score,
+    balanced_accuracy_score,
     brier_score_loss,
     log_loss,
     precision_score,
@@ -62,6 +63,7 @@ SKLEARN_REFERENCE = {
     # calibration in the large (no scikit-learn function): the mean score and observed / expected positives
     "mean_predicted_risk": lambda y, r, yhat, w: np.average(r, weights=w),
     "observed_expected_ratio": lambda y, r, yhat, w: np.sum(w * y) / np.sum(w * r),
+    "balanced_accuracy": lambda y, r, yhat, w: balanced_accuracy_score(y, yhat, sample_weight=w),
 }
 
 
@@ -87,7 +89,7 @@ KINDS = ["random", "tied_1", "tied_2", "at_threshold", "extreme"]
 
 def test_registries_cover_metrics():
     assert set(METRIC_LABELS) == set(METRICS) == set(METRIC_HIGHER_IS_BETTER) == set(SKLEARN_REFERENCE)
-    assert METRICS == vocabulary.METRICS and len(METRICS) == 14
+    assert METRICS == vocabulary.METRICS and len(METRICS) == 15
     assert set(vocabulary.PIPELINE_METRICS) <= set(METRICS)
 
 
@@ -157,6 +159,7 @@ def test_hand_computed_example():
     assert got["false_positive_rate"] == 0.5
     assert got["false_negative_rate"] == 0.0
     assert got["brier_score"] == pytest.approx((0.1**2 + 0.5**2 + 0.5**2 + 0.1**2) / 4, abs=TOL)
+    assert got["balanced_accuracy"] == 0.75  # (sensitivity 1 + specificity 0.5) / 2
 
 
 def test_single_class_gives_nan_not_zero():
@@ -166,7 +169,11 @@ def test_single_class_gives_nan_not_zero():
     assert math.isnan(positives["false_positive_rate"]) and positives["false_negative_rate"] == pytest.approx(
         1 / 3, abs=TOL
     )
+    # balanced accuracy needs both classes (scikit-learn averages the recalls of the classes present, with
+    # a warning: here the specificity 1/2 would pass for a balanced accuracy)
+    assert math.isnan(positives["balanced_accuracy"])
     negatives = compute_metrics([0, 0], [0.2, 0.6])
+    assert math.isnan(negatives["balanced_accuracy"])
     assert math.isnan(negatives["auc"]) and math.isnan(negatives["sensitivity"])
     assert math.isnan(negatives["false_negative_rate"]) and negatives["false_positive_rate"] == 0.5
     assert negatives["specificity"] == 0.5

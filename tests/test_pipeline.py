@@ -1,6 +1,6 @@
-"""Tests of the workflow's plumbing package (disaggregated_eval.pipeline) that need no Snakemake run:
-the import walk behind the rules' code inputs, the audit jobs' code files, the old import paths and
-the work-around of Snakemake's params listing."""
+"""Tests of the workflow's plumbing package (workflow/lib/disaggregated_eval_workflow) that need no
+Snakemake run: the import walk behind the rules' code inputs, the audit jobs' code files, the
+plumbing kept out of the library and the work-around of Snakemake's params listing."""
 
 from __future__ import annotations
 
@@ -16,64 +16,89 @@ import pandas as pd
 import pytest
 
 from disaggregated_eval import io
-from disaggregated_eval.pipeline import audit_runs, code_files, timings
-from disaggregated_eval.pipeline.inputs import read_scores
+from disaggregated_eval_workflow import audit_runs, code_files, timings
+from disaggregated_eval_workflow.inputs import read_scores
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO / "src" / "disaggregated_eval"
+WORKFLOW_LIB = REPO / "workflow" / "lib"
+PLUMBING = "disaggregated_eval_workflow"
 SCRIPTS = sorted((REPO / "workflow" / "scripts").glob("*.py"))
 
 
 # ---- the import walk ----------------------------------------------------------------------------
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.stem)
 def test_code_inputs_equal_an_independent_import_analysis(script):
-    """The rule's code inputs are exactly the package modules that the standard library's
-    ``modulefinder`` (bytecode analysis, an independent implementation) finds from the script."""
-    finder = modulefinder.ModuleFinder(path=[str(SOURCE.parent)])  # only our package is searchable
+    """The rule's code inputs are exactly the modules of the library and of the plumbing that the
+    standard library's ``modulefinder`` (bytecode analysis, an independent implementation) finds from
+    the script."""
+    finder = modulefinder.ModuleFinder(path=[str(SOURCE.parent), str(WORKFLOW_LIB)])  # only our packages
     finder.run_script(str(script))
-    found = {
-        name.removeprefix("disaggregated_eval").lstrip(".")
-        for name in finder.modules
-        if name == "disaggregated_eval" or name.startswith("disaggregated_eval.")
-    }
-    ours = code_files.import_closure(code_files.script_modules(script, source=SOURCE), source=SOURCE)
+    found = {name for name in finder.modules if name.split(".")[0] in code_files.PACKAGES}
+    ours = code_files.import_closure(code_files.script_modules(script, root=REPO), root=REPO)
     assert ours == found
-    files = code_files.library_files(*code_files.script_modules(script, source=SOURCE), source=SOURCE)
+    files = code_files.script_files(script, root=REPO)
     assert all((REPO / f).is_file() for f in files) and files == sorted(set(files))
+    assert len(files) == len(found)  # one file per module
 
 
-def _write_package(root: Path, files: dict[str, str]) -> Path:
-    package = root / "disaggregated_eval"
+def test_code_inputs_follow_the_plumbing_into_the_library():
+    """A script that reads its scores through the plumbing (``disaggregated_eval_workflow.inputs``)
+    lists the plumbing's files and the library modules they import (``io``), so an edit of either
+    reruns the rule; a script that does not import the plumbing lists none of its files."""
+    plumbing = code_files.source_files(f"{PLUMBING}.inputs", root=REPO)
+    assert {
+        "src/disaggregated_eval/__init__.py",
+        "src/disaggregated_eval/io.py",
+        f"workflow/lib/{PLUMBING}/__init__.py",
+        f"workflow/lib/{PLUMBING}/inputs.py",
+    } <= set(plumbing)
+    files = code_files.script_files(REPO / "workflow" / "scripts" / "fit_weight_models.py", root=REPO)
+    assert {*plumbing, "src/disaggregated_eval/weight_models.py"} <= set(files)
+    plots = code_files.script_files(REPO / "workflow" / "scripts" / "plot_coverage.py", root=REPO)
+    assert "src/disaggregated_eval/plots.py" in plots and not [f for f in plots if f.startswith("workflow/")]
+
+
+def _write_packages(root: Path, files: dict[str, str]) -> None:
+    """Source files of the library (``lib/...``) and of the plumbing (``plumbing/...``) under ``root``,
+    laid out as in the repository."""
+    folders = {"lib": root / "src" / "disaggregated_eval", "plumbing": root / "workflow" / "lib" / PLUMBING}
     for name, text in files.items():
-        path = package / name
+        where, _, rest = name.partition("/")
+        path = folders[where] / rest
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
-    return package
 
 
 def test_import_walk_follows_every_kind_of_package_import(tmp_path):
-    package = _write_package(
+    _write_packages(
         tmp_path,
         {
-            "__init__.py": "",
-            "top.py": "from .engine import intervals\nimport numpy\n",
-            "engine/__init__.py": "from .sums import total\n",
-            "engine/sums.py": "def total():\n    from ..vocab import NAMES  # a lazy import counts\n",
-            "engine/intervals.py": "from disaggregated_eval.engine import sums\nfrom . import missing_name\n",
-            "vocab.py": "NAMES = ()\n",
-            "audit/__init__.py": "",
-            "audit/deep/__init__.py": "",
-            "audit/deep/leaf.py": "from ... import vocab\nfrom ...engine.sums import total\nimport disaggregated_eval.unused\n",
-            "unused.py": "",
-            "lonely.py": "",
+            "lib/__init__.py": "",
+            "lib/top.py": "from .engine import intervals\nimport numpy\n",
+            "lib/engine/__init__.py": "from .sums import total\n",
+            "lib/engine/sums.py": "def total():\n    from ..vocab import NAMES  # a lazy import counts\n",
+            "lib/engine/intervals.py": "from disaggregated_eval.engine import sums\nfrom . import missing_name\n",
+            "lib/vocab.py": "NAMES = ()\n",
+            "lib/audit/__init__.py": "",
+            "lib/audit/deep/__init__.py": "",
+            "lib/audit/deep/leaf.py": "from ... import vocab\nfrom ...engine.sums import total\nimport disaggregated_eval.unused\n",
+            "lib/unused.py": "",
+            "lib/lonely.py": "",
+            "plumbing/__init__.py": "",
+            "plumbing/inputs.py": "from disaggregated_eval import vocab\nfrom . import helpers\nfrom .. import beyond\n",
+            "plumbing/helpers.py": "",
         },
     )
-    closure = code_files.import_closure(["top"], source=package)
-    assert closure == {"", "top", "engine", "engine.intervals", "engine.sums", "vocab"}
-    leaf = code_files.import_closure(["audit.deep.leaf"], source=package)
+    lib = "disaggregated_eval"
+    closure = code_files.import_closure([f"{lib}.top"], root=tmp_path)
+    assert closure == {lib, *(f"{lib}.{m}" for m in ("top", "engine", "engine.intervals", "engine.sums", "vocab"))}
+    leaf = code_files.import_closure([f"{lib}.audit.deep.leaf"], root=tmp_path)
     # the packages on the way run first (audit, audit.deep); absolute, relative and lazy imports all count
-    assert leaf == {"", "audit", "audit.deep", "audit.deep.leaf", "vocab", "engine", "engine.sums", "unused"}
-    assert code_files.library_files("audit.deep.leaf", source=package) == [
+    assert leaf == {
+        lib, *(f"{lib}.{m}" for m in ("audit", "audit.deep", "audit.deep.leaf", "vocab", "engine", "engine.sums", "unused"))
+    }  # fmt: skip
+    assert code_files.source_files(f"{lib}.audit.deep.leaf", root=tmp_path) == [
         "src/disaggregated_eval/__init__.py",
         "src/disaggregated_eval/audit/__init__.py",
         "src/disaggregated_eval/audit/deep/__init__.py",
@@ -83,24 +108,42 @@ def test_import_walk_follows_every_kind_of_package_import(tmp_path):
         "src/disaggregated_eval/unused.py",
         "src/disaggregated_eval/vocab.py",
     ]
+    # from the plumbing into the library; a relative import above the top-level package is not ours
+    assert code_files.source_files(f"{PLUMBING}.inputs", root=tmp_path) == [
+        "src/disaggregated_eval/__init__.py",
+        "src/disaggregated_eval/vocab.py",
+        f"workflow/lib/{PLUMBING}/__init__.py",
+        f"workflow/lib/{PLUMBING}/helpers.py",
+        f"workflow/lib/{PLUMBING}/inputs.py",
+    ]
     script = tmp_path / "rule_script.py"
-    script.write_text("from disaggregated_eval import top, vocab\nfrom . import not_ours\nimport pandas\n")
-    assert code_files.script_modules(script, source=package) == {"", "top", "vocab"}
+    script.write_text(
+        f"from disaggregated_eval import top, vocab\nfrom {PLUMBING}.inputs import x\nfrom . import not_ours\n"
+        "import pandas\nimport disaggregated_evaluation\n"
+    )
+    assert code_files.script_modules(script, root=tmp_path) == {
+        lib,
+        f"{lib}.top",
+        f"{lib}.vocab",
+        PLUMBING,
+        f"{PLUMBING}.inputs",
+    }
+    assert f"workflow/lib/{PLUMBING}/helpers.py" in code_files.script_files(script, root=tmp_path)
     with pytest.raises(ValueError, match=r"no module 'disaggregated_eval\.nothing'"):
-        code_files.library_files("nothing", source=package)
+        code_files.source_files(f"{lib}.nothing", root=tmp_path)
 
 
 # ---- the audit jobs' code files -----------------------------------------------------------------
 def test_audit_code_files_are_the_import_walk_of_the_audit_script():
     files = audit_runs.audit_code_files(REPO)
     script = REPO / audit_runs.AUDIT_SCRIPT
-    expected = code_files.library_files(*code_files.script_modules(script, source=SOURCE), source=SOURCE)
+    expected = code_files.source_files(*code_files.script_modules(script, root=REPO), root=REPO)
     assert files == expected
     # the module the hand-written list missed, and the audit's own modules
     assert "src/disaggregated_eval/memory.py" in files
     assert {"src/disaggregated_eval/audit/core.py", "src/disaggregated_eval/audit/outputs.py"} <= set(files)
     # workflow plumbing is not audit code: editing it reruns no audit
-    assert not [f for f in files if "/pipeline/" in f]
+    assert not [f for f in files if not f.startswith("src/disaggregated_eval/")]
 
 
 @pytest.mark.slow
@@ -130,9 +173,16 @@ def test_audit_code_files_hold_every_module_an_audit_job_runs(tmp_path):
     assert loaded and not sorted(str(p) for p in loaded - listed)
 
 
-def test_the_practitioners_package_does_not_import_the_pipeline():
-    code = "import sys, disaggregated_eval.audit\nprint(sorted(m for m in sys.modules if 'eval.pipeline' in m))"
-    assert subprocess.check_output([sys.executable, "-c", code], text=True).strip() == "[]"
+def test_the_library_never_imports_the_plumbing():
+    """Every module of the installed package, followed through all its imports (lazy ones too), stays
+    inside the package: the plumbing is not installed, so an import of it would fail for a practitioner."""
+    modules = [
+        ".".join(("disaggregated_eval", *path.relative_to(SOURCE).with_suffix("").parts)).removesuffix(".__init__")
+        for path in sorted(SOURCE.rglob("*.py"))
+    ]
+    assert len(modules) > 50 and "disaggregated_eval.audit.cli" in modules
+    closure = code_files.import_closure(modules, root=REPO)  # the modules and all they import
+    assert not sorted(closure - set(modules))  # e.g. disaggregated_eval_workflow.config
 
 
 # ---- Snakemake's params listing -----------------------------------------------------------------
@@ -140,14 +190,15 @@ def test_params_listing_fix_lists_changes_only():
     """With the work-around, a ``ParamsChange`` that is no change lists no file and a change still lists
     its files, whether or not the installed Snakemake has the bug (then the work-around does nothing)."""
     code = textwrap.dedent(
-        """
-        import json
-        from disaggregated_eval.pipeline import snakemake_compat
+        f"""
+        import json, sys
+        sys.path.insert(0, {str(WORKFLOW_LIB)!r})
+        from disaggregated_eval_workflow import snakemake_compat
         from snakemake.persistence import ParamsChange
         buggy = snakemake_compat.params_change_listing_is_buggy()
         patched = snakemake_compat.fix_params_change_listing()
-        unchanged = ParamsChange() | ParamsChange(files={"a.txt"})
-        changed = ParamsChange(only_new={"'x'"}, files={"b.txt"}) | ParamsChange(files={"c.txt"})
+        unchanged = ParamsChange() | ParamsChange(files={{"a.txt"}})
+        changed = ParamsChange(only_new={{"'x'"}}, files={{"b.txt"}}) | ParamsChange(files={{"c.txt"}})
         print(json.dumps([buggy, patched, list(unchanged), sorted(changed),
                           snakemake_compat.params_change_listing_is_buggy(),
                           snakemake_compat.fix_params_change_listing()]))

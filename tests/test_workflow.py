@@ -224,7 +224,7 @@ def test_bad_config_fails_dry_run(tmp_path, override, expected):
 
 
 def test_a_yaml_alias_bomb_in_one_config_value_gives_one_short_message(tmp_path):
-    """344 bytes of ``--config seed=[&a0 [...], &a1 [*a0, ...], ...]`` stand for 43 million values: the
+    """408 bytes of ``--config seed=[&a0 [...], &a1 [*a0, ...], ...]`` stand for 43 million values: the
     check refuses it by its expanded size without expanding it (issue 22, item 3: a 336-byte bomb gave
     a 28 MB message, the whole expanded value)."""
     levels = ["&a0 [" + ", ".join(["lol"] * 9) + "]"]

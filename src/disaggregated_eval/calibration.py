@@ -76,14 +76,52 @@ def _check_curve_inputs(y: Any, n_bins: Any, confidence: Any) -> tuple[np.ndarra
 # --------------------------------------------------------------------------------------------------
 # computation (trusts its callers)
 # --------------------------------------------------------------------------------------------------
-def _quantile_bins(scores: np.ndarray, n_bins: int) -> np.ndarray:
-    """Bin index of every score under the module's binning rule (possibly with empty bins)."""
+def expanded_quantile(values: np.ndarray, count: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """``numpy.quantile(numpy.repeat(values, count), levels)`` without expanding the rows.
+
+    The default ("linear", Hyndman and Fan's type 7) quantile of the expanded rows, by numpy's own
+    steps: the virtual index ``(N - 1) q`` of the sorted expanded values, the order statistics on either
+    side of it (found in the cumulative counts), and numpy's interpolation between them (``a + (b - a) t``,
+    or ``b - (b - a)(1 - t)`` when ``t >= 0.5``), so that the result is numpy's, bit for bit.
+
+    Parameters
+    ----------
+    values : ndarray of shape (n,), float64
+    count : ndarray of shape (n,), int
+        Rows each value stands for (>= 0, at least one positive).
+    levels : ndarray of shape (k,), float64
+        Quantile levels in [0, 1].
+
+    Returns
+    -------
+    ndarray of shape (k,)
+    """
+    order = np.argsort(values, kind="stable")
+    sorted_values = np.asarray(values, dtype=np.float64)[order]
+    ends = np.cumsum(np.asarray(count, dtype=np.int64)[order])  # the expanded index after each value's rows
+    total = int(ends[-1])
+    virtual = (total - 1) * np.asarray(levels, dtype=np.float64)
+    previous = np.floor(virtual)
+    above = virtual >= total - 1
+    previous_index = np.where(above, total - 1, previous).astype(np.int64)
+    next_index = np.where(above, total - 1, previous_index + 1)
+    a = sorted_values[np.searchsorted(ends, previous_index, side="right")]
+    b = sorted_values[np.searchsorted(ends, next_index, side="right")]
+    t = virtual - previous
+    difference = b - a
+    return np.where(t >= 0.5, b - difference * (1 - t), a + difference * t)
+
+
+def _quantile_bins(scores: np.ndarray, n_bins: int, count: np.ndarray | None = None) -> np.ndarray:
+    """Bin index of every score under the module's binning rule (possibly with empty bins); with ``count``
+    (rows each score stands for), the bins of the expanded rows (:func:`expanded_quantile`)."""
     levels = np.linspace(0.0, 1.0, n_bins + 1)
     # As pandas.qcut: round levels that are not exact in binary up to the next float, so that an
     # edge that should equal a data point is not interpolated one ulp below it.
     inexact = n_bins * levels != np.arange(n_bins + 1)
     levels[inexact] = np.nextafter(levels[inexact], 1.0)
-    edges = np.unique(np.quantile(scores, levels))
+    quantiles = np.quantile(scores, levels) if count is None else expanded_quantile(scores, count, levels)
+    edges = np.unique(quantiles)
     # side="left": a score equal to an inner edge e_k lands in the bin (e_{k-1}, e_k].
     return np.searchsorted(edges[1:-1], scores, side="left")
 
@@ -260,7 +298,7 @@ BIN_SUMS: tuple[str, ...] = ("rows", "w", "w2", "we", "w2e", "w2e2", "w2v")
 
 
 def binned_error_sums(
-    y: np.ndarray, scores: np.ndarray, weight: np.ndarray, key: np.ndarray, n_keys: int
+    y: np.ndarray, scores: np.ndarray, weight: np.ndarray, key: np.ndarray, n_keys: int, count: np.ndarray | None = None
 ) -> np.ndarray:
     """Sums of every (group, bin) key behind the calibration error (:data:`BIN_SUMS`).
 
@@ -271,6 +309,8 @@ def binned_error_sums(
     key : ndarray of shape (n_rows,), int
         ``group * n_bins + bin`` of every row, in ``0 .. n_keys - 1``.
     n_keys : int
+    count : ndarray of shape (n_rows,), int, optional
+        Rows each row stands for (frequency weights): every sum counts it that many times.
 
     Returns
     -------
@@ -281,6 +321,8 @@ def binned_error_sums(
     w = weight
     w2 = w * w
     columns = (None, w, w2, w * e, w2 * e, w2 * e * e, w2 * scores * (1.0 - scores))
+    if count is not None:
+        columns = tuple(count if c is None else count * c for c in columns)
     return np.stack([np.bincount(key, weights=c, minlength=n_keys) for c in columns], axis=1)
 
 

@@ -21,6 +21,7 @@ Undefined replicates (NaN or infinite) are left out of a quantity's interval and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numba
@@ -28,7 +29,7 @@ import numpy as np
 from scipy import special
 
 from ._validation import check_open_unit
-from .engine.sums import PROPORTIONS
+from .registry import METRIC_RECORDS
 from .vocabulary import CAVEAT_DEGENERATE, CAVEAT_UNDEFINED
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "effective_size",
     "wilson_interval",
     "newcombe_difference",
+    "mover_mean",
     "mover_ratio",
     "auc_score_interval",
     "bca_interval",
@@ -64,21 +66,15 @@ __all__ = [
 #: tie of BCa's bias correction (:func:`bca_interval`).
 ROUNDING = 1e-12
 
-#: The interval of each metric on one slice (``docs/method.md``, "Intervals"): ``wilson`` (Wilson's
-#: score interval on the metric's own counts, Kish's effective size under sample weights) for the
-#: proportions, ``auc_score`` (Newcombe's score-type interval of the AUC) for the AUC, ``bca`` (the
-#: bias-corrected and accelerated bootstrap, jackknife acceleration) for the means and ratios of sums.
-#: Score intervals keep their level at small counts and never have zero width; the percentile
-#: bootstrap does neither (it collapses to a point on a slice without events).
-INTERVAL_METHODS: dict[str, str] = {
-    **dict.fromkeys(PROPORTIONS, "wilson"),
-    "auc": "auc_score",
-    "log_loss": "bca",
-    "brier_score": "bca",
-    "net_benefit": "bca",
-    "mean_predicted_risk": "bca",
-    "observed_expected_ratio": "bca",
-}
+#: The interval of each metric on one slice (``docs/method.md``, "Intervals"; its record's ``interval``,
+#: :data:`disaggregated_eval.registry.INTERVAL_KINDS`): ``wilson`` (Wilson's score interval on the
+#: metric's own counts, Kish's effective size under sample weights) for the proportions, ``auc_score``
+#: (Newcombe's score-type interval of the AUC) for the AUC, ``bca`` (the bias-corrected and accelerated
+#: bootstrap, jackknife acceleration) for the means and ratios of sums, ``mover_wilson``
+#: (:func:`mover_mean` of the Wilson bounds of its parts) for the balanced accuracy. Score intervals
+#: keep their level at small counts and never have zero width; the percentile bootstrap does neither
+#: (it collapses to a point on a slice without events).
+INTERVAL_METHODS: dict[str, str] = {r.name: r.interval for r in METRIC_RECORDS}
 
 
 def interval_method(metric: str) -> str:
@@ -466,6 +462,47 @@ def newcombe_difference(
     return low, high
 
 
+def mover_mean(
+    p: Sequence[np.ndarray], n: Sequence[np.ndarray], level: float | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Interval of the mean ``(p_1 + ... + p_k) / k`` of independent proportions (MOVER with Wilson's bounds).
+
+    The method of variance estimates recovery (Zou and Donner, 2008, "Construction of confidence
+    limits about effect measures: a general approach", Statistics in Medicine 27; for a linear
+    function of binomial proportions, Zou, Huang and Zhang, 2009, Computational Statistics and Data
+    Analysis 53) from each proportion's Wilson bounds ``l_i, u_i`` at ``level``::
+
+        low  = mean - sqrt(sum_i (p_i - l_i)^2) / k
+        high = mean + sqrt(sum_i (u_i - p_i)^2) / k
+
+    The balanced accuracy's interval (the mean of the sensitivity and the specificity, whose rows, the
+    positives and the negatives, are disjoint). Like Newcombe's interval of a difference (the same
+    construction with signs), it keeps close to its level at small counts and is never of zero width
+    when every part has rows; it stays within ``[mean(l_i), mean(u_i)]``, so inside [0, 1].
+
+    Parameters
+    ----------
+    p : sequence of k ndarrays (broadcast together)
+        The proportions, in [0, 1].
+    n : sequence of k ndarrays
+        Their (effective, Kish's under sample weights) denominators.
+    level : float or ndarray
+        Two-sided level(s) in (0, 1].
+
+    Returns
+    -------
+    low, high : ndarray
+        NaN where any part is undefined (``n_i == 0`` or ``p_i`` NaN).
+    """
+    parts = [np.asarray(x, dtype=np.float64) for x in p]
+    bounds = [wilson_interval(x, size, level) for x, size in zip(parts, n)]
+    k = len(parts)
+    mean = sum(parts) / k
+    low = mean - np.sqrt(sum((x - lo) ** 2 for x, (lo, _) in zip(parts, bounds))) / k
+    high = mean + np.sqrt(sum((hi - x) ** 2 for x, (_, hi) in zip(parts, bounds))) / k
+    return low, high
+
+
 def mover_ratio(
     p1: np.ndarray, n1: np.ndarray, p2: np.ndarray, n2: np.ndarray, level: float | np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -599,7 +636,9 @@ def jackknife_acceleration(leave_one_out: np.ndarray, weights: np.ndarray | None
     return float(np.sum(w * d**3) / (6.0 * s2**1.5))
 
 
-def grouped_jackknife_acceleration(leave_one_out: np.ndarray, codes: np.ndarray, n_groups: int) -> np.ndarray:
+def grouped_jackknife_acceleration(
+    leave_one_out: np.ndarray, codes: np.ndarray, n_groups: int, multiplicity: np.ndarray | None = None
+) -> np.ndarray:
     """:func:`jackknife_acceleration` (unweighted) of every group at once.
 
     Parameters
@@ -610,6 +649,10 @@ def grouped_jackknife_acceleration(leave_one_out: np.ndarray, codes: np.ndarray,
     codes : ndarray of shape (n,), int
         Group of each row, ``0 .. n_groups - 1``.
     n_groups : int
+    multiplicity : ndarray of shape (n,), int, optional
+        Identical rows each entry stands for (frequency weights): the jackknife leaves out each of them in
+        turn, all with the same value, so every sum counts the entry that many times (the result is that
+        of the expanded rows, up to rounding).
 
     Returns
     -------
@@ -619,11 +662,19 @@ def grouped_jackknife_acceleration(leave_one_out: np.ndarray, codes: np.ndarray,
     """
     values = np.asarray(leave_one_out, dtype=np.float64)
     ok = np.isfinite(values)
-    count = np.bincount(codes[ok], minlength=n_groups)
-    mean = np.bincount(codes[ok], weights=values[ok], minlength=n_groups) / np.maximum(count, 1)
-    d = np.where(ok, mean[codes] - values, 0.0)
-    s2 = np.bincount(codes, weights=d * d, minlength=n_groups)
-    s3 = np.bincount(codes, weights=d * d * d, minlength=n_groups)
+    if multiplicity is None:
+        count = np.bincount(codes[ok], minlength=n_groups)
+        mean = np.bincount(codes[ok], weights=values[ok], minlength=n_groups) / np.maximum(count, 1)
+        d = np.where(ok, mean[codes] - values, 0.0)
+        s2 = np.bincount(codes, weights=d * d, minlength=n_groups)
+        s3 = np.bincount(codes, weights=d * d * d, minlength=n_groups)
+    else:
+        m = np.asarray(multiplicity, dtype=np.float64)
+        count = np.bincount(codes[ok], weights=m[ok], minlength=n_groups)
+        mean = np.bincount(codes[ok], weights=m[ok] * values[ok], minlength=n_groups) / np.maximum(count, 1)
+        d = np.where(ok, mean[codes] - values, 0.0)
+        s2 = np.bincount(codes, weights=m * d * d, minlength=n_groups)
+        s3 = np.bincount(codes, weights=m * d * d * d, minlength=n_groups)
     return _skewness_acceleration(count, s2, s3)
 
 

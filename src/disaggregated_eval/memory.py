@@ -1,8 +1,9 @@
 """Memory that the bootstrap replicates of a controlled evaluation need, and a check against a limit.
 
 A light module (numpy and the validation helpers only), so that the configuration check of the
-workflow (:mod:`disaggregated_eval.pipeline.config`) can reject a resample count whose replicates would not fit
-in the job's ``mem_mb`` at parse time, before any job runs, without importing the numba engine.
+workflow (``disaggregated_eval_workflow.config`` in ``workflow/lib``) can reject a resample count whose
+replicates would not fit in the job's ``mem_mb`` at parse time, before any job runs, without importing
+the numba engine.
 :func:`disaggregated_eval.evaluation.controlled_evaluation` uses the same functions (its
 ``memory_limit_mb`` argument). See ``docs/method.md``, "Bootstrap" (memory).
 """
@@ -106,6 +107,52 @@ def default_memory_limit_mb() -> float:
     except (AttributeError, ValueError, OSError):  # pragma: no cover - platforms without sysconf
         return 1e12
     return DEFAULT_MEMORY_FRACTION * total / 1e6
+
+
+#: Bytes per row an audit holds at its peak when it keeps every row (coded label, scores, codes, the
+#: bootstrap's and the tests' working arrays): a base, plus per model and per family of slices. Fitted
+#: to ``benchmarks/bench_memory.py`` (300 bytes per row for 1 model and 7 families, hard predictions).
+AUDIT_ROW_BYTES = 120
+AUDIT_MODEL_ROW_BYTES = 40
+AUDIT_FAMILY_ROW_BYTES = 20
+#: Working memory of an audit that does not grow with its rows (buffers of the draws and tests), in bytes.
+AUDIT_FIXED_BYTES = 50 * 10**6
+
+
+def audit_peak_bytes(
+    *,
+    n_rows: int,
+    n_units: int,
+    n_models: int,
+    n_families: int,
+    n_resamples: int,
+    n_outputs: int,
+    n_metrics: int,
+) -> int:
+    """Estimated peak memory of an audit, in bytes, before its work (``docs/audit.md``, "Large data").
+
+    Parameters
+    ----------
+    n_rows : int
+        Rows audited (the sum of the counts); the estimate does not grow with them once they are counted
+        (counting an in-memory frame took about 8 bytes per row before, ``docs/audit.md``, "Large data").
+    n_units : int
+        Rows the audit holds: ``n_rows``, or the distinct rows when the frame (or its file) was counted.
+    n_models, n_families : int
+        Score columns; families of slices (overall, attributes, intersections).
+    n_resamples, n_outputs, n_metrics : int
+        The bootstrap's replicates: ``8 n_resamples n_outputs n_metrics`` bytes.
+
+    Returns
+    -------
+    int
+        ``AUDIT_FIXED_BYTES + n_units (AUDIT_ROW_BYTES + n_models AUDIT_MODEL_ROW_BYTES + n_families
+        AUDIT_FAMILY_ROW_BYTES)`` plus the replicates. An estimate: ``benchmarks/bench_memory.py`` prints it beside the measured peak.
+    """
+    per_unit = AUDIT_ROW_BYTES + n_models * AUDIT_MODEL_ROW_BYTES + n_families * AUDIT_FAMILY_ROW_BYTES
+    if n_units > n_rows:
+        raise ValueError(f"n_units must be at most n_rows; got {n_units} > {n_rows}")
+    return int(AUDIT_FIXED_BYTES + n_units * per_unit + 8 * n_resamples * n_outputs * n_metrics)
 
 
 def evaluations_per_model(*, n_groups: int, n_controls: int, n_weight_sources: int, shared_space: bool = True) -> int:

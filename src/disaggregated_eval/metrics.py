@@ -1,9 +1,12 @@
 """Weighted performance metrics of a binary classifier, matching scikit-learn.
 
 This is the plain (non-bootstrap) reference of the metric definitions (paper Supplementary A.3;
-``docs/method.md``). The bootstrap engine (:mod:`disaggregated_eval.engine`) computes the same
-quantities from weighted sums (:func:`disaggregated_eval.engine.sums.metrics_from_sums`) and is tested
-against :func:`compute_metrics`, which is tested against scikit-learn.
+``docs/method.md``): :func:`compute_metrics` computes the weighted sums below directly and turns
+them into metrics by the engine's formulas (:func:`disaggregated_eval.engine.sums.metrics_from_sums`,
+their one home), and is tested against scikit-learn. The bootstrap engine
+(:mod:`disaggregated_eval.engine`) computes the same sums by a walk in score order and is tested
+against :func:`compute_metrics`. Each metric's name, label and direction are in its record
+(:mod:`disaggregated_eval.registry`).
 
 With per-row weights ``w >= 0``, labels ``y`` in {0, 1}, scores ``r`` in [0, 1] and
 ``yhat = 1[r >= threshold]``::
@@ -31,6 +34,8 @@ metric                      definition                                    undefi
 ``brier_score``             ``sum w (r - y)^2 / W``                       ``W == 0``
 ``mean_predicted_risk``     ``sum w r / W``                               ``W == 0``
 ``observed_expected_ratio`` ``Wp / sum w r`` (calibration in the large)   ``sum w r == 0``
+``balanced_accuracy``       ``(TP / Wp + TN / Wn) / 2``                   ``Wp == 0`` or
+                                                                          ``Wn == 0``
 =========================== ============================================= ===================
 
 Here ``pi = Wp / W`` and ``t`` is the preference threshold of the net benefit (Pfohl et al. 2023
@@ -55,6 +60,18 @@ import numpy as np
 
 from . import vocabulary as _vocabulary
 from ._validation import check_labels, check_open_unit, check_scores, check_weights
+from .engine.sums import (
+    LOG_LOSS_EPS,
+    METRIC_SLOTS,
+    N_METRIC_SLOTS,
+    N_TERMS,
+    ROW_TERMS,
+    TERM_SLOTS,
+    metrics_from_sums,
+    pointwise_log_loss,
+    terms_for,
+)
+from .registry import check_metric_names
 
 __all__ = [
     "LOG_LOSS_EPS",
@@ -66,95 +83,28 @@ __all__ = [
     "pointwise_log_loss",
 ]
 
-#: Names of the available metrics, in their canonical order (one home: :mod:`.vocabulary`).
+#: Names of the available metrics, in their canonical order (one record each: :mod:`.registry`).
 METRICS: tuple[str, ...] = _vocabulary.METRICS
 #: Display name of each metric.
 METRIC_LABELS: dict[str, str] = _vocabulary.METRIC_LABELS
 #: Whether a larger value is better; ``None`` for descriptive rates that have no direction.
 METRIC_HIGHER_IS_BETTER: dict[str, bool | None] = _vocabulary.METRIC_HIGHER_IS_BETTER
 
-#: Clipping constant of the log loss (as scikit-learn: machine epsilon of float64).
-LOG_LOSS_EPS: float = float(np.finfo(np.float64).eps)
-
-
-def check_metric_names(metrics: Any, name: str = "metrics") -> tuple[str, ...]:
-    """Metric names as a tuple: known (from :data:`METRICS`), distinct, at least one.
-
-    Parameters
-    ----------
-    metrics : sequence of str
-        Requested metric names, in the order the caller wants them.
-    name : str, default "metrics"
-        How the argument is named in messages.
-
-    Returns
-    -------
-    tuple of str
-
-    Raises
-    ------
-    TypeError
-        If ``metrics`` is a single string (``"auc"`` is not ``("auc",)``).
-    ValueError
-        If it is empty, names an unknown metric or repeats one.
-    """
-    if isinstance(metrics, str):
-        raise TypeError(f"{name} must be a sequence of metric names, not a string; did you mean ({metrics!r},)?")
-    names = tuple(metrics)
-    if not names:
-        raise ValueError(f"{name} must name at least one metric; expected some of {METRICS}")
-    for metric in names:
-        if metric not in METRIC_LABELS:
-            raise ValueError(f"unknown metric {metric!r} in {name}; expected one of {METRICS}")
-    if len(set(names)) != len(names):
-        duplicates = sorted({metric for metric in names if names.count(metric) > 1})
-        raise ValueError(f"{name} must be distinct; got duplicates {duplicates}")
-    return names
-
 
 # ----------------------------------------------------------------------------------------------
-# Reference implementation
+# Reference implementation: the sums computed directly, the engine's formulas
 # ----------------------------------------------------------------------------------------------
 
 
-def pointwise_log_loss(y: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Per-row log loss with scikit-learn's clipping of ``r`` and ``1 - r`` to ``[eps, 1 - eps]``.
-
-    Parameters
-    ----------
-    y : ndarray of shape (n_samples,), float64
-        Checked 0/1 labels.
-    scores : ndarray of shape (n_samples,), float64
-        Checked scores in [0, 1].
-
-    Returns
-    -------
-    ndarray of shape (n_samples,)
-        ``-log(clip(r))`` where ``y == 1`` and ``-log(clip(1 - r))`` where ``y == 0`` (nats); the
-        weighted log loss is ``sum w * pointwise_log_loss(y, r) / sum w`` (as scikit-learn 1.9's
-        ``log_loss``). The bootstrap engine accumulates these terms.
-    """
-    eps = LOG_LOSS_EPS
-    positive = -np.log(np.clip(scores, eps, 1.0 - eps))
-    negative = -np.log(np.clip(1.0 - scores, eps, 1.0 - eps))
-    return np.where(y == 1.0, positive, negative)
-
-
-def _weighted_auc(y: np.ndarray, scores: np.ndarray, w: np.ndarray, wp: float, wn: float) -> float:
-    """Weighted AUC-ROC with ties counted one half, by a sort over tie groups."""
-    if wp == 0.0 or wn == 0.0:
-        return float("nan")
+def _auc_numerator(y: np.ndarray, scores: np.ndarray, w: np.ndarray) -> float:
+    """``sum_{i pos, j neg} w_i w_j (1[r_i > r_j] + 1/2 1[r_i = r_j])``, by a sort over tie groups."""
     order = np.argsort(scores, kind="stable")
     sorted_scores = scores[order]
     starts = np.concatenate(([0], np.flatnonzero(np.diff(sorted_scores) != 0.0) + 1))
     pos = np.add.reduceat(w[order] * y[order], starts)
     neg = np.add.reduceat(w[order] * (1.0 - y[order]), starts)
     neg_before = np.cumsum(neg) - neg
-    return float(np.sum(pos * (neg_before + 0.5 * neg)) / (wp * wn))
-
-
-def _ratio(numerator: float, denominator: float) -> float:
-    return numerator / denominator if denominator > 0.0 else float("nan")
+    return float(np.sum(pos * (neg_before + 0.5 * neg)))
 
 
 def compute_metrics(
@@ -202,12 +152,18 @@ def compute_metrics(
 
     Notes
     -----
+    The weighted sums are computed here directly (by numpy, over the rows) and turned into metrics
+    by the engine's formulas (:func:`disaggregated_eval.engine.sums.metrics_from_sums`, the one home
+    of the formulas), so this function is the reference of the engine's walk (which computes the same
+    sums in score order) and its agreement with scikit-learn checks every formula.
+
     Matches scikit-learn 1.9 with ``sample_weight``: ``log_loss`` (clipping at float64 machine
     epsilon), ``roc_auc_score``, ``recall_score`` (sensitivity), ``recall_score(pos_label=0)``
     (specificity), ``precision_score`` (where it is defined: with no predicted positive, scikit-learn
     returns 0 with a warning, ``zero_division``; here it is undefined, NaN), ``accuracy_score``, ``brier_score_loss``,
-    and ``1 -`` the recalls for the false positive and false negative rates, where those are
-    defined. Definitions from the paper's Supplementary A.3 (``docs/method.md``); net benefit as in
+    ``balanced_accuracy_score`` (where both classes have weight: with one class scikit-learn averages
+    the recall of the class present, with a warning; here it is undefined, NaN), and ``1 -`` the
+    recalls for the false positive and false negative rates, where those are defined. Definitions from the paper's Supplementary A.3 (``docs/method.md``); net benefit as in
     Pfohl et al. (2023).
     """
     names = check_metric_names(metrics)
@@ -220,45 +176,15 @@ def compute_metrics(
     scores = check_scores(scores, n, "scores")
     w = np.ones(n) if sample_weight is None else check_weights(sample_weight, n, "sample_weight")
 
-    yhat = (scores >= threshold).astype(np.float64)
-    total = float(np.sum(w))
+    below = scores < threshold  # yhat = 0
     wp = float(np.sum(w * y))
     wn = float(np.sum(w * (1.0 - y)))
-    tp = float(np.sum(w * y * yhat))
-    tn = float(np.sum(w * (1.0 - y) * (1.0 - yhat)))
-    fp = float(np.sum(w * (1.0 - y) * yhat))
-    pp = float(np.sum(w * yhat))
-    odds = preference_threshold / (1.0 - preference_threshold)
-
-    result: dict[str, float] = {}
-    for name in names:
-        if name == "log_loss":
-            value = _ratio(float(np.sum(w * pointwise_log_loss(y, scores))), total)
-        elif name == "auc":
-            value = _weighted_auc(y, scores, w, wp, wn)
-        elif name == "sensitivity":
-            value = _ratio(tp, wp)
-        elif name == "specificity":
-            value = _ratio(tn, wn)
-        elif name == "precision":
-            value = _ratio(tp, pp)
-        elif name == "net_benefit":
-            value = _ratio(tp - fp * odds, total)
-        elif name == "label_rate":
-            value = _ratio(wp, total)
-        elif name == "predicted_positive_rate":
-            value = _ratio(pp, total)
-        elif name == "accuracy":
-            value = _ratio(tp + tn, total)
-        elif name == "false_positive_rate":
-            value = _ratio(fp, wn)
-        elif name == "false_negative_rate":
-            value = _ratio(wp - tp, wp)
-        elif name == "brier_score":
-            value = _ratio(float(np.sum(w * (scores - y) ** 2)), total)
-        elif name == "mean_predicted_risk":
-            value = _ratio(float(np.sum(w * scores)), total)
-        else:  # observed_expected_ratio
-            value = _ratio(wp, float(np.sum(w * scores)))
-        result[name] = float(value)
-    return result
+    fn = float(np.sum(w * y * below))
+    tn = float(np.sum(w * (1.0 - y) * below))
+    auc_numerator = _auc_numerator(y, scores, w) if "auc" in names else 0.0
+    terms = np.zeros(N_TERMS)
+    for term in terms_for(names):
+        terms[TERM_SLOTS[term]] = float(np.sum(w * ROW_TERMS[term](y, scores)))
+    out = np.empty(N_METRIC_SLOTS)
+    metrics_from_sums(wp, wn, fn, tn, auc_numerator, terms, preference_threshold / (1.0 - preference_threshold), out)
+    return {name: float(out[METRIC_SLOTS[name]]) for name in names}

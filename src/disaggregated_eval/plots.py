@@ -66,6 +66,7 @@ __all__ = [
     "plot_relative_performance",
     "plot_calibration_curves",
     "plot_coverage",
+    "plot_selection_bounds",
 ]
 
 #: Display names of simulation settings and ACS tasks (paper Table 1, Supplementary A.4).
@@ -1035,4 +1036,109 @@ def plot_coverage(
                        label="hollow: every interval of width 0 (degenerate)")
             )  # fmt: skip
         _add_legend(fig, handles, "Dataset (colour; lanes top to bottom), group (marker)", width)
+        return save_figure(fig, targets)
+
+
+# --------------------------------------------------------------------------------------------------
+# selection study: bounds against Gamma
+# --------------------------------------------------------------------------------------------------
+_SELECTION_COLUMNS = (
+    "slice", "metric", "quantity", "gamma", "bound_low", "bound_high", "bound_ci_low", "bound_ci_high",
+)  # fmt: skip
+
+
+def plot_selection_bounds(
+    rows: pd.DataFrame,
+    truth: pd.DataFrame,
+    *,
+    paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    gamma_star: float,
+    title: str = "",
+) -> list[Path]:
+    """Sensitivity bounds against ``Gamma`` per metric and slice, with the full-population truth.
+
+    Selection study (:mod:`disaggregated_eval.selection_study`; ``docs/method.md``, "Evaluation under
+    selection"). One row of panels per metric, one column per slice and quantity (each group's metric,
+    the overall metric, each group's ``T_a``). In a panel: the bounds of one selected test set
+    against ``Gamma`` (log axis; dark band), their 95% bootstrap interval (light band), the
+    full-population truth (dashed line) and the setting's true selection strength ``Gamma*`` (dotted
+    vertical line, when finite). At ``Gamma = 1`` the band is the (corrected) estimate and its interval.
+
+    Parameters
+    ----------
+    rows : pandas.DataFrame
+        One replicate's :func:`disaggregated_eval.selection.selection_analysis` rows of one model and
+        margins (columns ``slice, metric, quantity, gamma, bound_low, bound_high, bound_ci_low,
+        bound_ci_high``).
+    truth : pandas.DataFrame
+        Columns ``slice, metric, quantity, truth`` (:func:`disaggregated_eval.selection_study.population_truth`).
+    paths : path or iterable of paths
+        ``.png``/``.pdf`` targets (see :func:`save_figure`).
+    gamma_star : float
+        The true selection strength of the weight box (``inf`` when positivity fails).
+    title : str, optional
+        Figure title.
+
+    Returns
+    -------
+    list of pathlib.Path
+
+    Raises
+    ------
+    ValueError
+        If columns are missing or ``rows`` is empty.
+    """
+    targets = _check_paths(paths)
+    _require_columns(rows, _SELECTION_COLUMNS, "rows")
+    _require_columns(truth, ("slice", "metric", "quantity", "truth"), "truth")
+    if rows.empty:
+        raise ValueError("rows is empty")
+    present = set(rows["metric"])
+    metric_order = [m for m in vocabulary.METRICS if m in present]
+    slices = list(dict.fromkeys(rows["slice"]))
+    columns = [(s, "metric") for s in slices] + [(s, "difference") for s in slices if s != _OVERALL]
+    columns = [c for c in columns if ((rows["slice"] == c[0]) & (rows["quantity"] == c[1])).any()]
+    merged = rows.merge(truth, on=["slice", "metric", "quantity"], how="left")
+    with mpl.rc_context(_style()):
+        fig = Figure(figsize=(2.2 * len(columns) + 1.2, 1.6 * len(metric_order) + 1.2), layout="constrained")
+        axes = fig.subplots(len(metric_order), len(columns), sharex=True, squeeze=False)
+        for i, metric in enumerate(metric_order):
+            for j, (name, quantity) in enumerate(columns):
+                ax = axes[i, j]
+                part = merged[
+                    (merged["metric"] == metric) & (merged["slice"] == name) & (merged["quantity"] == quantity)
+                ]
+                part = part.sort_values("gamma")
+                g = part["gamma"].to_numpy(float)
+                ax.fill_between(g, part["bound_ci_low"], part["bound_ci_high"], color=COLORBLIND[0], alpha=0.2,
+                                linewidth=0)  # fmt: skip
+                ax.fill_between(g, part["bound_low"], part["bound_high"], color=COLORBLIND[0], alpha=0.55,
+                                linewidth=0)  # fmt: skip
+                t = part["truth"].dropna()
+                if not t.empty:
+                    ax.axhline(float(t.iloc[0]), color=COLORBLIND[3], linestyle="--", linewidth=1.0)
+                if quantity == "difference":
+                    ax.axhline(0.0, color="0.5", linewidth=0.6)
+                if np.isfinite(gamma_star) and gamma_star <= g.max():
+                    ax.axvline(gamma_star, color="0.3", linestyle=":", linewidth=1.0)
+                ax.set_xscale("log")
+                ax.grid(True, axis="y")
+                if i == 0:
+                    what = "$T_a$" if quantity == "difference" else "metric"
+                    ax.set_title(f"{name}: {what}")
+                if j == 0:
+                    ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+                if i == len(metric_order) - 1:
+                    ax.set_xlabel("Gamma")
+                    ax.set_xticks(g, labels=[f"{v:g}" for v in g], minor=False)
+                    ax.minorticks_off()
+        handles = [
+            Line2D([], [], color=COLORBLIND[0], alpha=0.55, linewidth=6, label="bounds"),
+            Line2D([], [], color=COLORBLIND[0], alpha=0.2, linewidth=6, label="95% interval of the bounds"),
+            Line2D([], [], color=COLORBLIND[3], linestyle="--", label="full-population truth"),
+            Line2D([], [], color="0.3", linestyle=":", label="true selection strength Gamma*"),
+        ]
+        if title:
+            fig.suptitle(title)
+        _add_legend(fig, handles, "", 2.2 * len(columns) + 1.2)
         return save_figure(fig, targets)

@@ -52,6 +52,7 @@ __all__ = [
     "SELECTION_SETTINGS",
     "get_dgp",
     "simulate_setting",
+    "selected_test_set",
     "bayes_scores",
 ]
 
@@ -879,6 +880,53 @@ def simulate_setting(setting_id: str, *, n_train: int, n_test: int, seed: int) -
     else:
         train = dgp.sample(n_train, rng_train)
     return train, dgp.sample(n_test, rng_test)
+
+
+def selected_test_set(setting_id: str, *, n_test: int, seed: int, replicate: int | None = None) -> pd.DataFrame:
+    """A test set from the *selected* population ``P(X, A, Y | S = 1)`` of a selection setting.
+
+    The evaluation a practitioner who holds only selected rows would run (issue 25; ``docs/method.md``,
+    "Evaluation under selection"), next to the full-population test set of :func:`simulate_setting`.
+    Drawn with :meth:`SelectionDGP.sample_selected` from its own seed branch, so that no existing
+    draw changes: ``("simulate", setting_id, "test_selected")`` for the pipeline's set, or
+    ``("selection", setting_id, "test", replicate)`` for replicate ``replicate`` of the selection
+    study (:mod:`disaggregated_eval.selection_study`).
+
+    Parameters
+    ----------
+    setting_id : str
+        A selection setting (:data:`SELECTION_SETTINGS`).
+    n_test : int
+        Positive number of rows.
+    seed : int
+        The configured non-negative root seed.
+    replicate : int, optional
+        A replicate index of the selection study; None for the pipeline's set.
+
+    Returns
+    -------
+    pandas.DataFrame of shape (n_test, 3)
+        Columns ``x`` (float64), ``a``, ``y`` (int64 0/1).
+
+    Raises
+    ------
+    ValueError
+        If ``setting_id`` is not a selection setting, ``n_test`` is not a positive integer, or
+        ``seed`` / ``replicate`` is negative.
+    """
+    dgp = get_dgp(setting_id)
+    if not isinstance(dgp, SelectionDGP):
+        raise ValueError(
+            f"selected_test_set needs a selection setting ({', '.join(SELECTION_SETTINGS)}); got {setting_id!r}"
+        )
+    n_test = check_positive_int(n_test, "n_test")
+    if replicate is None:
+        rng = seeds.generator(seed, "simulate", setting_id, "test_selected")
+    else:
+        if isinstance(replicate, bool) or not isinstance(replicate, (int, np.integer)) or replicate < 0:
+            raise ValueError(f"replicate must be a non-negative integer; got {replicate!r}")
+        rng = seeds.generator(seed, "selection", setting_id, "test", int(replicate))
+    return dgp.sample_selected(n_test, rng)
 
 
 def bayes_scores(setting_id: str, df: pd.DataFrame) -> pd.DataFrame:

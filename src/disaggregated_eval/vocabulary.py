@@ -1,8 +1,9 @@
 """The project's vocabulary: every name list and display label, written once.
 
-Model types, control variables, weight sources, comparisons, metrics (order, labels, direction),
-simulation settings and ACS tasks (ids and display names), resampling schemes. This module imports
-nothing heavy (no numpy, pandas, scikit-learn, folktables), so that ``workflow/rules/common.smk``,
+Model types, control variables, weight sources, comparisons, metrics (order, labels, direction: read
+off the metric records of :mod:`.registry`), fairness statistics, simulation settings and ACS tasks
+(ids and display names), resampling schemes. This module and the registry import nothing heavy (no
+numpy, pandas, scikit-learn, folktables), so that ``workflow/rules/common.smk``,
 the rule scripts, :mod:`disaggregated_eval.plots` and the command-line tool can import it cheaply,
 and an edit of a computational module does not rerun every figure job.
 
@@ -11,6 +12,8 @@ Supplementary A.3 (metrics, settings), A.4 (ACS tasks); ``docs/method.md``.
 """
 
 from __future__ import annotations
+
+from . import registry as _registry
 
 __all__ = [
     "MODEL_TYPES",
@@ -27,12 +30,14 @@ __all__ = [
     "OVERALL",
     "METRICS",
     "PIPELINE_METRICS",
+    "AUDIT_METRICS",
     "FIGURE_METRICS",
     "RELATIVE_METRICS",
     "RELATIVE_FIGURE_MODELS",
     "SCORE_METRICS",
     "HEADLINE_ORDER",
     "FAIRNESS_STATISTICS",
+    "FAMILY_STATISTICS",
     "FAIRNESS_LABELS",
     "DISPARITY_METRICS",
     "FOUR_FIFTHS_BAND",
@@ -105,25 +110,12 @@ COMPARISONS: tuple[str, ...] = (
 OVERALL = "overall"
 
 # ---- metrics -----------------------------------------------------------------------------------
-#: Every metric the library computes, in canonical order.
-METRICS: tuple[str, ...] = (
-    "log_loss",
-    "auc",
-    "sensitivity",
-    "specificity",
-    "precision",
-    "net_benefit",
-    "label_rate",
-    "predicted_positive_rate",
-    "accuracy",
-    "false_positive_rate",
-    "false_negative_rate",
-    "brier_score",
-    "mean_predicted_risk",
-    "observed_expected_ratio",
-)
+#: Every metric the library computes, in canonical order (one record each: :mod:`.registry`).
+METRICS: tuple[str, ...] = tuple(r.name for r in _registry.METRIC_RECORDS)
 #: Metrics of the paper's pipeline tables (Supplementary A.3 plus the predicted-positive rate).
-PIPELINE_METRICS: tuple[str, ...] = METRICS[:8]
+PIPELINE_METRICS: tuple[str, ...] = tuple(r.name for r in _registry.METRIC_RECORDS if r.pipeline)
+#: The audit's default metric list (the others, e.g. ``balanced_accuracy``, through ``--metrics``).
+AUDIT_METRICS: tuple[str, ...] = tuple(r.name for r in _registry.METRIC_RECORDS if r.audit_default)
 #: Metric order of the per-metric figures (B4-B10, B11-B17, B18-B24, B27-B33, B34-B40).
 FIGURE_METRICS: tuple[str, ...] = (
     "log_loss",
@@ -139,7 +131,7 @@ RELATIVE_METRICS: tuple[str, ...] = ("log_loss", "auc", "sensitivity", "specific
 #: Compared models of the relative-performance figures B1 and B25 (each minus its reference ``x``).
 RELATIVE_FIGURE_MODELS: tuple[str, ...] = ("xa", "xa_stratified")
 #: Metrics that need a score, not only a hard prediction (left out for 0/1 predictions).
-SCORE_METRICS: tuple[str, ...] = ("log_loss", "auc", "brier_score", "mean_predicted_risk", "observed_expected_ratio")
+SCORE_METRICS: tuple[str, ...] = tuple(r.name for r in _registry.METRIC_RECORDS if r.needs_score)
 #: The order in which a fairness audit leads with a metric (its terminal summary's headline, with the
 #: default metric list): the error rates first, then the rates, the ranking and calibration metrics.
 HEADLINE_ORDER: tuple[str, ...] = (
@@ -161,27 +153,15 @@ HEADLINE_ORDER: tuple[str, ...] = (
 #: Statistics of the audit's fairness summary (``docs/method.md``, "Fairness summary"), in the order shown:
 #: fairlearn's demographic-parity and equalized-odds differences and ratios per family of slices, the
 #: largest gap of the headline metric over a family, and Aequitas' disparity ratio of each slice to a
-#: reference slice.
-FAIRNESS_STATISTICS: tuple[str, ...] = (
-    "demographic_parity_difference",
-    "demographic_parity_ratio",
-    "equalized_odds_difference",
-    "equalized_odds_ratio",
-    "largest_gap",
-    "disparity_ratio",
-)
+#: reference slice (one record each: :data:`.registry.FAIRNESS_RECORDS`).
+FAIRNESS_STATISTICS: tuple[str, ...] = tuple(s.name for s in _registry.FAIRNESS_RECORDS)
+#: The fairness summary's statistics over a family of slices (all but the disparity ratios to a reference).
+FAMILY_STATISTICS: tuple[str, ...] = tuple(s.name for s in _registry.FAIRNESS_RECORDS if s.over == "family")
 #: Display name of each fairness statistic.
-FAIRNESS_LABELS: dict[str, str] = {
-    "demographic_parity_difference": "Demographic parity difference",
-    "demographic_parity_ratio": "Demographic parity ratio",
-    "equalized_odds_difference": "Equalized odds difference",
-    "equalized_odds_ratio": "Equalized odds ratio",
-    "largest_gap": "Largest gap",
-    "disparity_ratio": "Disparity ratio",
-}
+FAIRNESS_LABELS: dict[str, str] = {s.name: s.label for s in _registry.FAIRNESS_RECORDS}
 #: Metrics of the disparity ratios to a reference slice (Aequitas' predicted prevalence, FPR and FNR
 #: disparities): the selection rate and the two error rates.
-DISPARITY_METRICS: tuple[str, ...] = ("predicted_positive_rate", "false_positive_rate", "false_negative_rate")
+DISPARITY_METRICS: tuple[str, ...] = tuple(r.name for r in _registry.METRIC_RECORDS if "disparity_ratio" in r.fairness)
 #: The four-fifths rule (US EEOC; Aequitas' default fairness threshold 0.8): a disparity ratio outside
 #: this band is a disparity.
 FOUR_FIFTHS_BAND: tuple[float, float] = (0.8, 1.25)
@@ -200,39 +180,9 @@ CAVEAT_DEGENERATE = "degenerate"
 #: The ``caveat`` values other than ``""`` (an ordinary estimate), in the order the figures explain them.
 CAVEATS: tuple[str, ...] = (CAVEAT_DEGENERATE, CAVEAT_UNDEFINED)
 #: Display name of each metric.
-METRIC_LABELS: dict[str, str] = {
-    "log_loss": "Log loss",
-    "auc": "AUC-ROC",
-    "sensitivity": "Sensitivity",
-    "specificity": "Specificity",
-    "precision": "Precision",
-    "net_benefit": "Net benefit",
-    "label_rate": "Label rate",
-    "predicted_positive_rate": "Predicted positive rate",
-    "accuracy": "Accuracy",
-    "false_positive_rate": "False positive rate",
-    "false_negative_rate": "False negative rate",
-    "brier_score": "Brier score",
-    "mean_predicted_risk": "Mean predicted risk",
-    "observed_expected_ratio": "Observed/expected ratio",
-}
+METRIC_LABELS: dict[str, str] = {r.name: r.label for r in _registry.METRIC_RECORDS}
 #: Whether a larger value is better; ``None`` for descriptive rates without a direction.
-METRIC_HIGHER_IS_BETTER: dict[str, bool | None] = {
-    "log_loss": False,
-    "auc": True,
-    "sensitivity": True,
-    "specificity": True,
-    "precision": True,
-    "net_benefit": True,
-    "label_rate": None,
-    "predicted_positive_rate": None,
-    "accuracy": True,
-    "false_positive_rate": False,
-    "false_negative_rate": False,
-    "brier_score": False,
-    "mean_predicted_risk": None,
-    "observed_expected_ratio": None,
-}
+METRIC_HIGHER_IS_BETTER: dict[str, bool | None] = {r.name: r.higher_is_better for r in _registry.METRIC_RECORDS}
 
 # ---- datasets ----------------------------------------------------------------------------------
 #: The seven main simulation settings, in the paper's order (Supplementary A.3.1), with display names.

@@ -1,10 +1,10 @@
 # Audits of practitioners' files (`snakemake --cores N audit --configfile examples/audit_compas.yaml`):
-# one job per run and model of the `audit` section (disaggregated_eval.pipeline.audit_runs, docs/audit.md).
+# one job per run and model of the `audit` section (disaggregated_eval_workflow.audit_runs, docs/audit.md).
 # The section's structure is checked here against workflow/schemas/audit.schema.yaml (which fills the
 # defaults), the audit options inside it by the same code as the command line, before any job starts.
 from snakemake.utils import validate
 
-from disaggregated_eval.pipeline.audit_runs import (
+from disaggregated_eval_workflow.audit_runs import (
     audit_code_files,
     audit_runs,
     audit_targets,

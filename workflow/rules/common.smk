@@ -4,7 +4,7 @@ import re
 from pathlib import Path
 
 from disaggregated_eval import vocabulary
-from disaggregated_eval.pipeline import code_files
+from disaggregated_eval_workflow import code_files
 
 # Names come from the vocabulary module (docs/design.md "Terms"), which imports nothing heavy.
 # Model types: fitted for every dataset; Bayes-optimal for simulations.
@@ -47,19 +47,17 @@ def study_of(dataset):
     return "simulation" if is_simulation(dataset) else "acs"
 
 
-# Code inputs: the library files a rule's script imports, with every library module those import in
-# turn (disaggregated_eval.pipeline.code_files walks the imports of the source), so that an edit of
-# one of them reruns the rules that use it, and only those.
+# Code inputs: the library (and plumbing) files a rule's script imports, with every module those
+# import in turn (disaggregated_eval_workflow.code_files walks the imports of the source), so that an
+# edit of one of them reruns the rules that use it, and only those.
 WORKFLOW_ROOT = Path(workflow.basedir)
-LIBRARY = WORKFLOW_ROOT / code_files.PACKAGE_DIR
 
 
 def script_code(script):
-    """Library files that ``workflow/scripts/<script>.py`` imports, recursively (a rule's ``code``)."""
-    modules = code_files.script_modules(
-        WORKFLOW_ROOT / "workflow" / "scripts" / f"{script}.py", source=LIBRARY
+    """Source files that ``workflow/scripts/<script>.py`` imports, recursively (a rule's ``code``)."""
+    return code_files.script_files(
+        WORKFLOW_ROOT / "workflow" / "scripts" / f"{script}.py", root=WORKFLOW_ROOT
     )
-    return code_files.library_files(*modules, source=LIBRARY)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import json
 import pandas as pd
 
 from disaggregated_eval import evaluation, io, seeds, vocabulary
-from disaggregated_eval.pipeline.inputs import read_scores
+from disaggregated_eval_workflow.inputs import read_scores
 
 log = io.rule_logger(snakemake.log[0], "bootstrap_metrics")  # noqa: F821 (snakemake is injected)
 

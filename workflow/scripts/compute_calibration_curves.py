@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from disaggregated_eval import calibration, io
-from disaggregated_eval.pipeline.inputs import read_scores
+from disaggregated_eval_workflow.inputs import read_scores
 
 log = io.rule_logger(snakemake.log[0], "compute_calibration_curves")  # noqa: F821 (snakemake is injected)
 

@@ -9,7 +9,7 @@ import time
 import joblib
 
 from disaggregated_eval import io, population, vocabulary
-from disaggregated_eval.pipeline.inputs import read_scores
+from disaggregated_eval_workflow.inputs import read_scores
 
 log = io.rule_logger(snakemake.log[0], "compute_oracle_weights")  # noqa: F821 (snakemake is injected)
 

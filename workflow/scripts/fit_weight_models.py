@@ -3,7 +3,7 @@
 import json
 
 from disaggregated_eval import io, weight_models
-from disaggregated_eval.pipeline.inputs import read_scores
+from disaggregated_eval_workflow.inputs import read_scores
 
 log = io.rule_logger(snakemake.log[0], "fit_weight_models")  # noqa: F821 (snakemake is injected)
 

@@ -12,7 +12,9 @@ comparisons and controlled tables, and returns the tables of :data:`.columns.SUM
   ``("audit", "calibration")``);
 * ``thresholds`` (:mod:`.thresholds`): counts at each threshold of the option ``thresholds``;
 * ``detectability`` (:mod:`.detectability`): from the counts, the comparisons' families and the
-  bootstrap.
+  bootstrap;
+* ``selection`` (:mod:`.selection_table`): with the options ``population_margins`` or
+  ``selection_sensitivity``, on a bootstrap of its own (seed path ``("audit", "selection")``).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from .fairness import (
 )
 from .inputs import AuditInput, AuditInputError
 from .options import AuditOptions
+from .selection_table import selection_table
 from .slices import SlicePlan
 from .summary import flagged_rows, headline_metric
 from .tallies import SliceTallies
@@ -146,6 +149,7 @@ def summary_analyses(
             strata=strata_for(options.resampling, plan.cell_codes),
             n_threads=options.n_threads,
             progress=_stage(progress, "fairness bootstrap"),
+            count=prepared.count,
         )
         extra_reasons = reasons_for(extra, extra_metrics)
         for m in range(len(model_names)):
@@ -184,6 +188,7 @@ def summary_analyses(
         if len(comparisons)
         else None,
         progress=_stage(progress, "calibration bootstrap"),
+        count=prepared.count,
     )
 
     # ---- thresholds ------------------------------------------------------------------------------
@@ -197,6 +202,7 @@ def summary_analyses(
         confidence=options.confidence,
         min_group_size=options.min_group_size,
         min_denominator=options.min_denominator,
+        count=prepared.count,
     )
 
     # ---- detectability ---------------------------------------------------------------------------
@@ -226,7 +232,11 @@ def summary_analyses(
                 f"the file unchanged) would detect a gap this small with power {options.power:g}, or a rate "
                 f"{options.detect_gap:g} away would leave [0, 1]"
             )
+    # ---- evaluation under selection (population margins, sensitivity bounds) -------------------------
+    selection, selection_notes = selection_table(plan, prepared, options, list(model_names))
+    notes += selection_notes
     tables: dict[str, Any] = dict(
+        selection=selection,
         fairness=fairness,
         calibration=calibration,
         calibration_summary=calibration_summary,

@@ -54,7 +54,7 @@ from ..calibration import BIN_SUMS, _quantile_bins, binned_error_sums, binned_er
 from ..derived import Replicated, difference, summarise
 from ..engine.resampling import UNIT_BLOCK, default_batch_size, make_strata, run_batches, strata_for, unit_blocks
 from ..engine.sums import keyed_draw_sums
-from ..engine.units import Units, find_units
+from ..engine.units import Units, find_units, units_of_counts
 from ..intervals import (
     bca_interval,
     caveats,
@@ -71,12 +71,15 @@ __all__ = ["score_bins", "calibration_analysis"]
 _BATCH_BYTES = 32 * 2**20  # the per-(slice, bin) sums of one batch
 
 
-def score_bins(scores: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def score_bins(
+    scores: np.ndarray, n_bins: int, count: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Bin of every row (``0 .. B-1`` in increasing score order, empty bins dropped) and each bin's score range.
 
     One bin per distinct score when there are at most ``n_bins`` of them, else the library's quantile
     bins (module docstring). Used by the calibration table and by the observed/expected ratio's test,
-    which permutes within these bins (:mod:`.comparisons`).
+    which permutes within these bins (:mod:`.comparisons`). With ``count`` (rows each score stands for,
+    frequency weights) the quantile bins are those of the expanded rows.
 
     Returns
     -------
@@ -85,7 +88,7 @@ def score_bins(scores: np.ndarray, n_bins: int) -> tuple[np.ndarray, np.ndarray,
         Smallest and largest score of the rows of each bin.
     """
     values, by_value = np.unique(scores, return_inverse=True)
-    raw = by_value.ravel() if values.shape[0] <= n_bins else _quantile_bins(scores, n_bins)
+    raw = by_value.ravel() if values.shape[0] <= n_bins else _quantile_bins(scores, n_bins, count)
     used, bins = np.unique(raw, return_inverse=True)
     k = used.shape[0]
     low = np.full(k, np.inf)
@@ -116,20 +119,23 @@ def _observed_expected_bootstrap(
     resampling: str,
     n_threads: int,
     progress: Callable[[int, int], None] | None,
+    count: np.ndarray | None = None,
 ) -> tuple[dict, dict]:
     """Point estimates and paired replicates of every slice's observed/expected ratio, per model.
 
     ONE bootstrap on the engine's resampling (module docstring): unit counts (rows equal in cell, label,
     weight and every model's score), or for continuous scores (cell, label, every model's bin)
     categories with their score sums drawn given the counts (:func:`_score_categories`), or row indices
-    summed by the engine's kernel. Returns ``point[m]`` of shape (n_slices,) and ``reps[m]`` of shape
+    summed by the engine's kernel. With frequency weights (``count``) the rows are always units, with the
+    summed counts as multiplicities. Returns ``point[m]`` of shape (n_slices,) and ``reps[m]`` of shape
     (n_resamples, n_slices).
     """
     n = y.shape[0]
     cells = plan.cell_codes.astype(np.int64)
     n_cells = plan.n_cells
     to_slices = _slice_matrix(plan)
-    units = find_units([cells, y, w] + [scores[m] for m in models])
+    keys = [cells, y, w] + [scores[m] for m in models]
+    units = find_units(keys) if count is None else units_of_counts(keys, count)
     spread = None
     if units is None:
         units, spread = _score_categories(cells, y, w, [scores[m] for m in models], [binned[m][0] for m in models])
@@ -212,6 +218,7 @@ def calibration_analysis(
     observed_expected: pd.DataFrame | None = None,
     observed_expected_vs_overall: pd.DataFrame | None = None,
     progress: Callable[[int, int], None] | None = None,
+    count: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The ``calibration`` and ``calibration_summary`` tables of an audit (module docstring).
 
@@ -248,6 +255,9 @@ def calibration_analysis(
         tables for every model, no bootstrap is run here.
     progress : callable, optional
         ``progress(done, total)`` after each batch of resamples.
+    count : ndarray of shape (n_rows,), int64, optional
+        Rows each row stands for (frequency weights): the bins are those of the expanded scores, every
+        sum and row count counts a row that many times, and the bootstrap draws the expanded rows.
 
     Returns
     -------
@@ -261,7 +271,7 @@ def calibration_analysis(
         return (pd.DataFrame({c: [] for c in CALIBRATION_BIN_COLUMNS}),
                 pd.DataFrame({c: [] for c in CALIBRATION_SUMMARY_COLUMNS}))  # fmt: skip
     cells = plan.cell_codes.astype(np.int64)
-    binned = {m: score_bins(scores[m], n_bins) for m in models}
+    binned = {m: score_bins(scores[m], n_bins, count) for m in models}
     given = {}
     if observed_expected is not None and observed_expected_vs_overall is not None:
         for m in models:
@@ -273,7 +283,7 @@ def calibration_analysis(
     missing = [m for m in models if m not in given]
     point_oe, reps_oe = ({}, {}) if not missing else _observed_expected_bootstrap(
         plan, y, scores, w, binned, missing, n_resamples=n_resamples, seed=seed, resampling=resampling,
-        n_threads=n_threads, progress=progress)  # fmt: skip
+        n_threads=n_threads, progress=progress, count=count)  # fmt: skip
 
     slice_rows = plan.slice_counts()
     names = np.array(plan.names, dtype=object)
@@ -283,8 +293,9 @@ def calibration_analysis(
         bins, low_score, high_score = binned[m]
         k = int(bins.max()) + 1
         key = cells * k + bins
-        rows = _per_slice_bin(plan, key, None, k).astype(np.int64)
-        big_w, big_y, big_r, big_w2 = (_per_slice_bin(plan, key, v, k) for v in (w, w * y, w * scores[m], w * w))
+        rows = np.rint(_per_slice_bin(plan, key, count, k)).astype(np.int64)
+        sums = (w, w * y, w * scores[m], w * w)
+        big_w, big_y, big_r, big_w2 = (_per_slice_bin(plan, key, v if count is None else count * v, k) for v in sums)
         with np.errstate(invalid="ignore", divide="ignore"):
             observed = np.where(big_w > 0, big_y / big_w, np.nan)
             predicted = np.where(big_w > 0, big_r / big_w, np.nan)
@@ -327,7 +338,7 @@ def calibration_analysis(
             "n_undefined": 0, "caveat": caveats(ece, np.zeros(plan.n_slices, dtype=bool)).astype(str),
         }))  # fmt: skip
         # the calibration error: debiased, with an interval that reaches 0 (library: calibration.py)
-        error, vs = _calibration_errors(plan, key, y, scores[m], w, k, confidence)
+        error, vs = _calibration_errors(plan, key, y, scores[m], w, k, confidence, count)
         summary_frames.append(pd.DataFrame({
             **base, "statistic": "calibration_error",
             "estimate": np.where(reported, error[0], np.nan), "ci_low": error[1], "ci_high": error[2],
@@ -346,7 +357,7 @@ def calibration_analysis(
             vs_ok = (vs["caveat"].fillna("").to_numpy(object) == "") & not_overall
         else:
             point, reps = point_oe[m], reps_oe[m]
-            low, high = bca_interval(reps, point, _oe_accelerations(plan, y, scores[m], w), confidence)
+            low, high = bca_interval(reps, point, _oe_accelerations(plan, y, scores[m], w, count), confidence)
             caveat = caveats(point, degenerate(reps))
             undefined = np.sum(~np.isfinite(reps), axis=0).astype(np.int64)
             x = Replicated(point=point, replicates=reps)
@@ -443,7 +454,14 @@ INTERVAL_CALIBRATION_ERROR = "scaled_chi2"
 
 
 def _calibration_errors(
-    plan: SlicePlan, key: np.ndarray, y: np.ndarray, r: np.ndarray, w: np.ndarray, k: int, confidence: float
+    plan: SlicePlan,
+    key: np.ndarray,
+    y: np.ndarray,
+    r: np.ndarray,
+    w: np.ndarray,
+    k: int,
+    confidence: float,
+    count: np.ndarray | None = None,
 ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Every slice's calibration error and its distance from overall's calibration, with intervals.
 
@@ -458,7 +476,7 @@ def _calibration_errors(
     -------
     (estimate, low, high), (vs_estimate, vs_low, vs_high) : ndarrays of shape (n_slices,)
     """
-    sums = binned_error_sums(y, r, w, key, plan.n_cells * k).reshape(plan.n_cells, k, len(BIN_SUMS))
+    sums = binned_error_sums(y, r, w, key, plan.n_cells * k, count).reshape(plan.n_cells, k, len(BIN_SUMS))
     per_slice = plan.aggregate_cells(sums)  # (n_slices, k, 7)
     own = binned_errors(per_slice)
     error = calibration_error_interval(own.share, own.deviation, own.variance, own.usable, floor=own.floor,
@@ -489,8 +507,12 @@ def _per_slice_bin(plan: SlicePlan, key: np.ndarray, values: np.ndarray | None, 
     return plan.aggregate_cells(sums)
 
 
-def _oe_accelerations(plan: SlicePlan, y: np.ndarray, r: np.ndarray, w: np.ndarray) -> np.ndarray:
+def _oe_accelerations(
+    plan: SlicePlan, y: np.ndarray, r: np.ndarray, w: np.ndarray, count: np.ndarray | None = None
+) -> np.ndarray:
     """BCa acceleration of every slice's observed/expected ratio (the slices table's jackknife)."""
     from .slice_table import jackknife_accelerations
 
-    return jackknife_accelerations(plan, y, [r], w, ["observed_expected_ratio"], threshold=0.5, odds=1.0)[0, :, 0]
+    return jackknife_accelerations(plan, y, [r], w, ["observed_expected_ratio"], threshold=0.5, odds=1.0, count=count)[
+        0, :, 0
+    ]

@@ -14,8 +14,7 @@ work), 1 on any other failure, 130 when interrupted (Ctrl-C), 143 when terminate
 unwinds like Ctrl-C so that no temporary folder is left behind).
 
 The options, their conversion from text and YAML, and ``--config`` files are read by
-:mod:`disaggregated_eval.audit.options` (one home); the names this module used to define
-(``UsageError``, ``options_from_mapping``, ``read_config_file``, ``FLAG_NAMES``, ...) are re-exported.
+:mod:`disaggregated_eval.audit.options` (one home); import them from there.
 """
 
 from __future__ import annotations
@@ -34,7 +33,8 @@ from typing import Any
 
 from .. import vocabulary
 from .options import (
-    CLI_KEYS,
+    AGGREGATE_CHOICES,
+    AUTO_AGGREGATE_ROWS,
     FLAG_NAMES,
     OPTION_SECTIONS,
     REQUIRED_OPTIONS,
@@ -46,27 +46,19 @@ from .options import (
     option_default,
     option_fields,
     option_kind,
-    options_from_mapping,
     read_config_file,
     split_list,
 )
 from .text import terminal_text
 
 __all__ = [
-    "UsageError",
     "PROG",
-    "FLAG_NAMES",
-    "CLI_KEYS",
     "EXIT_OK",
     "EXIT_FAILURE",
     "EXIT_USAGE",
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",
     "build_parser",
-    "option_fields",
-    "flag_of",
-    "options_from_mapping",
-    "read_config_file",
     "resolve_options",
     "main",
 ]
@@ -105,8 +97,9 @@ def _default_text(field_) -> str:
     if isinstance(value, (list, tuple)):
         if not value:
             return "none"
-        if field_.name == "metrics" and tuple(value) == vocabulary.METRICS:
-            return f"all {len(value)}"
+        if field_.name == "metrics" and tuple(value) == vocabulary.AUDIT_METRICS:
+            others = [m for m in vocabulary.METRICS if m not in value]
+            return f"all but {', '.join(others)}" if others else f"all {len(value)}"
         if field_.name == "controls" and list(value) == ["none"]:
             return "none, i.e. each slice against the overall value only"
         return ",".join(map(str, value))
@@ -201,13 +194,18 @@ def build_parser() -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     audit.add_argument("file", nargs="?", default=argparse.SUPPRESS, metavar="FILE",
-                       help="table with one row per person: .csv, .csv.gz, .tsv, .parquet (or 'file' in --config)")  # fmt: skip
+                       help="table with one row per person: .csv, .csv.gz, .tsv, .parquet, or a folder of .parquet "
+                            "files (hive partitions) (or 'file' in --config)")  # fmt: skip
     audit.add_argument("--out", default=argparse.SUPPRESS, metavar="DIR",
                        help="output folder, written only if the whole audit succeeds; an earlier audit's folder "
                             "is replaced if it holds nothing else (default: <FILE name>_audit in the current folder)")  # fmt: skip
     audit.add_argument("--config", default=None, metavar="YAML",
                        help="YAML file with any of these options (names as in docs/audit.md, e.g. "
                             "min_group_size: 50, and file, out); flags given here win (default: none)")  # fmt: skip
+    audit.add_argument("--aggregate", choices=AGGREGATE_CHOICES, default="auto", metavar="WHEN",
+                       help="aggregate a Parquet input to counts with DuckDB before the audit, so that memory follows "
+                            "the distinct rows, not the rows (same results, docs/audit.md 'Large data'): yes, no, or "
+                            f"auto (a folder, or a file of more than {AUTO_AGGREGATE_ROWS:.0e} rows) (default: auto)")  # fmt: skip
     audit.add_argument("--quiet", action="store_true", default=False,
                        help="print no summary and no progress, only warnings and errors (default: no)")  # fmt: skip
     sections = {title: audit.add_argument_group(title) for title in OPTION_SECTIONS}
@@ -232,7 +230,7 @@ def resolve_options(args: argparse.Namespace) -> tuple[Path, Path, dict[str, Any
     for key, value in vars(args).items():
         if key in known:  # lists again through the checks of choices and repeats
             value = convert_option(known[key], value, flag_of(key))
-        if key not in ("command", "config", "quiet"):
+        if key not in ("command", "config", "quiet", "aggregate"):
             given[key] = value
     from_file = read_config_file(args.config) if args.config else {}
     merged = {**from_file, **given}
@@ -399,7 +397,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         file, out, options, seed_is_default = resolve_options(args)
         progress = _Progress(sys.stderr, quiet=args.quiet)
-        return _audit_command(file, out, options, seed_is_default, progress=progress, quiet=args.quiet)
+        return _audit_command(file, out, options, seed_is_default, progress=progress, quiet=args.quiet,
+                              aggregate=args.aggregate)  # fmt: skip
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -422,10 +421,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_default: bool, *,
-                   progress: _Progress, quiet: bool) -> int:  # fmt: skip
+                   progress: _Progress, quiet: bool, aggregate: str = "auto") -> int:  # fmt: skip
     from .core import audit
     from .inputs import resolve_options as check_options
-    from .loading import load_table, required_columns
+    from .loading import load_input, required_columns
     from .outputs import check_out_dir, write_outputs
     from .summary import summary_text
 
@@ -435,8 +434,8 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
     resolved = check_options(None, options)
     columns = required_columns(resolved)
     started = time.monotonic()
-    data = load_table(file, columns=columns)
-    progress.message(f"read {file}: {len(data):,} rows, {len(columns)} columns", hold=True)
+    data, resolved, read = load_input(file, resolved, columns, aggregate=aggregate)
+    progress.message(read, hold=True)
     result = audit(data, options=resolved, progress=progress)
     # The report shows the summary without the output folder, so that the same audit gives the same
     # bytes wherever it is written.

@@ -26,6 +26,7 @@ __all__ = [
     "CALIBRATION_SUMMARY_COLUMNS",
     "THRESHOLD_COLUMNS",
     "DETECTABILITY_COLUMNS",
+    "SELECTION_COLUMNS",
     "SUMMARY_TABLES",
     "empty_table",
 ]
@@ -221,12 +222,37 @@ DETECTABILITY_COLUMNS: tuple[str, ...] = (
 
 #: The tables of the summary analyses (fields of :class:`AuditResult` after the three core tables)
 #: and their columns.
+#: Columns of :attr:`AuditResult.selection` (evaluation under selection: margins and sensitivity bounds;
+#: :mod:`.selection_table`), in order: ``model`` and ``attribute`` around the columns of
+#: :data:`disaggregated_eval.selection.RESULT_COLUMNS`.
+SELECTION_COLUMNS: tuple[str, ...] = (
+    "model",
+    "slice",
+    "attribute",
+    "metric",
+    "quantity",
+    "gamma",
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "bound_low",
+    "bound_high",
+    "bound_ci_low",
+    "bound_ci_high",
+    "breakdown_gamma",
+    "effective_n",
+    "n_denominator",
+    "n_resamples",
+    "n_undefined",
+)
+
 SUMMARY_TABLES: dict[str, tuple[str, ...]] = {
     "fairness": FAIRNESS_COLUMNS,
     "calibration": CALIBRATION_BIN_COLUMNS,
     "calibration_summary": CALIBRATION_SUMMARY_COLUMNS,
     "thresholds": THRESHOLD_COLUMNS,
     "detectability": DETECTABILITY_COLUMNS,
+    "selection": SELECTION_COLUMNS,
 }
 
 

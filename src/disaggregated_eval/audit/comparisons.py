@@ -60,9 +60,10 @@ import pandas as pd
 from .. import seeds
 from ..derived import Replicated, bootstrap_z_pvalue, difference, summarise
 from ..engine.permutation import exact_count_pvalue, permutation_space, permutation_test
-from ..engine.sums import FN, FP, PROPORTIONS, TN, TP, categories, metric_slots
-from ..engine.units import COMPRESSION_MAX_SHARE, Units, find_units
+from ..engine.sums import PROPORTIONS, categories, metric_slots
+from ..engine.units import COMPRESSION_MAX_SHARE, Units, find_units, units_of_counts
 from ..intervals import newcombe_difference
+from ..registry import CATEGORIES, METRIC_RECORDS
 from ..verdicts import (
     DEFAULT_TOLERANCE,
     Tolerance,
@@ -101,22 +102,12 @@ __all__ = [
 
 #: Kinds of comparison with a test; each is a family of its own (per model and metric, or model).
 TESTED_KINDS: tuple[str, ...] = ("vs_overall", "vs_rest", "pairwise")
-_ALL = (TN, FP, FN, TP)
-#: The null of each metric's test: (categories of the rows permuted among, strata within which
-#: membership is permuted: None, ``"label"`` or ``"score"``, the model's score in at most
-#: :data:`SCORE_STRATA` quantile bins).
+#: The null of each metric's test, from its record (:attr:`~disaggregated_eval.registry.MetricRecord.design`):
+#: (categories of the rows permuted among, strata within which membership is permuted: None,
+#: ``"label"`` or ``"score"``, the model's score in at most :data:`SCORE_STRATA` quantile bins). A
+#: proportion's rows are permuted among its denominator's.
 PERMUTATION_DESIGNS: dict[str, tuple[tuple[int, ...], str | None]] = {
-    **{metric: (den, None) for metric, (_, den) in PROPORTIONS.items()},
-    "auc": (_ALL, "label"),
-    "log_loss": (_ALL, None),
-    "brier_score": (_ALL, None),
-    "net_benefit": (_ALL, None),
-    "mean_predicted_risk": (_ALL, None),
-    # Calibration in the large: among rows of (nearly) the same score, the outcome does not depend on
-    # the slice. Permuting all rows would also move the slice's scores, whose distribution may
-    # differ between slices under that null, and reject it far too often (24-29% at 5% in the
-    # validity study's sufficiency null).
-    "observed_expected_ratio": (_ALL, "score"),
+    r.name: (tuple(CATEGORIES.index(c) for c in r.design[0]), r.design[1]) for r in METRIC_RECORDS
 }
 #: Bins of the score within which the observed/expected ratio's test permutes
 #: (:func:`.calibration_table.score_bins`: one per value for a score with at most this many values,
@@ -235,7 +226,12 @@ class ModelUnits:
 
 
 def model_units(
-    plan: SlicePlan, y: np.ndarray, scores: Sequence[np.ndarray], weight: np.ndarray | None, threshold: float
+    plan: SlicePlan,
+    y: np.ndarray,
+    scores: Sequence[np.ndarray],
+    weight: np.ndarray | None,
+    threshold: float,
+    count: np.ndarray | None = None,
 ) -> list[ModelUnits]:
     """The units of every model's rows (:class:`ModelUnits`), found once per audit.
 
@@ -246,6 +242,9 @@ def model_units(
     scores : sequence of ndarray of shape (n_rows,)
     weight : ndarray of shape (n_rows,) or None
     threshold : float
+    count : ndarray of shape (n_rows,), int, optional
+        Rows each row stands for (frequency weights): the rows are always merged into units
+        (:func:`~disaggregated_eval.engine.units.units_of_counts`), whose counts are the expanded rows'.
 
     Returns
     -------
@@ -257,7 +256,7 @@ def model_units(
     out = []
     for r in scores:
         category = categories(y, r, threshold).astype(np.int64)
-        units = find_units([cells, y, r, w])
+        units = find_units([cells, y, r, w]) if count is None else units_of_counts([cells, y, r, w], count)
         if units is None:
             per_cell = np.bincount(cells * 4 + category, minlength=4 * plan.n_cells)
             empty = np.zeros(0, dtype=np.int64)
@@ -452,17 +451,6 @@ def _exact_pvalues(tallies: SliceTallies, tests: Sequence[tuple], metrics: Seque
     return out
 
 
-def _unit_score_bins(values: np.ndarray, count: np.ndarray) -> np.ndarray:
-    """:func:`.calibration_table.score_bins` (:data:`SCORE_STRATA` bins) of the rows that units of scores
-    ``values`` with ``count`` rows each stand for: one bin per value when there are at most that many,
-    else the quantile bins of the expanded rows (the same for every row of a unit)."""
-    distinct = np.unique(values)
-    if distinct.shape[0] <= SCORE_STRATA:
-        return np.searchsorted(distinct, values).astype(np.int64)
-    bins = score_bins(np.repeat(values, count), SCORE_STRATA)[0]
-    return bins[np.cumsum(count) - count]
-
-
 def test_pvalues(
     comparisons: Sequence[Comparison],
     plan: SlicePlan,
@@ -482,6 +470,7 @@ def test_pvalues(
     units: Sequence[ModelUnits] | None = None,
     test_plan: ComparisonTests | None = None,
     progress: Callable[[int, int], None] | None = None,
+    count: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """p-values of every comparison and metric (NaN for vs_model), and how each was computed.
 
@@ -491,9 +480,13 @@ def test_pvalues(
         The audit's paired bootstrap: the point estimates of every slice and rest (the observed
         statistics) and their replicates (the large-sample test's standard errors).
     units : sequence of ModelUnits, optional
-        :func:`model_units` (found here when not given).
+        :func:`model_units` (found here when not given, with ``count``).
     test_plan : ComparisonTests, optional
         :func:`plan_tests` (with ``test_method="auto"`` when not given).
+    count : ndarray of shape (n_rows,), int64, optional
+        Rows each row stands for (frequency weights): the exact tests read the tallies (counted in
+        rows), and the Monte-Carlo tests permute the expanded rows (units with the summed counts,
+        :func:`disaggregated_eval.engine.permutation.permutation_space`).
 
     Returns
     -------
@@ -515,10 +508,9 @@ def test_pvalues(
     how = np.full((len(comparisons), n_q), "", dtype=object)
     if n_permutations == 0:
         return p, how
-    n = y.shape[0]
-    w = np.ones(n) if weight is None else weight
+    w = np.ones(y.shape[0]) if weight is None else weight
     if units is None:
-        units = model_units(plan, y, scores, weight, threshold)
+        units = model_units(plan, y, scores, weight, threshold, count=count)
     if test_plan is None:
         test_plan = plan_tests(comparisons, tallies, units, metrics=metrics, weighted=weight is not None,
                                n_permutations=n_permutations)  # fmt: skip
@@ -550,11 +542,12 @@ def test_pvalues(
         if within == "label":
             strata = y[rows].astype(np.int64)
         elif within == "score":
-            strata = score_bins(scores[m][rows], SCORE_STRATA)[0]
+            strata = score_bins(scores[m][rows], SCORE_STRATA, None if count is None else count[rows])[0]
         else:
             strata = None
         return rows, permutation_space(y[rows], scores[m][rows], w[rows], metrics=[metrics[q] for q in designs[m][design]],
-                                       threshold=threshold, strata=strata)  # fmt: skip
+                                       threshold=threshold, strata=strata,
+                                       count=None if count is None else count[rows])  # fmt: skip
 
     def rows_of(m: int, member: np.ndarray | None) -> np.ndarray:
         if m not in orders:
@@ -571,12 +564,13 @@ def test_pvalues(
         if within == "label":
             strata = yy.astype(np.int64)
         elif within == "score":
-            strata = _unit_score_bins(rr, cc)
+            strata = score_bins(rr, SCORE_STRATA, cc)[0]  # the bins of the expanded rows
         else:
             strata = None
         space = permutation_space(yy, rr, ww, metrics=[metrics[q] for q in designs[m][design]], threshold=threshold,
                                   strata=strata, count=cc)  # fmt: skip
-        if space.multiplicity.shape[0] > COMPRESSION_MAX_SHARE * space.size:
+        # with frequency weights the rows themselves are merged as these units are: no fallback to them
+        if count is None and space.multiplicity.shape[0] > COMPRESSION_MAX_SHARE * space.size:
             return member, None
         return member, space
 

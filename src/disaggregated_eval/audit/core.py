@@ -31,9 +31,10 @@ from .. import seeds, vocabulary
 from ..engine.permutation import min_permutations
 from ..engine.resampling import strata_for
 from ..engine.sums import FN, FP, PROPORTIONS, TP, metric_slots
-from ..memory import check_bytes
+from ..memory import audit_peak_bytes, check_bytes, default_memory_limit_mb
 from ..verdicts import parse_tolerance
 from . import controlled as _controlled
+from .aggregate import compress_frame
 from .analyses import summary_analyses
 from .comparisons import (
     ComparisonTests,
@@ -48,9 +49,20 @@ from .comparisons import (
     test_pvalues,
 )
 from .estimates import AuditEstimates, estimate_all, n_outputs
-from .inputs import PERMUTATION_WORK_WARNING, AuditInput, AuditInputError, AuditWarning, prepare_input, resolve_options
+from .inputs import (
+    PERMUTATION_WORK_WARNING,
+    AuditInput,
+    AuditInputError,
+    AuditWarning,
+    as_pandas,
+    expand_input,
+    prepare_input,
+    resolve_options,
+)
+from .loading import required_columns
 from .options import AuditOptions
 from .result import AuditResult
+from .selection_table import margin_cells
 from .slice_table import jackknife_accelerations, slice_table
 from .slices import SlicePlan, plan_slices
 from .tallies import SliceTallies, tally_slices
@@ -113,13 +125,19 @@ def audit(
     so slice sizes are fixed). Controlled evaluation: paper section 4.2 and Algorithms 1-2.
     """
     opts = resolve_options(options, kwargs)
-    prepared = prepare_input(data, opts)
+    prepared = _prepare(data, opts)
+    if prepared.count is not None and any(c != "none" for c in opts.controls):
+        # the weight models P(A | V) are cross-fitted in folds of rows: on the rows the counts stand for
+        prepared = expand_input(prepared, reason="the controlled evaluation's cross-fitting of P(A | V)")
+    count = prepared.count
     plan = _plan(prepared, opts)
+    margin_cells(prepared, opts)  # the population margins against the data, before any work
     controlled_plan = _controlled.plan_controlled(prepared, plan, opts)  # checks sizes before any work
     _check_memory(plan, controlled_plan, opts)
+    peak_note = _check_peak(prepared, plan, controlled_plan, opts)
     model_names = list(opts.scores)
     scores = [prepared.scores[m] for m in model_names]
-    tallies = tally_slices(plan, prepared.y, scores, prepared.weight, opts.threshold)
+    tallies = tally_slices(plan, prepared.y, scores, prepared.weight, opts.threshold, count)
     comparisons = enumerate_comparisons(
         plan, len(model_names), model_names, pairwise_max_levels=opts.pairwise_max_levels
     )
@@ -127,7 +145,7 @@ def audit(
         [[not (prepared.hard[m] and q in vocabulary.SCORE_METRICS) for q in opts.metrics] for m in model_names]
     )
     opts, raised, units, test_plan = _plan_permutations(plan, prepared, opts, tallies, comparisons, metric_ok)
-    notes = list(prepared.notes) + list(controlled_plan.notes) + raised
+    notes = list(prepared.notes) + peak_note + list(controlled_plan.notes) + raised
 
     metrics = list(opts.metrics)
     slots = metric_slots(metrics)
@@ -150,11 +168,20 @@ def audit(
         strata=strata_for(opts.resampling, plan.cell_codes),
         n_threads=opts.n_threads,
         progress=_stage(progress, "bootstrap"),
+        count=count,
     )
     point = _slice_point(estimates)
     reasons, rest_reasons = _reasons(point, tallies, metrics, opts)
     accelerations = jackknife_accelerations(
-        plan, prepared.y, scores, prepared.weight, metrics, threshold=opts.threshold, odds=odds, metric_ok=metric_ok
+        plan,
+        prepared.y,
+        scores,
+        prepared.weight,
+        metrics,
+        threshold=opts.threshold,
+        odds=odds,
+        metric_ok=metric_ok,
+        count=count,
     )
     slices = slice_table(
         plan, estimates, tallies, accelerations, reasons, metric_ok, model_names, metrics, confidence=opts.confidence
@@ -179,6 +206,7 @@ def audit(
         units=units,
         test_plan=test_plan,
         progress=_stage(progress, "permutations"),
+        count=count,
     )
     comparison_frame = comparison_table(
         comparisons,
@@ -230,9 +258,39 @@ def audit(
         controlled=controlled,
         options=opts,
         notes=notes + analyses.notes,
-        n_rows=prepared.n,
+        n_rows=prepared.n_rows,
         **analyses.tables,
     )
+
+
+def _prepare(data: Any, opts: AuditOptions) -> AuditInput:
+    """The coded input: of the frame's counts table when it has far fewer distinct rows than rows and
+    the audit reads no row on its own (:func:`.aggregate.compress_frame`), else of its rows.
+
+    The counts give the audit of the rows (``docs/method.md``, "Frequency weights") with memory that
+    follows the distinct rows. A frame whose counts fail a check is checked row by row, so that the
+    message names the frame's rows.
+    """
+    frame = as_pandas(data)
+    table = None
+    if opts.frequency_weight is None and all(c == "none" for c in opts.controls):
+        columns = required_columns(opts)
+        if all(c in frame.columns for c in columns) and not frame.columns.duplicated().any():
+            table = compress_frame(frame, columns)
+    if table is None:
+        return prepare_input(frame, opts)
+    counted = replace(opts, frequency_weight=table.columns[-1])
+    try:
+        prepared = prepare_input(table, counted)
+    except AuditInputError:
+        prepare_input(frame, opts)  # raises with the frame's row numbers
+        raise
+    note = (
+        f"the {len(frame):,} rows were counted as {len(table):,} distinct rows of the audited columns, each with "
+        f"its number of rows, before the audit: its results are those of the rows, with memory that follows the "
+        f"distinct rows (docs/method.md, 'Frequency weights')"
+    )
+    return replace(prepared, notes=prepared.notes + (note,))
 
 
 def _slice_point(estimates: AuditEstimates) -> np.ndarray:
@@ -246,7 +304,7 @@ def _slice_point(estimates: AuditEstimates) -> np.ndarray:
 
 def _plan(prepared: AuditInput, opts: AuditOptions) -> SlicePlan:
     try:
-        return plan_slices(prepared.attributes, intersections=opts.intersections)
+        return plan_slices(prepared.attributes, intersections=opts.intersections, count=prepared.count)
     except ValueError as error:
         raise AuditInputError(str(error)) from None
 
@@ -265,6 +323,44 @@ def _check_memory(plan: SlicePlan, cplan: _controlled.ControlledPlan, opts: Audi
         advice="give fewer n_resamples, intersections, controls or metrics",
         error=AuditInputError,
     )
+
+
+#: An audit whose estimated peak memory is at least this many bytes says so in a note.
+PEAK_NOTE_BYTES = 2**30
+
+
+def _check_peak(
+    prepared: AuditInput, plan: SlicePlan, cplan: _controlled.ControlledPlan, opts: AuditOptions
+) -> list[str]:
+    """Refuse, before any work, an audit whose estimated peak memory exceeds the limit; a note on a large one.
+
+    The estimate (:func:`disaggregated_eval.memory.audit_peak_bytes`) follows the rows the audit holds:
+    the distinct rows when the frame was counted (or given as counts), else every row. The limit is
+    ``memory_limit_mb``, or 80% of the machine's memory.
+    """
+    levels = [len(fc.labels) for fc in cplan.families for _ in cplan.weighted]
+    sizes = dict(n_models=len(opts.scores), n_families=len(plan.families), n_resamples=opts.n_resamples,
+                 n_outputs=n_outputs(plan, len(opts.scores), levels), n_metrics=len(opts.metrics))  # fmt: skip
+    estimate = audit_peak_bytes(n_rows=prepared.n_rows, n_units=prepared.n, **sizes)
+    limit_mb = opts.memory_limit_mb if opts.memory_limit_mb is not None else default_memory_limit_mb()
+    held = f"{prepared.n:,} rows" + (
+        f" (the distinct rows of {prepared.n_rows:,})" if prepared.n < prepared.n_rows else ""
+    )
+    if estimate > limit_mb * 1e6:
+        by_rows = estimate - audit_peak_bytes(n_rows=0, n_units=0, **sizes) > estimate / 2
+        advice = (
+            "give memory_limit_mb (--memory-limit-mb) if more is free, or fewer n_resamples, intersections or metrics"
+            if prepared.n < prepared.n_rows or not by_rows
+            else "count the rows first: give a table of counts as frequency_weight (disagg-eval audit --aggregate yes "
+            "on Parquet; docs/audit.md 'Large data'), or hard predictions, fewer n_resamples, intersections or metrics"
+        )
+        raise AuditInputError(
+            f"the audit would need about {estimate / 1e6:,.0f} MB of memory at its peak (it holds {held}), more than "
+            f"the limit of {limit_mb:,.0f} MB; {advice}"
+        )
+    if estimate < PEAK_NOTE_BYTES:
+        return []
+    return [f"estimated peak memory {estimate / 1e6:,.0f} MB (it holds {held}; limit {limit_mb:,.0f} MB)"]
 
 
 def _plan_permutations(
@@ -312,7 +408,7 @@ def _plan_permutations(
     needed = min_permutations(per_family if opts.adjust != "none" else 1, alpha)
     n_permutations = max(needed, opts.n_permutations)
     scores = [prepared.scores[m] for m in opts.scores]
-    units = model_units(plan, prepared.y, scores, prepared.weight, opts.threshold)
+    units = model_units(plan, prepared.y, scores, prepared.weight, opts.threshold, count=prepared.count)
     test_plan = plan_tests(comparisons, tallies, units, metrics=opts.metrics, weighted=weighted,
                            n_permutations=n_permutations, test_method=opts.test_method, metric_ok=metric_ok)  # fmt: skip
     permuted = test_plan.monte_carlo()

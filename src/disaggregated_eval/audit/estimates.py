@@ -29,7 +29,7 @@ import pandas as pd
 from .. import vocabulary
 from ..engine.bootstrap import bootstrap_layout
 from ..engine.sums import terms_for
-from ..engine.units import find_units, matrix_key, score_key
+from ..engine.units import find_units, matrix_key, score_key, units_of_counts
 from ..engine.walk import ModelStreams, Stream, build_layout
 from ..evaluation import controlled_weight_columns
 from .slices import SlicePlan
@@ -162,6 +162,7 @@ def estimate_all(
     strata: np.ndarray | None,
     n_threads: int,
     progress: Callable[[int, int], None] | None = None,
+    count: np.ndarray | None = None,
 ) -> AuditEstimates:
     """One paired bootstrap of every slice, rest and weighted population of every model.
 
@@ -185,6 +186,11 @@ def estimate_all(
         ``within_group`` strata (the cells), None for ``population``.
     n_threads : int
     progress : callable, optional
+    count : ndarray of shape (n_rows,), int64, optional
+        Rows each row stands for (frequency weights): the rows are then always merged into units whose
+        multiplicities are the summed counts (:func:`disaggregated_eval.engine.units.units_of_counts`), so
+        the resamples are those of the expanded rows in distribution (``docs/method.md``, "Frequency
+        weights").
 
     Returns
     -------
@@ -224,7 +230,7 @@ def estimate_all(
     needs_scores = any(q in vocabulary.SCORE_METRICS for q in metrics)
     keys = [plan.cell_codes, y] + [score_key(r, (threshold,), needs_scores=needs_scores) for r in scores]
     keys += [matrix_key(model.weights) for model in models]
-    units = find_units(keys)
+    units = find_units(keys) if count is None else units_of_counts(keys, count)
     multiplicity = None
     if units is not None:
         first = units.first

@@ -52,6 +52,7 @@ from ..extremes import (
     simultaneous_level,
 )
 from ..intervals import degenerate
+from ..registry import FAIRNESS_REGISTRY, METRIC_RECORDS
 from ..verdicts import DEFAULT_TOLERANCE, Tolerance, gap_verdict, ratio_verdict, spread_ratio_verdict
 from .columns import FAIRNESS_COLUMNS
 from .estimates import AuditEstimates
@@ -70,14 +71,9 @@ __all__ = [
     "reference_notes",
 ]
 
-#: The metrics the fairness summary reads (the true positive rate is ``sensitivity``; either it or the
-#: false negative rate is enough, the other is its complement).
-FAIRNESS_METRICS: tuple[str, ...] = (
-    "predicted_positive_rate",
-    "sensitivity",
-    "false_positive_rate",
-    "false_negative_rate",
-)
+#: The metrics the fairness summary reads (their records' ``fairness``; the true positive rate is
+#: ``sensitivity``, and either it or the false negative rate is enough, the other is its complement).
+FAIRNESS_METRICS: tuple[str, ...] = tuple(r.name for r in METRIC_RECORDS if r.fairness)
 _EQUALIZED_ODDS = "sensitivity & false_positive_rate"
 
 
@@ -306,6 +302,14 @@ INTERVAL_EXTREME = "intersection_bounds"
 INTERVAL_RATIO = "mover_r"
 
 
+#: The verdict of each kind of statistic (its record's ``kind`` and ``over``), from its band.
+_VERDICTS = {
+    ("difference", "family"): gap_verdict,
+    ("ratio", "family"): spread_ratio_verdict,
+    ("ratio", "pair"): ratio_verdict,
+}
+
+
 @dataclass(frozen=True)
 class _Claim:
     """One row of the table: how to build its statistic (twice: for its interval, then for the band)."""
@@ -314,7 +318,6 @@ class _Claim:
     build: Any  # () -> Extreme | PairRatio | None
     reported: bool
     reason: str
-    kind: str  # "gap", "ratio" (min/max) or "pair" (a disparity ratio)
 
 
 def _row(claim: _Claim, statistic: Extreme | PairRatio | None, ci: tuple[float, float], band: tuple[float, float],
@@ -336,13 +339,9 @@ def _row(claim: _Claim, statistic: Extreme | PairRatio | None, ci: tuple[float, 
             caveat = vocabulary.CAVEAT_DEGENERATE
     elif statistic is not None and claim.reported and not np.isfinite(estimate):
         caveat = vocabulary.CAVEAT_UNDEFINED
-    if claim.kind == "gap":
-        verdict = gap_verdict(*band, tolerance)
-    elif claim.kind == "ratio":
-        verdict = spread_ratio_verdict(*band, tolerance)
-    else:
-        verdict = ratio_verdict(*band, tolerance)
-    is_ratio = claim.kind != "gap"
+    definition = FAIRNESS_REGISTRY[claim.base["statistic"]]
+    verdict = _VERDICTS[definition.kind, definition.over](*band, tolerance)
+    is_ratio = definition.kind == "ratio"
     if not claim.reported or caveat:
         verdict = ""
     record.update(
@@ -352,7 +351,7 @@ def _row(claim: _Claim, statistic: Extreme | PairRatio | None, ci: tuple[float, 
         ci_high=float(ci[1]),
         band_low=float(band[0]),
         band_high=float(band[1]),
-        interval=INTERVAL_EXTREME if claim.kind != "pair" else INTERVAL_RATIO,
+        interval=INTERVAL_EXTREME if definition.over == "family" else INTERVAL_RATIO,
         disparity=bool(is_ratio and np.isfinite(estimate) and not low_band <= estimate <= high_band),
         verdict=verdict,
         n_undefined=n_undefined,
@@ -386,7 +385,7 @@ def _family_claims(
     base = {"model": model, "attribute": family.name}
     claims: list[_Claim] = []
 
-    def spread(name: str, metric: str, members: np.ndarray, build_parts, kind: str, pick: MetricSource) -> None:
+    def spread(name: str, metric: str, members: np.ndarray, build_parts, pick: MetricSource) -> None:
         record = {
             **base,
             "statistic": name,
@@ -396,19 +395,19 @@ def _family_claims(
             "members": int(members.size),
         }
         if members.size < 2:
-            claims.append(_Claim(record, lambda: None, False, "fewer than 2 reported slices in the family", kind))
+            claims.append(_Claim(record, lambda: None, False, "fewer than 2 reported slices in the family"))
             return
         point = pick.of(members).point
         if np.isfinite(point).any():
             record["slice"] = plan.names[members[int(np.nanargmax(point))]]
             record["reference"] = plan.names[members[int(np.nanargmin(point))]]
-        claims.append(_Claim(record, build_parts, True, "", kind))
+        claims.append(_Claim(record, build_parts, True, ""))
 
     ppr = source["predicted_positive_rate"]
     members = ids[ppr.reported[ids]]
     dp = lambda m=members: demographic_parity(ppr.rates(m))
-    spread("demographic_parity_difference", "predicted_positive_rate", members, lambda: dp()[0], "gap", ppr)
-    spread("demographic_parity_ratio", "predicted_positive_rate", members, lambda: dp()[1], "ratio", ppr)
+    spread("demographic_parity_difference", "predicted_positive_rate", members, lambda: dp()[0], ppr)
+    spread("demographic_parity_ratio", "predicted_positive_rate", members, lambda: dp()[1], ppr)
 
     tpr, fpr = source["sensitivity"], source["false_positive_rate"]
     both = ids[tpr.reported[ids] & fpr.reported[ids]]
@@ -418,7 +417,7 @@ def _family_claims(
         pick = (tpr, fpr)[int(np.nanargmax(gaps))] if np.isfinite(gaps).any() else tpr
     else:
         pick = tpr
-    spread("equalized_odds_difference", _EQUALIZED_ODDS, both, lambda: eo()[0], "gap", pick)
+    spread("equalized_odds_difference", _EQUALIZED_ODDS, both, lambda: eo()[0], pick)
     if both.size >= 2:
         ratios = []
         for x in (tpr, fpr):
@@ -426,12 +425,12 @@ def _family_claims(
             with np.errstate(invalid="ignore", divide="ignore"):
                 ratios.append(np.nanmin(point) / np.nanmax(point) if np.nanmax(point) > 0 else np.nan)
         pick = (tpr, fpr)[int(np.nanargmin(ratios))] if np.isfinite(ratios).any() else tpr
-    spread("equalized_odds_ratio", _EQUALIZED_ODDS, both, lambda: eo()[1], "ratio", pick)
+    spread("equalized_odds_ratio", _EQUALIZED_ODDS, both, lambda: eo()[1], pick)
 
     if headline is not None and headline in source:
         h = source[headline]
         hm = ids[h.reported[ids]]
-        spread("largest_gap", headline, hm, lambda m=hm: largest_gap(h.rates(m)), "gap", h)
+        spread("largest_gap", headline, hm, lambda m=hm: largest_gap(h.rates(m)), h)
 
     for metric in vocabulary.DISPARITY_METRICS:
         x = source[metric]
@@ -445,7 +444,7 @@ def _family_claims(
                       "reference": plan.names[reference], "members": 2}  # fmt: skip
             pair = np.array([s, reference], dtype=np.int64)
             claims.append(_Claim(record, lambda x=x, pair=pair: disparity_ratio(x.rates(pair)), not parts,
-                                 "; ".join(parts), "pair"))  # fmt: skip
+                                 "; ".join(parts)))  # fmt: skip
     return claims
 
 

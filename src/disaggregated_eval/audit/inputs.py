@@ -61,6 +61,10 @@ __all__ = [
     "min_resamples",
     "check_resample_count",
     "check_comparison_count",
+    "frequency_counts",
+    "as_pandas",
+    "expand_input",
+    "MAX_EXPANDED_ROWS",
 ]
 
 #: Name of the level that holds the rows with a missing attribute value (``missing_group="level"``).
@@ -119,6 +123,10 @@ class AuditInput:
         Whether the model's column holds only 0 and 1 (hard predictions).
     weight : ndarray (n,) or None
         Sample weights (``options.sample_weight``).
+    count : ndarray (n,), int64, or None
+        How many identical rows each row stands for (``options.frequency_weight``; every count >= 1, rows of
+        0 are dropped); None: one each. Every stage counts a row ``count`` times (``docs/method.md``,
+        "Frequency weights").
     attributes : tuple of Attribute
         The protected attributes (levels coded ``0..L-1``).
     features : pandas.DataFrame or None
@@ -139,10 +147,17 @@ class AuditInput:
     categorical: tuple[str, ...]
     row: np.ndarray
     notes: tuple[str, ...]
+    count: np.ndarray | None = None
 
     @property
     def n(self) -> int:
+        """Rows of the coded arrays (each standing for ``count`` rows when counts are given)."""
         return int(self.y.shape[0])
+
+    @property
+    def n_rows(self) -> int:
+        """Rows audited: the sum of the counts (the rows of the frame the counts stand for)."""
+        return self.n if self.count is None else int(self.count.sum())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -268,6 +283,8 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
         raise AuditInputError("control X needs feature columns: give features (--features col1 col2 ...)")
     if o.sample_weight is not None and (not isinstance(o.sample_weight, str) or not o.sample_weight):
         raise AuditInputError(f"sample_weight must name a column or be None; got {brief(o.sample_weight)}")
+    if o.frequency_weight is not None and (not isinstance(o.frequency_weight, str) or not o.frequency_weight):
+        raise AuditInputError(f"frequency_weight must name a column or be None; got {brief(o.frequency_weight)}")
     missing_group = _wrap(check_choice, o.missing_group, "missing_group", ("level", "drop"))
     if not isinstance(o.strip_levels, (bool, np.bool_)):
         raise AuditInputError(f"strip_levels must be True or False; got {brief(o.strip_levels)}")
@@ -278,6 +295,13 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
     cv_folds = _wrap(check_int, o.cv_folds, "cv_folds", minimum=2, maximum=_MAX_FOLDS)
     crossfit_folds = _wrap(check_int, o.crossfit_folds, "crossfit_folds", minimum=2, maximum=_MAX_FOLDS)
     n_threads = _wrap(check_int, o.n_threads, "n_threads", minimum=1, maximum=numba.config.NUMBA_NUM_THREADS)
+    memory_limit_mb = o.memory_limit_mb
+    if memory_limit_mb is not None:
+        if isinstance(memory_limit_mb, bool) or not isinstance(memory_limit_mb, numbers.Real):
+            raise AuditInputError(f"memory_limit_mb must be a number of MB or None; got {brief(memory_limit_mb)}")
+        if not (math.isfinite(memory_limit_mb) and memory_limit_mb > 0):
+            raise AuditInputError(f"memory_limit_mb must be a positive number of MB; got {brief(memory_limit_mb)}")
+        memory_limit_mb = float(memory_limit_mb)
     summary_options = _summary_options(o, groups=groups, intersections=intersections)
     resolved = replace(
         o,
@@ -306,6 +330,7 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
         cv_folds=cv_folds,
         crossfit_folds=crossfit_folds,
         n_threads=n_threads,
+        memory_limit_mb=memory_limit_mb,
         **summary_options,
     )
     object.__setattr__(resolved, _CHECKED, astuple(resolved))
@@ -333,8 +358,15 @@ def _summary_options(o: AuditOptions, *, groups: list[str], intersections: int) 
     detect_gap = None if o.detect_gap is None else _wrap(check_open_unit, o.detect_gap, "detect_gap")
     power = _wrap(check_open_unit, o.power, "power")
     tolerance = _wrap(parse_tolerance, _as_list(o.tolerance, "tolerance")).items()
+    from .selection_table import check_selection_options  # the margins file read and checked, the Gammas
+
+    selection_sensitivity = check_selection_options(
+        o.population_margins, _as_list(o.selection_sensitivity, "selection_sensitivity"), groups=groups
+    )
+    population_margins = None if o.population_margins is None else str(o.population_margins)
     return dict(reference=reference, thresholds=thresholds, calibration_bins=calibration_bins, detect_gap=detect_gap,
-                power=power, tolerance=tolerance)  # fmt: skip
+                power=power, tolerance=tolerance, selection_sensitivity=selection_sensitivity,
+                population_margins=population_margins)  # fmt: skip
 
 
 def min_resamples(confidence: float) -> int:
@@ -563,6 +595,95 @@ def _scaled_weights(values: np.ndarray, column: str) -> tuple[np.ndarray, list[s
     ]
 
 
+#: Largest count of one row: the counts' sum must stay exact in int64 and in float64 sums (2^53).
+MAX_FREQUENCY = 2**53
+
+
+def frequency_counts(series: pd.Series, column: str) -> np.ndarray:
+    """The counts of a ``frequency_weight`` column: non-negative integers, checked on every row.
+
+    Parameters
+    ----------
+    series : pandas.Series of shape (n_rows,)
+    column : str
+        Its name, for messages.
+
+    Returns
+    -------
+    ndarray of shape (n_rows,), int64
+        0 for a row that stands for no row (dropped by the caller, with a note).
+
+    Raises
+    ------
+    AuditInputError
+        Naming the column, the offending values and the first row: a value that is not a number, missing,
+        negative, not a whole number, or so large that the counts' sum would not be exact; every count 0.
+    """
+    what = f"frequency_weight column {brief(column)}"
+    expected = "whole numbers >= 0 (how many identical rows each row stands for)"
+    values = _numeric(series, what, expected)
+    bad = ~(np.isfinite(values) & (values >= 0.0) & (values == np.floor(values)))
+    if bad.any():
+        raise AuditInputError(f"{what} must hold {expected}; got values {_show(series.to_numpy()[bad])} {_where(bad)}")
+    too_big = values > MAX_FREQUENCY
+    if too_big.any() or float(values.sum()) > MAX_FREQUENCY:
+        where = _where(too_big) if too_big.any() else f"in all (their sum is {float(values.sum()):.3g})"
+        raise AuditInputError(
+            f"{what} must sum to at most 2^53 rows (counts beyond it are not exact in float64 sums); got "
+            f"{_show(values[too_big]) if too_big.any() else 'counts'} {where}"
+        )
+    counts = values.astype(np.int64)
+    if not (counts > 0).any():
+        raise AuditInputError(f"{what} is 0 in every row; at least one row needs a count of 1 or more")
+    return counts
+
+
+#: Most rows a table of counts may stand for when the controlled evaluation needs its rows (its weight
+#: models are cross-fitted over the expanded rows): about 4 GB of coded columns and weight-model work.
+MAX_EXPANDED_ROWS = 5 * 10**7
+
+
+def expand_input(prepared: AuditInput, *, reason: str) -> AuditInput:
+    """The coded input with every row repeated ``count`` times: the input of the expanded frame.
+
+    The rows stay in the order of the first model's score (a row's copies next to each other), which is
+    the order :func:`prepare_input` gives the expanded frame, so that every later stage, its seeds
+    included, sees what it sees on that frame.
+
+    Raises
+    ------
+    AuditInputError
+        When the counts stand for more than :data:`MAX_EXPANDED_ROWS` rows (before any work).
+    """
+    if prepared.count is None:
+        return prepared
+    total = prepared.n_rows
+    if total > MAX_EXPANDED_ROWS:
+        raise AuditInputError(
+            f"{reason} needs the {total:,} rows the frequency_weight counts stand for, more than the limit of "
+            f"{MAX_EXPANDED_ROWS:,}; audit without it (controls none) or on a sample of the rows"
+        )
+    take = np.repeat(np.arange(prepared.n), prepared.count)
+    features = None if prepared.features is None else prepared.features.iloc[take].reset_index(drop=True)
+    return AuditInput(
+        y=prepared.y[take],
+        scores={c: v[take] for c, v in prepared.scores.items()},
+        hard=prepared.hard,
+        weight=None if prepared.weight is None else prepared.weight[take],
+        attributes=tuple(Attribute(a.name, a.levels, a.codes[take]) for a in prepared.attributes),
+        features=features,
+        categorical=prepared.categorical,
+        row=prepared.row[take],
+        notes=prepared.notes
+        + (f"{reason}: the {prepared.n:,} rows of counts were expanded to the {total:,} rows they stand for",),
+    )
+
+
+def _rows_of(mask: np.ndarray, count: np.ndarray | None) -> str:
+    """The rows a mask selects, counted with the frequency weights when given."""
+    return str(int(mask.sum()) if count is None else int(count[mask].sum()))
+
+
 def _level_name(value: Any) -> str:
     value = show_value(value)
     if isinstance(value, float) and value.is_integer():
@@ -599,7 +720,7 @@ def _check_bool_and_numbers(series: pd.Series, column: str) -> None:
         )
 
 
-def _strip_levels(series: pd.Series, column: str) -> tuple[pd.Series, list[str]]:
+def _strip_levels(series: pd.Series, column: str, count: np.ndarray | None = None) -> tuple[pd.Series, list[str]]:
     """Text levels without surrounding whitespace (``str.strip``); a value of whitespace only becomes
     missing (with notes naming the levels)."""
     if not (series.dtype == object or pd.api.types.is_string_dtype(series.dtype)
@@ -614,7 +735,8 @@ def _strip_levels(series: pd.Series, column: str) -> tuple[pd.Series, list[str]]
     notes = []
     blank = sorted(v for v, stripped in mapping.items() if not stripped)
     if blank:
-        rows = int(present.isin(blank).sum())
+        blanks = present.isin(blank).to_numpy()
+        rows = int(blanks.sum()) if count is None else int(count[values.notna().to_numpy()][blanks].sum())
         notes.append(
             f"group column {brief(column)}: {rows} row{'s' if rows != 1 else ''} whose value is only whitespace "
             f"({', '.join(map(repr, blank[:_SHOW]))}) are treated as missing"
@@ -759,7 +881,7 @@ def _features(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, tu
     return pd.DataFrame(out), tuple(categorical), notes
 
 
-def _as_pandas(data: Any) -> pd.DataFrame:
+def as_pandas(data: Any) -> pd.DataFrame:
     """A pandas DataFrame as it is; a polars DataFrame converted (``to_pandas``); anything else refused."""
     if isinstance(data, pd.DataFrame):
         return data
@@ -792,13 +914,15 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
         :data:`MAX_PAIRWISE_COMPARISONS` (messages name the column, the offending values and what was
         expected).
     """
-    data = _as_pandas(data)
+    data = as_pandas(data)
     o = options
     roles: list[tuple[str, str]] = [("label", o.label)]
     roles += [("scores", c) for c in o.scores] + [("groups", c) for c in o.groups]
     roles += [("features", c) for c in o.features]
     if o.sample_weight is not None:
         roles.append(("sample_weight", o.sample_weight))
+    if o.frequency_weight is not None:
+        roles.append(("frequency_weight", o.frequency_weight))
     seen: dict[str, str] = {}
     for role, column in roles:
         if column in seen:
@@ -821,15 +945,21 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
     frame = data.reset_index(drop=True)
     frame.columns = columns
     notes: list[str] = []
+    count = None if o.frequency_weight is None else frequency_counts(frame[o.frequency_weight], o.frequency_weight)
     for c in o.groups:
         _check_bool_and_numbers(frame[c], c)
         if o.strip_levels:
-            frame[c], strip_notes = _strip_levels(frame[c], c)
+            frame[c], strip_notes = _strip_levels(frame[c], c, count)
             notes += strip_notes
 
-    # Rows with a missing attribute value.
+    # Rows with a missing attribute value, and rows that stand for no row (a count of 0).
     missing = {c: frame[c].isna().to_numpy() for c in o.groups}
-    keep = np.ones(len(frame), dtype=bool)
+    keep = np.ones(len(frame), dtype=bool) if count is None else count > 0
+    if count is not None and not keep.all():
+        notes.append(
+            f"frequency_weight column {brief(o.frequency_weight)}: {int((~keep).sum()):,} row(s) with a count of 0 "
+            f"stand for no row and were dropped"
+        )
     if o.missing_group == "drop":
         for c in o.groups:
             keep &= ~missing[c]
@@ -837,13 +967,20 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
             raise AuditInputError(
                 f"every row has a missing value in a group column {brief(o.groups)}; nothing is left to audit"
             )
-        if not keep.all():
-            detail = ", ".join(f"{c} {int(missing[c].sum())}" for c in o.groups if missing[c].any())
-            notes.append(f"{int((~keep).sum())} rows with a missing group value were dropped ({detail})")
+        dropped = np.zeros(len(frame), dtype=bool)
+        for c in o.groups:
+            dropped |= missing[c]
+        if count is not None:
+            dropped &= count > 0
+        if dropped.any():
+            detail = ", ".join(f"{c} {_rows_of(missing[c], count)}" for c in o.groups if missing[c].any())
+            notes.append(f"{_rows_of(dropped, count)} rows with a missing group value were dropped ({detail})")
     else:
         for c in o.groups:
             if missing[c].any():
-                notes.append(f"{c}: {int(missing[c].sum())} rows with a missing value form the level {MISSING_LEVEL!r}")
+                notes.append(
+                    f"{c}: {_rows_of(missing[c], count)} rows with a missing value form the level {MISSING_LEVEL!r}"
+                )
 
     # Check every used column on every row given (the messages' row numbers refer to the frame).
     y = _labels(frame[o.label], o.label, o.positive_label)
@@ -854,6 +991,8 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
         notes += weight_notes
 
     row = np.flatnonzero(keep)
+    if count is not None:
+        count = count[row]
     y = y[row]
     scores = {c: v[row] for c, v in scores.items()}
     if weight is not None:
@@ -894,6 +1033,8 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
     scores = {c: np.ascontiguousarray(v[order]) for c, v in scores.items()}
     if weight is not None:
         weight = np.ascontiguousarray(weight[order])
+    if count is not None:
+        count = np.ascontiguousarray(count[order])
     attributes = tuple(Attribute(a.name, a.levels, np.ascontiguousarray(a.codes[order])) for a in attributes)
     if features is not None:
         features = features.iloc[order].reset_index(drop=True)
@@ -907,4 +1048,5 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
         categorical=categorical,
         row=row[order].astype(np.int64),
         notes=tuple(notes),
+        count=count,
     )

@@ -29,7 +29,7 @@ from typing import Any
 import pandas as pd
 
 __all__ = ["InputFileError", "SUFFIXES", "table_format", "read_header", "check_file_columns", "load_table",
-           "required_columns"]  # fmt: skip
+           "required_columns", "load_input"]  # fmt: skip
 
 #: File name endings the tool reads, and their format.
 SUFFIXES: dict[str, str] = {
@@ -342,12 +342,13 @@ def required_columns(options: Mapping[str, Any] | Any) -> list[str]:
 
     ``options`` is an :class:`~disaggregated_eval.audit.options.AuditOptions` or maps option names
     to values (as given to :func:`disaggregated_eval.audit.audit`): ``label``, ``scores``,
-    ``groups``, ``features``, ``sample_weight``.
+    ``groups``, ``features``, ``sample_weight``, ``frequency_weight``.
     """
     if not isinstance(options, Mapping):
         options = vars(options)
     names = [options.get("label") or "", *(options.get("scores") or ()), *(options.get("groups") or ()),
-             *(options.get("features") or ()), options.get("sample_weight") or ""]  # fmt: skip
+             *(options.get("features") or ()), options.get("sample_weight") or "",
+             options.get("frequency_weight") or ""]  # fmt: skip
     out: list[str] = []
     for n in names:
         if n and n not in out:
@@ -401,3 +402,125 @@ def load_table(path: str | os.PathLike[str], *, columns: Sequence[str] | None = 
     del text
     frame.columns = wanted  # the header as written (pandas would mangle nothing here: names are distinct)
     return frame
+
+
+def load_input(
+    path: str | os.PathLike[str], options: Any, columns: Sequence[str], *, aggregate: str = "auto"
+) -> tuple[pd.DataFrame, Any, str]:
+    """The command line's input: the rows of a table file, or the counts of a Parquet file or folder.
+
+    A Parquet folder (hive partitions), and with ``aggregate="auto"`` a Parquet file of more than
+    :data:`.options.AUTO_AGGREGATE_ROWS` rows, is aggregated to counts by DuckDB
+    (:func:`.aggregate.aggregate_parquet`) and audited with the counts as ``frequency_weight`` (a
+    ``frequency_weight`` of the file is summed): memory then follows the distinct rows, and the audit is
+    that of the rows (``docs/method.md``, "Frequency weights").
+
+    Parameters
+    ----------
+    path : path-like
+    options : AuditOptions
+        Resolved options.
+    columns : sequence of str
+        The columns the audit reads (:func:`required_columns`).
+    aggregate : {"auto", "yes", "no"}
+
+    Returns
+    -------
+    data : pandas.DataFrame
+    options : AuditOptions
+        ``options``, with ``frequency_weight`` naming the count column when the input was aggregated.
+    message : str
+        What was read, for the progress line.
+
+    Raises
+    ------
+    InputFileError
+        As :func:`load_table`; for ``aggregate="yes"`` with a file that is not Parquet, ``"no"`` with a
+        folder, or a Parquet input DuckDB cannot aggregate (naming the file and the column).
+    """
+    from dataclasses import replace
+
+    from .aggregate import COUNT_COLUMN, AggregationError, aggregate_parquet, parquet_rows
+    from .options import AUTO_AGGREGATE_ROWS
+
+    path = Path(path)
+    folder = path.is_dir()
+    parquet = folder or (path.is_file() and table_format(path) == "parquet")
+    if aggregate == "yes" and not parquet:
+        raise InputFileError(
+            f"{_name_of(path)}: --aggregate yes reads Parquet files (or a folder of them); got another type"
+        )
+    if folder and aggregate == "no":
+        raise InputFileError(
+            f"{_name_of(path)}: is a folder; a folder of Parquet files is read only aggregated (--aggregate auto or yes)"
+        )
+    wanted = [c for c in columns if c != options.frequency_weight]
+    if parquet and aggregate != "no":
+        try:
+            n_rows, _ = parquet_rows(path)
+        except AggregationError as exc:
+            raise InputFileError(str(exc)) from None
+        if folder or aggregate == "yes" or n_rows > AUTO_AGGREGATE_ROWS:
+            count = COUNT_COLUMN
+            while count in wanted:
+                count = "_" + count
+            try:
+                table = aggregate_parquet(path, wanted, frequency_weight=options.frequency_weight, count_column=count)
+            except AggregationError as exc:
+                raise InputFileError(str(exc)) from None
+            if len(table) == 0:
+                raise InputFileError(f"{_name_of(path)}: has no data rows")
+            message = (
+                f"read {path}: {n_rows:,} rows of {len(wanted)} columns, aggregated by DuckDB to {len(table):,} "
+                f"distinct rows with their counts"
+            )
+            return table, replace(options, frequency_weight=count), message
+    _check_frame_memory(path, len(columns), options.memory_limit_mb)
+    data = load_table(path, columns=list(columns))
+    return data, options, f"read {path}: {len(data):,} rows, {len(columns)} columns"
+
+
+#: Bytes per row and column of a table read into pandas (a float64 or a short text per value), and the
+#: factor of the CSV reader's peak over its frame: the estimate of :func:`_check_frame_memory`.
+FRAME_VALUE_BYTES = 8
+CSV_READ_FACTOR = 3
+
+
+def _check_frame_memory(path: Path, n_columns: int, memory_limit_mb: float | None) -> None:
+    """Refuse, before reading it, a table whose rows alone would not fit in memory, with the estimate.
+
+    Rows: a Parquet file's footer, or a text file's size over the mean length of its first lines. The
+    frame needs about :data:`FRAME_VALUE_BYTES` per value (times :data:`CSV_READ_FACTOR` while a text file
+    is parsed); the audit then counts it to its distinct rows when it can, which needs little more.
+    """
+    from ..memory import default_memory_limit_mb
+    from .aggregate import AggregationError, parquet_rows
+
+    limit = (memory_limit_mb if memory_limit_mb is not None else default_memory_limit_mb()) * 1e6
+    try:  # a file that cannot be read this way gets load_table's own message
+        fmt = table_format(path)
+        if fmt == "parquet":
+            n_rows, factor = parquet_rows(path)[0], 1
+        else:
+            opener = gzip.open if _is_gzip_name(path) else open
+            with opener(path, "rb") as handle:
+                head = handle.read(1 << 20)
+    except (InputFileError, AggregationError, OSError, EOFError):
+        return
+    if fmt != "parquet":
+        lines = max(1, head.count(b"\n"))
+        size = path.stat().st_size * (4 if _is_gzip_name(path) else 1)  # gzip: about 4 times smaller
+        n_rows, factor = int(size * lines / max(1, len(head))), CSV_READ_FACTOR
+    estimate = n_rows * n_columns * FRAME_VALUE_BYTES * (factor + 1)
+    if estimate > limit:
+        advice = (
+            "--aggregate yes counts it with DuckDB without loading the rows"
+            if fmt == "parquet"
+            else "convert it to Parquet (e.g. with DuckDB or pyarrow) and audit that with --aggregate yes, which "
+            "counts the rows without loading them"
+        )
+        raise InputFileError(
+            f"{_name_of(path)}: its about {n_rows:,} rows of {n_columns} columns would need about "
+            f"{estimate / 1e6:,.0f} MB of memory to read, more than the limit of {limit / 1e6:,.0f} MB "
+            f"(--memory-limit-mb); {advice}"
+        )

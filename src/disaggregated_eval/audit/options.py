@@ -40,6 +40,8 @@ __all__ = [
     "UsageError",
     "FLAG_NAMES",
     "CLI_KEYS",
+    "AGGREGATE_CHOICES",
+    "AUTO_AGGREGATE_ROWS",
     "REQUIRED_OPTIONS",
     "option_fields",
     "option_kind",
@@ -124,7 +126,7 @@ class AuditOptions:
         section="metrics",
         metavar="T",
     )
-    metrics: list[str] = _opt(list(vocabulary.METRICS), "metrics to compute", section="metrics", metavar="METRIC")
+    metrics: list[str] = _opt(list(vocabulary.AUDIT_METRICS), "metrics to compute", section="metrics", metavar="METRIC")
     n_resamples: int = _opt(
         10_000,
         "bootstrap resamples (paired: every slice, metric, model and comparison on the same resamples)",
@@ -231,6 +233,22 @@ class AuditOptions:
         section="summary analyses",
         metavar="POWER",
     )
+    population_margins: str | None = _opt(
+        None,
+        "CSV of the target population's shares: one column per modelled group column, 'share' (summing to 1) and "
+        "optionally 'label_rate' (prevalence by group); the rows are weighted to it (post-stratification, with "
+        "the weights re-estimated in every resample) in the table 'selection'",
+        section="summary analyses",
+        metavar="FILE",
+    )
+    selection_sensitivity: list[float] = _opt(
+        [],
+        "values of Gamma >= 1 (e.g. 1.5,2,3): bounds of every metric and difference from overall when the true "
+        "selection weights may differ from the (margin) weights by up to a factor Gamma (marginal sensitivity "
+        "model), and the Gamma at which each flagged difference is explained away (table 'selection')",
+        section="summary analyses",
+        metavar="GAMMA",
+    )
     controls: list[str] = _opt(
         ["none"],
         "control variables V of the controlled evaluation, among none, X, Y, R (X needs --features)",
@@ -242,6 +260,13 @@ class AuditOptions:
     )
     sample_weight: str | None = _opt(
         None, "column of non-negative row weights (every metric is weighted)", section="columns", metavar="COL"
+    )
+    frequency_weight: str | None = _opt(
+        None,
+        "column of row counts: each row stands for that many identical rows (non-negative integers; rows of 0 are "
+        "dropped), e.g. a table aggregated by disagg-eval's Parquet, Dask or SQL path; sample_weight applies on top",
+        section="columns",
+        metavar="COL",
     )
     strip_levels: bool = _opt(
         True,
@@ -271,6 +296,13 @@ class AuditOptions:
     n_threads: int = _opt(
         1, "threads of the bootstrap and of the weight-model fits", section="computation", metavar="N"
     )
+    memory_limit_mb: float | None = _opt(
+        None,
+        "largest memory the audit may use, in MB: an audit whose estimated peak is larger is refused before any "
+        "work, with advice (default: 80% of the machine's memory)",
+        section="computation",
+        metavar="MB",
+    )
 
 
 def option_help() -> dict[str, str]:
@@ -285,6 +317,10 @@ def option_help() -> dict[str, str]:
 FLAG_NAMES: dict[str, str] = {"scores": "score", "groups": "group", "controls": "control"}
 #: Keys a ``--config`` file may hold besides the option fields.
 CLI_KEYS: tuple[str, ...] = ("file", "out")
+#: Values of the command line's ``--aggregate`` (how a Parquet input is read: :func:`.loading.load_input`).
+AGGREGATE_CHOICES: tuple[str, ...] = ("auto", "yes", "no")
+#: ``--aggregate auto`` aggregates a Parquet file of more rows than this (and always a folder of files).
+AUTO_AGGREGATE_ROWS = 10**7
 #: Options without which no audit can run (their empty defaults mean "required").
 REQUIRED_OPTIONS: tuple[str, ...] = ("label", "scores", "groups")
 #: Choices of list options (the scalar ones carry ``choices`` in their field metadata).

@@ -281,13 +281,8 @@ def _run_line(result: Any, input_path: Any) -> str:
     return f'<p class="run" data-run="line">{text}.</p>'
 
 
-_OVERVIEW_COLUMNS = (
-    ("demographic_parity_difference", "Demographic parity difference"),
-    ("demographic_parity_ratio", "Demographic parity ratio"),
-    ("equalized_odds_difference", "Equalized odds difference"),
-    ("equalized_odds_ratio", "Equalized odds ratio"),
-    ("largest_gap", "Largest gap"),
-)
+#: The fairness summary's columns: its statistics over a family of slices, with their display names.
+_OVERVIEW_COLUMNS = tuple((name, vocabulary.FAIRNESS_LABELS[name]) for name in vocabulary.FAMILY_STATISTICS)
 
 
 #: Cell class of each verdict of the fairness summary (dark: beyond the tolerance; light: a difference;
@@ -313,7 +308,7 @@ def _fairness_section(result: Any) -> str:
     low, high = tolerance.ratio or vocabulary.FOUR_FIFTHS_BAND
     parts = ['<h2 id="fairness" class="first">Fairness summary</h2>']
     for model in _ordered(table["model"], result.options.scores):
-        rows = table[(table["model"] == model) & (table["statistic"] != "disparity_ratio")]
+        rows = table[(table["model"] == model) & table["statistic"].isin(vocabulary.FAMILY_STATISTICS)]
         gap_metric = rows.loc[rows["statistic"] == "largest_gap", "metric"]
         titles = dict(_OVERVIEW_COLUMNS)
         if len(gap_metric):
@@ -511,6 +506,27 @@ def _detectability_section(result: Any) -> str:
     ])  # fmt: skip
 
 
+def _selection_section(result: Any) -> str:
+    """Evaluation under selection: what was assumed and what follows, and the table ``selection``."""
+    from .selection_table import selection_lines
+
+    table = getattr(result, "selection", None)
+    lines = selection_lines(result)
+    if table is None or table.empty or not lines:
+        return ""
+    shown = table[table["quantity"] == "difference"]
+    return (
+        '<details id="selection" open><summary>Evaluation under selection: population margins and sensitivity '
+        "bounds</summary>"
+        + "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+        + "<p>Differences from overall per Gamma (all rows, also each slice's metric, in <code>selection.csv</code>; "
+        "docs/audit.md, 'Evaluation under selection'). bound_low/bound_high: the bounds; bound_ci_low/high: their "
+        "interval; breakdown_gamma: where that interval first reaches 0.</p>"
+        + _html_table(shown, kind="selection", key="differences")
+        + "</details>"
+    )
+
+
 def render_html(
     result: Any,
     *,
@@ -559,6 +575,7 @@ def render_html(
         f"<details open><summary>Notes ({len(result.notes)})</summary><ul>{notes}</ul></details>" if notes else "",
         _disparity_section(result),
         _detectability_section(result),
+        _selection_section(result),
         _calibration_section(result, figures),
         _thresholds_section(result, figures),
         '<details id="forest"><summary>Forest plots (one per metric)</summary>',

@@ -40,6 +40,7 @@ from .columns import (
     CALIBRATION_SUMMARY_COLUMNS,
     DETECTABILITY_COLUMNS,
     FAIRNESS_COLUMNS,
+    SELECTION_COLUMNS,
     THRESHOLD_COLUMNS,
     empty_table,
 )
@@ -94,6 +95,10 @@ class AuditResult:
     detectability : pandas.DataFrame
         Columns :data:`DETECTABILITY_COLUMNS`: per slice and metric, the minimum detectable difference
         from overall and the rows needed to detect ``detect_gap`` (:mod:`.detectability`).
+    selection : pandas.DataFrame
+        Columns :data:`SELECTION_COLUMNS`: with ``population_margins`` and/or ``selection_sensitivity``, per
+        model, slice and metric the margin-corrected estimate, its sensitivity bounds per Gamma with their
+        intervals and the breakdown Gamma of each flagged difference from overall (:mod:`.selection_table`).
     """
 
     slices: pd.DataFrame
@@ -107,6 +112,7 @@ class AuditResult:
     calibration_summary: pd.DataFrame = field(default_factory=lambda: empty_table(CALIBRATION_SUMMARY_COLUMNS))
     thresholds: pd.DataFrame = field(default_factory=lambda: empty_table(THRESHOLD_COLUMNS))
     detectability: pd.DataFrame = field(default_factory=lambda: empty_table(DETECTABILITY_COLUMNS))
+    selection: pd.DataFrame = field(default_factory=lambda: empty_table(SELECTION_COLUMNS))
 
     def plot(
         self,
@@ -248,7 +254,11 @@ class AuditResult:
 
         esc = html.escape
         table = self.fairness
-        rows = table[(table["model"] == model) & (table["statistic"] != "disparity_ratio")] if len(table) else table
+        rows = (
+            table[(table["model"] == model) & table["statistic"].isin(vocabulary.FAMILY_STATISTICS)]
+            if len(table)
+            else table
+        )
         if rows.empty:
             return ""
         head = "".join(f'<th style="{_HTML_STYLE["th"]}">{esc(h)}</th>'

@@ -3,8 +3,9 @@
 Intervals per metric (:data:`disaggregated_eval.intervals.INTERVAL_METHODS`, ``docs/method.md``,
 "Intervals"): Wilson's score interval on the slice's own counts for the proportions (Kish's effective
 size under sample weights), Newcombe's score-type interval for the AUC (effective sizes of the two
-classes), and the BCa bootstrap for the means and ratios of sums (log loss, Brier score, net benefit,
-mean predicted risk, observed/expected ratio), with the jackknife acceleration of each slice. A BCa
+classes), the MOVER interval from the Wilson bounds of its two class rates for the balanced accuracy,
+and the BCa bootstrap for the means and ratios of sums (log loss, Brier score, net benefit, mean
+predicted risk, observed/expected ratio), with the jackknife acceleration of each slice. A BCa
 interval whose replicates do not vary (every resample one value) is not given: ``caveat`` says
 ``degenerate``.
 
@@ -30,10 +31,13 @@ from ..intervals import (
     caveats,
     degenerate,
     effective_size,
+    grouped_jackknife_acceleration,
     interval_method,
+    mover_mean,
     ratio_jackknife_acceleration,
     wilson_interval,
 )
+from ..registry import INTERVAL_KINDS, METRIC_REGISTRY
 from .columns import SLICE_COLUMNS
 from .estimates import AuditEstimates
 from .slices import SlicePlan
@@ -52,6 +56,7 @@ def jackknife_accelerations(
     threshold: float,
     odds: float,
     metric_ok: np.ndarray | None = None,
+    count: np.ndarray | None = None,
 ) -> np.ndarray:
     """BCa's acceleration of every model, slice and metric that is a ratio of sums (NaN for the others).
 
@@ -59,13 +64,17 @@ def jackknife_accelerations(
     ``theta_(i) = (A - w_i a_i) / (B - w_i b_i)``, computed for every row and family at once, then
     :func:`disaggregated_eval.intervals.jackknife_acceleration`'s formula per slice
     (:func:`disaggregated_eval.intervals.ratio_jackknife_acceleration`: three passes over the rows per
-    family). Rows of weight 0 are not part of the slice.
+    family). Rows of weight 0 are not part of the slice. With frequency weights (``count``) a row stands
+    for ``count`` rows: its sums count it that many times, and so does the jackknife (grouped over the
+    units, :func:`disaggregated_eval.intervals.grouped_jackknife_acceleration`), as on the expanded rows.
 
     Parameters
     ----------
     metric_ok : ndarray of shape (n_models, n_metrics), bool, optional
         Whether each model reports each metric (a model of hard predictions has no score metrics): the
         others are not computed (NaN).
+    count : ndarray of shape (n_rows,), int, optional
+        Rows each row stands for (frequency weights); None: one each.
 
     Returns
     -------
@@ -84,9 +93,18 @@ def jackknife_accelerations(
             a, b = ratio_of_sums_values(metric, y, r, threshold=threshold, odds=odds)
             numerator, denominator = w * a, w * b
             for family in plan.families:
-                out[m, family.slice_ids, q] = ratio_jackknife_acceleration(
-                    family.codes, numerator, denominator, inside, family.n_slices
-                )
+                if count is None:
+                    out[m, family.slice_ids, q] = ratio_jackknife_acceleration(
+                        family.codes, numerator, denominator, inside, family.n_slices
+                    )
+                    continue
+                codes, k = family.codes, family.n_slices
+                big_a = np.bincount(codes, weights=count * w * a, minlength=k)
+                big_b = np.bincount(codes, weights=count * w * b, minlength=k)
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    loo = (big_a[codes] - numerator) / (big_b[codes] - denominator)
+                loo = np.where(inside, loo, np.nan)
+                out[m, family.slice_ids, q] = grouped_jackknife_acceleration(loo, codes, k, count)
     return out
 
 
@@ -100,13 +118,19 @@ def _class_sizes(tallies: SliceTallies) -> tuple[np.ndarray, np.ndarray]:
 def _bounds(
     method: str, metric: str, m: int, point: np.ndarray, reps: np.ndarray, level, tallies, classes, acc
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Bounds of every slice of one model and metric at ``level`` (scalar or per slice)."""
+    """Bounds of every slice of one model and metric at ``level`` (scalar or per slice), by the
+    metric's interval method (:data:`disaggregated_eval.registry.INTERVAL_KINDS`)."""
     if method == "wilson":
         p, n_eff, _, _ = tallies.proportion(metric)
         return wilson_interval(p[m], n_eff[m], level)
     if method == "auc_score":
         return auc_score_interval(point, classes[0][m], classes[1][m], level)
-    return bca_interval(reps, point, acc, level)
+    if method == "bca":
+        return bca_interval(reps, point, acc, level)
+    if method == "mover_wilson":
+        parts = [tallies.proportion(part)[:2] for part in METRIC_REGISTRY[metric].mean_of]
+        return mover_mean([p[m] for p, _ in parts], [n_eff[m] for _, n_eff in parts], level)
+    raise ValueError(f"no slice interval {method!r} (metric {metric!r}); expected one of {INTERVAL_KINDS}")
 
 
 def slice_table(

@@ -73,6 +73,8 @@ class SlicePlan:
     full_family : int
         Index of the family that crosses all attributes (whose slices are the cells, plus the empty
         combinations), or -1 when intersections stop short of it.
+    count : ndarray of shape (n_rows,), int64, or None
+        Rows each row stands for (the audit's ``frequency_weight``); None: one each.
     """
 
     attributes: tuple[Attribute, ...]
@@ -82,6 +84,7 @@ class SlicePlan:
     cell_codes: np.ndarray
     cell_slices: np.ndarray
     full_family: int
+    count: np.ndarray | None = None
 
     @property
     def n_slices(self) -> int:
@@ -96,8 +99,10 @@ class SlicePlan:
         return self.families[int(self.family_of[s])].name
 
     def slice_counts(self) -> np.ndarray:
-        """Rows in each slice, shape (n_slices,), int64."""
-        cell_rows = np.bincount(self.cell_codes, minlength=self.n_cells)
+        """Rows in each slice (each row counted ``count`` times), shape (n_slices,), int64."""
+        cell_rows = np.bincount(self.cell_codes, weights=self.count, minlength=self.n_cells)
+        if self.count is not None:
+            cell_rows = np.rint(cell_rows).astype(np.int64)
         return self.aggregate_cells(cell_rows)
 
     def aggregate_cells(self, per_cell: np.ndarray) -> np.ndarray:
@@ -137,7 +142,9 @@ def _cells(attributes: tuple[Attribute, ...]) -> tuple[np.ndarray, np.ndarray]:
     return unique.astype(np.int64), inverse.reshape(-1).astype(np.int32)
 
 
-def plan_slices(attributes: tuple[Attribute, ...] | list[Attribute], *, intersections: int) -> SlicePlan:
+def plan_slices(
+    attributes: tuple[Attribute, ...] | list[Attribute], *, intersections: int, count: np.ndarray | None = None
+) -> SlicePlan:
     """Enumerate the slices of ``attributes`` crossed up to ``intersections`` at a time.
 
     Parameters
@@ -147,6 +154,8 @@ def plan_slices(attributes: tuple[Attribute, ...] | list[Attribute], *, intersec
         names and per-row codes (all of the same length).
     intersections : int
         Largest number of attributes crossed (1 = the attributes alone), ``1..len(attributes)``.
+    count : ndarray of shape (n_rows,), int64, optional
+        Rows each row stands for (frequency weights); kept on the plan for its row counts.
 
     Returns
     -------
@@ -205,4 +214,5 @@ def plan_slices(attributes: tuple[Attribute, ...] | list[Attribute], *, intersec
         cell_codes=cell_codes,
         cell_slices=cell_slices,
         full_family=full,
+        count=count,
     )

@@ -26,6 +26,7 @@ import pandas as pd
 
 from .. import verdicts as vocabulary_verdicts
 from .. import vocabulary
+from ..registry import FAIRNESS_RECORDS
 from ..verdicts import parse_tolerance
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .columns import BOOTSTRAP_Z
@@ -319,13 +320,13 @@ def headline_metric(result: Any, model: str | None = None) -> str | None:
     """The metric the summary leads with (for ``model``, default any model).
 
     The first of :data:`HEADLINE_ORDER` that has rows in ``result.slices`` when the audit ran the
-    default metric list (``vocabulary.METRICS``), otherwise the first of ``options.metrics`` that
+    default metric list (``vocabulary.AUDIT_METRICS``), otherwise the first of ``options.metrics`` that
     has rows; ``None`` if no metric was computed.
     """
     table = result.slices if model is None else result.slices[result.slices["model"] == model]
     present = set(table["metric"])
     chosen = list(result.options.metrics)
-    order = HEADLINE_ORDER if chosen == list(vocabulary.METRICS) else chosen
+    order = HEADLINE_ORDER if chosen == list(vocabulary.AUDIT_METRICS) else chosen
     for metric in [*order, *chosen]:
         if metric in present:
             return metric
@@ -333,9 +334,14 @@ def headline_metric(result: Any, model: str | None = None) -> str | None:
 
 
 def weight_note(options: Any) -> str | None:
-    """``estimates weighted by column W`` when the audit has row weights (``--sample-weight``), else None."""
+    """``estimates weighted by column W`` when the audit has row weights (``--sample-weight``), and
+    ``each row counted C times`` when it has row counts (``--frequency-weight``), else None."""
     column = getattr(options, "sample_weight", None)
-    return f"estimates weighted by column {column}" if column else None
+    counts = getattr(options, "frequency_weight", None)
+    parts = ([f"estimates weighted by column {column}"] if column else []) + (
+        [f"each row counted as many times as column {counts} says"] if counts else []
+    )
+    return "; ".join(parts) if parts else None
 
 
 _ADJUST_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no"}
@@ -390,13 +396,7 @@ def _cell(estimate: float, low: float, high: float, mark: str = "") -> str:
 
 
 #: Family statistics of the fairness overview: (statistic, short label).
-_OVERVIEW = (
-    ("demographic_parity_difference", "DP difference"),
-    ("demographic_parity_ratio", "DP ratio"),
-    ("equalized_odds_difference", "EO difference"),
-    ("equalized_odds_ratio", "EO ratio"),
-    ("largest_gap", "largest gap"),
-)
+_OVERVIEW = tuple((s.name, s.short_label) for s in FAIRNESS_RECORDS if s.over == "family")
 #: Short verdict words of the disparity-ratio table (inconclusive: no word).
 _SHORT_VERDICTS = {
     vocabulary_verdicts.BEYOND: "beyond **",
@@ -437,7 +437,7 @@ def fairness_overview(fairness: pd.DataFrame, *, model: str, level: float = 0.95
     verdict (simultaneous over the summary; ``**`` beyond the tolerance). Empty text when ``fairness``
     has no row of the model.
     """
-    rows = fairness[(fairness["model"] == model) & (fairness["statistic"] != "disparity_ratio")]
+    rows = fairness[(fairness["model"] == model) & fairness["statistic"].isin(vocabulary.FAMILY_STATISTICS)]
     if rows.empty:
         return ""
     body = []
@@ -660,6 +660,12 @@ def summary_text(
             lines.append(
                 controlled_table(result.controlled, model=model, metric=metric, controls=controls, withheld=withheld)
             )
+    from .selection_table import selection_lines  # evaluation under selection (table selection)
+
+    selection = selection_lines(result)
+    if selection:
+        lines.append("")
+        lines.extend(selection)
     if out_dir is not None:
         lines.append("")
         lines.append(f"every table and figure: {t(Path(out_dir) / 'report.html')} (tables also as parquet and csv)")

@@ -66,7 +66,12 @@ class SliceTallies:
 
 
 def tally_slices(
-    plan: SlicePlan, y: np.ndarray, scores: list[np.ndarray], weight: np.ndarray | None, threshold: float
+    plan: SlicePlan,
+    y: np.ndarray,
+    scores: list[np.ndarray],
+    weight: np.ndarray | None,
+    threshold: float,
+    count: np.ndarray | None = None,
 ) -> SliceTallies:
     """Tallies of every slice for every model (cells counted once, then added into slices).
 
@@ -80,23 +85,28 @@ def tally_slices(
     weight : ndarray of shape (n_rows,) or None
         Sample weights (None: 1).
     threshold : float
+    count : ndarray of shape (n_rows,), int64, optional
+        Rows each row stands for (frequency weights): it is counted, and its weights summed, that many times.
 
     Returns
     -------
     SliceTallies
     """
     w = np.ones(y.shape[0]) if weight is None else weight
+    w_rows = w if count is None else w * count  # read only with sample weights
     cells = plan.cell_codes.astype(np.int64)
     k = plan.n_cells
-    count, sum_w, sum_w2 = [], [], []
+    rows, sum_w, sum_w2 = [], [], []
     for r in scores:
         key = cells * 4 + categories(y, r, threshold)
-        rows = np.bincount(key, minlength=4 * k).reshape(k, 4)
-        count.append(plan.aggregate_cells(rows))
+        per_cell = np.bincount(key, weights=count, minlength=4 * k).reshape(k, 4)
+        if count is not None:
+            per_cell = np.rint(per_cell).astype(np.int64)
+        rows.append(plan.aggregate_cells(per_cell))
         if weight is None:  # every weight 1: the sums are the counts (exact in float64 up to 2^53 rows)
-            sum_w.append(plan.aggregate_cells(rows.astype(np.float64)))
-            sum_w2.append(plan.aggregate_cells(rows.astype(np.float64)))
+            sum_w.append(plan.aggregate_cells(per_cell.astype(np.float64)))
+            sum_w2.append(plan.aggregate_cells(per_cell.astype(np.float64)))
             continue
-        sum_w.append(plan.aggregate_cells(np.bincount(key, weights=w, minlength=4 * k).reshape(k, 4)))
-        sum_w2.append(plan.aggregate_cells(np.bincount(key, weights=w * w, minlength=4 * k).reshape(k, 4)))
-    return SliceTallies(count=np.stack(count).astype(np.int64), sum_w=np.stack(sum_w), sum_w2=np.stack(sum_w2))
+        sum_w.append(plan.aggregate_cells(np.bincount(key, weights=w_rows, minlength=4 * k).reshape(k, 4)))
+        sum_w2.append(plan.aggregate_cells(np.bincount(key, weights=w * w_rows, minlength=4 * k).reshape(k, 4)))
+    return SliceTallies(count=np.stack(rows).astype(np.int64), sum_w=np.stack(sum_w), sum_w2=np.stack(sum_w2))

@@ -119,6 +119,7 @@ def thresholds_table(
     confidence: float,
     min_group_size: int,
     min_denominator: int,
+    count: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """The ``thresholds`` table (:data:`.columns.THRESHOLD_COLUMNS`), ordered by model, slice, threshold, metric.
 
@@ -138,6 +139,8 @@ def thresholds_table(
         Level of the Wilson intervals.
     min_group_size, min_denominator : int
         The minimum-size rules.
+    count : ndarray of shape (n_rows,), int64, optional
+        Rows each row stands for (frequency weights; :func:`.tallies.tally_slices`).
 
     Returns
     -------
@@ -148,11 +151,11 @@ def thresholds_table(
     names = np.array(plan.names, dtype=object)
     attributes = np.array([plan.attribute_of(s) for s in range(plan.n_slices)], dtype=object)
     for t in np.asarray(thresholds, dtype=np.float64):
-        tallies = tally_slices(plan, y, list(scores), weight, float(t))
-        count = tallies.count
-        n = count.sum(-1)
-        n_pos = count[..., [FN, TP]].sum(-1)
-        n_pp = count[..., [FP, TP]].sum(-1)
+        tallies = tally_slices(plan, y, list(scores), weight, float(t), count)
+        rows = tallies.count
+        n = rows.sum(-1)
+        n_pos = rows[..., [FN, TP]].sum(-1)
+        n_pp = rows[..., [FP, TP]].sum(-1)
         for metric in vocabulary.THRESHOLD_METRICS:
             p, n_eff, _, n_den = tallies.proportion(metric)
             low, high = wilson_interval(p, n_eff, confidence)

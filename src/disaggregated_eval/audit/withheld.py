@@ -15,17 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..registry import METRIC_RECORDS
+
 __all__ = ["DENOMINATOR", "withheld_reasons"]
 
-#: Which count is each metric's own denominator (metrics not listed have the slice size).
-DENOMINATOR: dict[str, str] = {
-    "sensitivity": "positives",
-    "false_negative_rate": "positives",
-    "specificity": "negatives",
-    "false_positive_rate": "negatives",
-    "precision": "predicted positives",
-    "auc": "smaller class",
-}
+#: Which count is each metric's own denominator (its record's, :attr:`~disaggregated_eval.registry.MetricRecord.size_denominator`;
+#: metrics not listed have the slice size, whose rule is ``min_group_size``).
+DENOMINATOR: dict[str, str] = {r.name: r.size_denominator for r in METRIC_RECORDS if r.size_denominator != "rows"}
 
 
 def withheld_reasons(

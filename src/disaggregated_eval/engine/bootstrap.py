@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from .._validation import check_labels, check_open_unit, check_positive_int, check_scores, check_weights
-from ..metrics import METRICS, check_metric_names
+from ..registry import check_metric_names
+from ..vocabulary import METRICS
 from .resampling import as_seed_sequence, default_batch_size, make_strata, numba_threads, run_batches
 from .sums import metric_slots, terms_for
 from .walk import ModelStreams, Stream, WalkLayout, build_layout, run_kernel
@@ -271,7 +272,7 @@ def bootstrap_evaluations(
         Root of the resamples' seeds; resample ``i`` uses child ``i``
         (:func:`disaggregated_eval.engine.resampling.resample_seed`).
     metrics : sequence of str, default=METRICS
-        Metric names from :data:`~disaggregated_eval.metrics.METRICS`.
+        Metric names from :data:`~disaggregated_eval.vocabulary.METRICS`.
     threshold : float, default=0.5
         Classification threshold in (0, 1), ``yhat = 1[score >= threshold]``.
     preference_threshold : float, default=0.5

@@ -161,7 +161,8 @@ class PermutationSpace:
     stratum : ndarray of shape (U,), int64
         The stratum of each unit.
     row_count : ndarray of shape (M,), int64, or None
-        Rows each of the universe's rows stands for (the universe given as units); None: one each.
+        Rows each of the universe's rows stands for (frequency weights, or the universe given as units);
+        None: one each.
     """
 
     layout: WalkLayout
@@ -212,10 +213,10 @@ def permutation_space(
     strata : ndarray of shape (M,), int, optional
         Stratum codes ``0..K-1`` (membership is permuted within each); None: one stratum.
     count : ndarray of shape (M,), int, optional
-        Rows each row stands for (the universe given as units, e.g. the audit's units of
-        :func:`disaggregated_eval.audit.comparisons.model_units`): the rows are always merged into units,
-        with the summed counts as multiplicities (:func:`.units.units_of_counts`), the universe of the
-        expanded rows.
+        Rows each row stands for (frequency weights, or the universe given as units, e.g. the audit's
+        units of :func:`disaggregated_eval.audit.comparisons.model_units`): the rows are always merged into
+        units, with the summed counts as multiplicities (:func:`.units.units_of_counts`), the universe of
+        the expanded rows.
 
     Returns
     -------

@@ -1,8 +1,8 @@
 """From weighted sums to metrics: the one home of the metric formulas and of the per-row terms.
 
-Every metric of :mod:`disaggregated_eval.metrics` is a function of a few weighted sums over the rows
-of an evaluation (``docs/method.md``, "Metrics"), with ``w`` the row's weight times its bootstrap
-count (or permutation membership) and ``yhat = 1[r >= threshold]``:
+Every metric (one record each: :mod:`disaggregated_eval.registry`) is a function of a few weighted sums
+over the rows of an evaluation (``docs/method.md``, "Metrics"), with ``w`` the row's weight times its
+bootstrap count (or permutation membership) and ``yhat = 1[r >= threshold]``:
 
 * the *structural* sums, which the walk in score order produces (:mod:`.walk`): ``Wp = sum w y``,
   ``Wn = sum w (1 - y)``, the false negatives ``FN`` and true negatives ``TN`` (the running sums at
@@ -10,11 +10,17 @@ count (or permutation membership) and ``yhat = 1[r >= threshold]``:
   ``sum_{i pos, j neg} w_i w_j (1[r_i > r_j] + 1/2 1[r_i = r_j])``;
 * the *per-row terms*: additive sums ``sum w t(y, r)`` of a per-row quantity ``t``. They are
   declared once, in :data:`ROW_TERMS` (name -> function of ``y`` and ``r``), and every walker
-  accumulates whichever terms the requested metrics need (:func:`terms_for`), so that a metric that
-  needs a new sum adds one entry here and one formula in :func:`metrics_from_sums`.
+  accumulates whichever terms the requested metrics need (their records' ``terms``,
+  :func:`terms_for`), so that a metric that needs a new sum adds one entry here, one formula in
+  :func:`metrics_from_sums` and its record.
 
 :func:`metrics_from_sums` turns the sums of one evaluation on one (re)sample into every metric; it is
-written for numba and called by every kernel of the engine (and from Python in tests).
+written for numba and called by every kernel of the engine (and from Python by
+:func:`disaggregated_eval.metrics.compute_metrics`). Its output slots (:data:`METRIC_SLOTS`) are
+written here, next to the formulas, because numba bakes them into the cached kernels (whose cache
+:mod:`._cache` keys on the engine's own files). The proportions, the ratios of sums and the terms of
+each metric are read off the registry; :func:`check_engine_records` checks, when this module is
+imported, that every record has a slot and a formula here and every slot a record.
 """
 
 from __future__ import annotations
@@ -24,14 +30,16 @@ from collections.abc import Callable, Sequence
 import numba
 import numpy as np
 
-from ..metrics import check_metric_names, pointwise_log_loss
+from ..registry import CATEGORIES, METRIC_RECORDS, MetricRecord, RegistryError, check_metric_names
 
 __all__ = [
+    "LOG_LOSS_EPS",
+    "pointwise_log_loss",
     "CATEGORIES",
     "PROPORTIONS",
-    "MEAN_OF_CATEGORIES",
     "categories",
     "net_benefit_values",
+    "ROW_VALUES",
     "RATIOS_OF_SUMS",
     "ratio_of_sums_values",
     "METRIC_SLOTS",
@@ -43,6 +51,7 @@ __all__ = [
     "terms_for",
     "row_terms",
     "metrics_from_sums",
+    "check_engine_records",
     "score_segments",
     "keyed_draw_sums",
 ]
@@ -50,6 +59,33 @@ __all__ = [
 # ----------------------------------------------------------------------------------------------
 # Per-row terms
 # ----------------------------------------------------------------------------------------------
+
+#: Clipping constant of the log loss (as scikit-learn: machine epsilon of float64).
+LOG_LOSS_EPS: float = float(np.finfo(np.float64).eps)
+
+
+def pointwise_log_loss(y: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Per-row log loss with scikit-learn's clipping of ``r`` and ``1 - r`` to ``[eps, 1 - eps]``.
+
+    Parameters
+    ----------
+    y : ndarray of shape (n_samples,), float64
+        Checked 0/1 labels.
+    scores : ndarray of shape (n_samples,), float64
+        Checked scores in [0, 1].
+
+    Returns
+    -------
+    ndarray of shape (n_samples,)
+        ``-log(clip(r))`` where ``y == 1`` and ``-log(clip(1 - r))`` where ``y == 0`` (nats); the
+        weighted log loss is ``sum w * pointwise_log_loss(y, r) / sum w`` (as scikit-learn 1.9's
+        ``log_loss``). The bootstrap engine accumulates these terms.
+    """
+    eps = LOG_LOSS_EPS
+    positive = -np.log(np.clip(scores, eps, 1.0 - eps))
+    negative = -np.log(np.clip(1.0 - scores, eps, 1.0 - eps))
+    return np.where(y == 1.0, positive, negative)
+
 
 #: Per-row additive terms ``t(y, r)`` (``y`` 0/1 float64, ``r`` scores in [0, 1]); the engine
 #: accumulates ``sum w t``. The position in this mapping is the term's slot (:data:`TERM_SLOTS`).
@@ -66,13 +102,8 @@ _T_LOG_LOSS = TERM_SLOTS["log_loss"]
 _T_BRIER = TERM_SLOTS["brier"]
 _T_SCORE = TERM_SLOTS["score"]
 
-#: The per-row terms each metric needs (metrics not listed need only the structural sums).
-_METRIC_TERMS: dict[str, tuple[str, ...]] = {
-    "log_loss": ("log_loss",),
-    "brier_score": ("brier",),
-    "mean_predicted_risk": ("score",),
-    "observed_expected_ratio": ("score",),
-}
+#: The per-row terms each metric needs (its record's ``terms``; metrics without need only the structural sums).
+_METRIC_TERMS: dict[str, tuple[str, ...]] = {r.name: r.terms for r in METRIC_RECORDS if r.terms}
 
 
 def terms_for(metrics: Sequence[str]) -> tuple[str, ...]:
@@ -81,7 +112,7 @@ def terms_for(metrics: Sequence[str]) -> tuple[str, ...]:
     Parameters
     ----------
     metrics : sequence of str
-        Metric names (checked by :func:`disaggregated_eval.metrics.check_metric_names`).
+        Metric names (checked by :func:`disaggregated_eval.registry.check_metric_names`).
 
     Returns
     -------
@@ -120,29 +151,22 @@ def row_terms(y: np.ndarray, scores: np.ndarray, terms: Sequence[str]) -> np.nda
 # Proportion metrics: numerator and denominator as sets of the four outcome categories
 # ----------------------------------------------------------------------------------------------
 
-#: The four outcome categories of a row (label ``y``, prediction ``yhat = 1[r >= threshold]``), codes 0-3.
-CATEGORIES: tuple[str, ...] = ("TN", "FP", "FN", "TP")
-#: Category code of a row: ``2 y + yhat``.
-TN, FP, FN, TP = 0, 1, 2, 3
+#: Category code of a row: ``2 y + yhat`` (:data:`CATEGORIES` order).
+TN, FP, FN, TP = (CATEGORIES.index(c) for c in ("TN", "FP", "FN", "TP"))
 
-#: Each proportion metric as (numerator categories, denominator categories): the metric is the weighted
-#: share of the numerator among the rows of the denominator. The one home of "which rows a metric is a
-#: rate among": its score interval (Wilson), the difference of two slices (Newcombe), its exact
-#: permutation test (membership permuted among the denominator's rows, a hypergeometric count of the
-#: numerator's) and its minimum-denominator rule.
+
+def _codes(names: Sequence[str]) -> tuple[int, ...]:
+    return tuple(CATEGORIES.index(c) for c in names)
+
+
+#: Each proportion metric as (numerator category codes, denominator category codes), from its record:
+#: the metric is the weighted share of the numerator among the rows of the denominator. Read by its
+#: score interval (Wilson), the difference of two slices (Newcombe), its exact permutation test
+#: (membership permuted among the denominator's rows, a hypergeometric count of the numerator's) and
+#: its minimum-denominator rule.
 PROPORTIONS: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
-    "sensitivity": ((TP,), (TP, FN)),
-    "false_negative_rate": ((FN,), (TP, FN)),
-    "specificity": ((TN,), (TN, FP)),
-    "false_positive_rate": ((FP,), (TN, FP)),
-    "precision": ((TP,), (TP, FP)),
-    "accuracy": ((TP, TN), (TN, FP, FN, TP)),
-    "label_rate": ((TP, FN), (TN, FP, FN, TP)),
-    "predicted_positive_rate": ((TP, FP), (TN, FP, FN, TP)),
+    r.name: (_codes(r.proportion[0]), _codes(r.proportion[1])) for r in METRIC_RECORDS if r.proportion is not None
 }
-#: Net benefit is the weighted mean over all rows of a value per category (Pfohl et al. 2023): 1 for a
-#: true positive, ``-t / (1 - t)`` for a false positive, 0 otherwise; :func:`net_benefit_values`.
-MEAN_OF_CATEGORIES: tuple[str, ...] = ("net_benefit",)
 
 
 def categories(y: np.ndarray, scores: np.ndarray, threshold: float) -> np.ndarray:
@@ -151,19 +175,24 @@ def categories(y: np.ndarray, scores: np.ndarray, threshold: float) -> np.ndarra
 
 
 def net_benefit_values(odds: float) -> np.ndarray:
-    """The net benefit's value of each category (:data:`CATEGORIES` order), shape (4,)."""
+    """The net benefit's value of each category (:data:`CATEGORIES` order), shape (4,): 1 for a true
+    positive, ``-t / (1 - t)`` for a false positive, 0 otherwise (Pfohl et al. 2023)."""
     return np.array([0.0, -odds, 0.0, 1.0])
 
 
+#: Per-row values ``v(y, r, threshold, odds)`` that a ratio of sums ``sum w a / sum w b`` may name
+#: (a record's ``ratio_of_sums``): the constant 1, the label, every per-row term of :data:`ROW_TERMS`
+#: and the net benefit's value of the row's category.
+ROW_VALUES: dict[str, Callable[[np.ndarray, np.ndarray, float, float], np.ndarray]] = {
+    "one": lambda y, r, threshold, odds: np.ones(y.shape[0]),
+    "label": lambda y, r, threshold, odds: y.astype(np.float64),
+    **{name: (lambda y, r, threshold, odds, term=term: term(y, r)) for name, term in ROW_TERMS.items()},
+    "net_benefit": lambda y, r, threshold, odds: net_benefit_values(odds)[categories(y, r, threshold)],
+}
 #: Metrics that are a ratio of two weighted sums of per-row values, ``sum w a / sum w b``, other than
 #: the proportions (the inputs of their jackknife, :func:`ratio_of_sums_values`).
-RATIOS_OF_SUMS: tuple[str, ...] = (
-    "log_loss",
-    "brier_score",
-    "net_benefit",
-    "mean_predicted_risk",
-    "observed_expected_ratio",
-)
+RATIOS_OF_SUMS: tuple[str, ...] = tuple(r.name for r in METRIC_RECORDS if r.ratio_of_sums is not None)
+_RATIO_VALUES: dict[str, tuple[str, str]] = {r.name: r.ratio_of_sums for r in METRIC_RECORDS if r.ratio_of_sums}
 
 
 def ratio_of_sums_values(
@@ -181,28 +210,26 @@ def ratio_of_sums_values(
     Returns
     -------
     a, b : ndarray of shape (n,), float64
-        E.g. the log loss is ``(pointwise log loss, 1)``, the observed/expected ratio ``(y, r)``.
+        The :data:`ROW_VALUES` its record names: e.g. the log loss is ``(pointwise log loss, 1)``,
+        the observed/expected ratio ``(y, r)``.
+
+    Raises
+    ------
+    ValueError
+        If ``metric`` is not a ratio of sums.
     """
-    ones = np.ones(y.shape[0])
-    if metric == "log_loss":
-        return ROW_TERMS["log_loss"](y, scores), ones
-    if metric == "brier_score":
-        return ROW_TERMS["brier"](y, scores), ones
-    if metric == "mean_predicted_risk":
-        return ROW_TERMS["score"](y, scores), ones
-    if metric == "observed_expected_ratio":
-        return y.astype(np.float64), ROW_TERMS["score"](y, scores)
-    if metric == "net_benefit":
-        return net_benefit_values(odds)[categories(y, scores, threshold)], ones
-    raise ValueError(f"{metric!r} is not a ratio of sums; expected one of {RATIOS_OF_SUMS}")
+    if metric not in _RATIO_VALUES:
+        raise ValueError(f"{metric!r} is not a ratio of sums; expected one of {RATIOS_OF_SUMS}")
+    numerator, denominator = _RATIO_VALUES[metric]
+    return ROW_VALUES[numerator](y, scores, threshold, odds), ROW_VALUES[denominator](y, scores, threshold, odds)
 
 
 # ----------------------------------------------------------------------------------------------
 # Metric slots and formulas
 # ----------------------------------------------------------------------------------------------
 
-# Output slots of metrics_from_sums, by name. Written out, not derived from the order of
-# vocabulary.METRICS: adding or reordering metric names must not move a slot.
+# Output slots of metrics_from_sums, by name. Written out, not derived from the order of the
+# registry: adding or reordering metric records must not move a slot.
 _SLOT_LOG_LOSS = 0
 _SLOT_AUC = 1
 _SLOT_SENSITIVITY = 2
@@ -217,8 +244,10 @@ _SLOT_FALSE_NEGATIVE_RATE = 10
 _SLOT_BRIER_SCORE = 11
 _SLOT_MEAN_PREDICTED_RISK = 12
 _SLOT_OBSERVED_EXPECTED_RATIO = 13
+_SLOT_BALANCED_ACCURACY = 14
 
-#: Metric name -> slot of the ``out`` buffer written by :func:`metrics_from_sums`.
+#: Metric name -> slot of the ``out`` buffer written by :func:`metrics_from_sums` (every record has one,
+#: :func:`check_engine_records`).
 METRIC_SLOTS: dict[str, int] = {
     "log_loss": _SLOT_LOG_LOSS,
     "auc": _SLOT_AUC,
@@ -234,6 +263,7 @@ METRIC_SLOTS: dict[str, int] = {
     "brier_score": _SLOT_BRIER_SCORE,
     "mean_predicted_risk": _SLOT_MEAN_PREDICTED_RISK,
     "observed_expected_ratio": _SLOT_OBSERVED_EXPECTED_RATIO,
+    "balanced_accuracy": _SLOT_BALANCED_ACCURACY,
 }
 #: Length of the ``out`` buffer of :func:`metrics_from_sums`.
 N_METRIC_SLOTS: int = len(METRIC_SLOTS)
@@ -245,7 +275,7 @@ def metric_slots(metrics: Sequence[str]) -> np.ndarray:
     Parameters
     ----------
     metrics : sequence of str
-        Metric names from :data:`~disaggregated_eval.metrics.METRICS`.
+        Metric names from :data:`~disaggregated_eval.vocabulary.METRICS`.
 
     Returns
     -------
@@ -255,7 +285,7 @@ def metric_slots(metrics: Sequence[str]) -> np.ndarray:
     Raises
     ------
     TypeError, ValueError
-        As :func:`disaggregated_eval.metrics.check_metric_names`.
+        As :func:`disaggregated_eval.registry.check_metric_names`.
     """
     names = check_metric_names(metrics)
     return np.asarray([METRIC_SLOTS[name] for name in names], dtype=np.int64)
@@ -313,10 +343,76 @@ def metrics_from_sums(wp, wn, fn, tn, auc_numerator, terms, odds, out):
         out[_SLOT_MEAN_PREDICTED_RISK] = nan
     out[_SLOT_OBSERVED_EXPECTED_RATIO] = wp / terms[_T_SCORE] if terms[_T_SCORE] > 0.0 else nan
     out[_SLOT_AUC] = auc_numerator / (wp * wn) if (wp > 0.0 and wn > 0.0) else nan
-    out[_SLOT_SENSITIVITY] = tp / wp if wp > 0.0 else nan
+    sensitivity = tp / wp if wp > 0.0 else nan
+    specificity = tn / wn if wn > 0.0 else nan
+    out[_SLOT_SENSITIVITY] = sensitivity
     out[_SLOT_FALSE_NEGATIVE_RATE] = fn / wp if wp > 0.0 else nan
-    out[_SLOT_SPECIFICITY] = tn / wn if wn > 0.0 else nan
+    out[_SLOT_SPECIFICITY] = specificity
     out[_SLOT_FALSE_POSITIVE_RATE] = (wn - tn) / wn if wn > 0.0 else nan
+    out[_SLOT_BALANCED_ACCURACY] = 0.5 * (sensitivity + specificity)  # NaN unless both classes have weight
+
+
+#: Sums at which :func:`check_engine_records` runs the formulas: every metric defined, then none.
+_PROBES: tuple[tuple[float, ...], ...] = ((3.0, 5.0, 1.0, 2.0, 7.5), (0.0, 0.0, 0.0, 0.0, 0.0))
+
+
+def check_engine_records(records: Sequence[MetricRecord], slots: dict[str, int] | None = None) -> None:
+    """Check that the engine computes every metric of ``records``, and nothing else.
+
+    Run when this module is imported (on :data:`disaggregated_eval.registry.METRIC_RECORDS`), so that a
+    metric record without its formula, or a formula without its record, fails at import.
+
+    Parameters
+    ----------
+    records : sequence of MetricRecord
+        The metric registry (a modified copy in tests).
+    slots : dict of str to int, optional
+        Metric name -> output slot (default :data:`METRIC_SLOTS`).
+
+    Raises
+    ------
+    RegistryError
+        Naming the metric: a record without a slot, a slot without a record, slots that are not
+        ``0 .. n - 1``; a slot that :func:`metrics_from_sums` leaves unwritten (on sums where every
+        metric is defined, or on empty sums, where it must write NaN) or a write beyond the slots; a
+        per-row term or ratio value that the engine does not have (:data:`ROW_TERMS`,
+        :data:`ROW_VALUES`).
+    """
+    slots = METRIC_SLOTS if slots is None else slots
+    names = [r.name for r in records]
+    missing = [name for name in names if name not in slots]
+    if missing:
+        raise RegistryError(
+            f"metric records {missing} have no slot in engine/sums.py: give each a slot in METRIC_SLOTS and its "
+            "formula in metrics_from_sums"
+        )
+    orphans = [name for name in slots if name not in names]
+    if orphans:
+        raise RegistryError(f"engine/sums.py has slots for {orphans}, which have no metric record in the registry")
+    if sorted(slots.values()) != list(range(len(slots))):
+        raise RegistryError(f"metric slots must be 0 .. {len(slots) - 1}, each once; got {sorted(slots.values())}")
+    sentinel = -7.25e300  # no formula gives this value
+    for wp, wn, fn, tn, auc in _PROBES:
+        out = np.full(len(slots) + 1, sentinel)
+        metrics_from_sums.py_func(wp, wn, fn, tn, auc, np.full(N_TERMS, 2.0 * (wp + wn)), 1.0, out)
+        unwritten = [name for name in names if out[slots[name]] == sentinel]
+        if unwritten:
+            raise RegistryError(f"metrics_from_sums writes no value for {unwritten} (with wp={wp}, wn={wn}): "
+                                "every metric needs its formula, and NaN where it is undefined")  # fmt: skip
+        if out[-1] != sentinel:
+            raise RegistryError("metrics_from_sums writes beyond the last metric slot")
+    for record in records:
+        unknown = [t for t in record.terms if t not in ROW_TERMS]
+        if unknown:
+            raise RegistryError(f"metric record {record.name!r} needs the row terms {unknown}, which engine/sums.py "
+                                f"does not have (ROW_TERMS: {tuple(ROW_TERMS)})")  # fmt: skip
+        unknown = [v for v in record.ratio_of_sums or () if v not in ROW_VALUES]
+        if unknown:
+            raise RegistryError(f"metric record {record.name!r}: ratio_of_sums names {unknown}, which are not row "
+                                f"values of engine/sums.py (ROW_VALUES: {tuple(ROW_VALUES)})")  # fmt: skip
+
+
+check_engine_records(METRIC_RECORDS)
 
 
 # ----------------------------------------------------------------------------------------------

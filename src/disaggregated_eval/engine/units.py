@@ -133,13 +133,15 @@ def find_units(columns: Sequence[np.ndarray], *, max_share: float = COMPRESSION_
 
 
 def units_of_counts(columns: Sequence[np.ndarray], counts: np.ndarray) -> Units:
-    """The units of rows that each stand for ``counts`` identical rows, always merged.
+    """The units of rows that each stand for ``counts`` identical rows (frequency weights), always merged.
 
-    Rows that are themselves units (of an earlier :func:`find_units`, or of a table of counts) merge
-    further when they are equal in every column: a unit's multiplicity is the sum of its rows' counts.
-    The units are those :func:`find_units` finds on the expanded rows (numbered in the same
-    lexicographic order of their values, with the same multiplicities), so that draws of the unit
-    counts are the same, draw for draw, as on the expanded rows when these merge into the same units.
+    A table of counts (one row per distinct combination, with its number of rows, e.g. an aggregation
+    by :mod:`disaggregated_eval.audit.aggregate`), or rows that are themselves units of an earlier
+    :func:`find_units`, give the units directly: the rows equal in every column are merged as
+    :func:`find_units` merges them, and a unit's multiplicity is the sum of its rows' counts. The units
+    are those :func:`find_units` finds on the expanded rows (numbered in the same lexicographic order of
+    their values, with the same multiplicities), so that draws of the unit counts are the same, draw for
+    draw, as on an expanded frame that compresses to these units.
 
     Parameters
     ----------

@@ -6,10 +6,11 @@ Every rule writes Snakemake's benchmark of each of its jobs to
 estimated: the job-minutes of all rules add up to the run's wall time times the jobs that ran side
 by side (two on ``--cores 2``), less idle cores.
 
-Run after a workflow run, in its working directory::
+Run after a workflow run, in its working directory (the repository; this package is not installed,
+so ``workflow/lib`` goes on the path)::
 
-    python -m disaggregated_eval.pipeline.timings            # benchmarks/output
-    python -m disaggregated_eval.pipeline.timings other/dir
+    PYTHONPATH=workflow/lib python -m disaggregated_eval_workflow.timings            # benchmarks/output
+    PYTHONPATH=workflow/lib python -m disaggregated_eval_workflow.timings other/dir
 """
 
 from __future__ import annotations

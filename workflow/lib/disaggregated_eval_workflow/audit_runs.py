@@ -22,7 +22,7 @@ parallel, locally or through a cluster profile; with ``compare_models: true`` a 
 with all its models, compared with the first (``vs_model`` rows), in ``<out_dir>/<run>/all_models``.
 Options are merged as ``defaults`` < the run's ``config`` file < the run's own keys, and checked by
 the same code as the command line and :func:`disaggregated_eval.audit.audit`: their types by
-``options_from_mapping``, their ranges and cross-option rules by
+:func:`disaggregated_eval.audit.options.options_from_mapping`, their ranges and cross-option rules by
 :func:`disaggregated_eval.audit.inputs.resolve_options` (one home for the option rules), and the
 file's header for every column named (:func:`disaggregated_eval.audit.loading.check_file_columns`,
 which reads the header only). So a bad value stops the workflow before any job starts, naming the
@@ -38,7 +38,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..audit.cli import UsageError, options_from_mapping, read_config_file
+from disaggregated_eval.audit.options import UsageError, options_from_mapping, read_config_file
+
 from . import code_files
 
 __all__ = [
@@ -140,8 +141,8 @@ def _check_run(where: str, file: str, options: Mapping[str, Any]) -> None:
     ``n_threads`` is checked as a positive integer only: its upper bound is the CPUs of the machine
     that runs the job, which a cluster's login node does not know.
     """
-    from ..audit.inputs import AuditInputError, resolve_options  # numba: imported only when runs exist
-    from ..audit.loading import InputFileError, check_file_columns, required_columns
+    from disaggregated_eval.audit.inputs import AuditInputError, resolve_options  # numba: only when runs exist
+    from disaggregated_eval.audit.loading import InputFileError, check_file_columns, required_columns
 
     checked = dict(options)
     threads = checked.pop("n_threads", None)
@@ -158,10 +159,10 @@ def _check_run(where: str, file: str, options: Mapping[str, Any]) -> None:
 
 
 def audit_code_files(root: str | os.PathLike[str] = ".") -> list[str]:
-    """Library files an audit job runs: what its script imports, and what those import in turn.
+    """Source files an audit job runs: what its script imports, and what those import in turn.
 
     Found by the import walk of the other rules' code inputs
-    (:func:`disaggregated_eval.pipeline.code_files.library_files`) from the imports of
+    (:func:`disaggregated_eval_workflow.code_files.script_files`) from the imports of
     :data:`AUDIT_SCRIPT`, so an edit of any library module the audit imports (directly or not, lazily
     or not) reruns the audit jobs, and no hand-written list can miss one.
 
@@ -175,10 +176,7 @@ def audit_code_files(root: str | os.PathLike[str] = ".") -> list[str]:
     list of str
         Paths relative to ``root`` (``src/disaggregated_eval/audit/core.py``, ...), sorted.
     """
-    root = Path(root)
-    source = root / code_files.PACKAGE_DIR
-    modules = code_files.script_modules(root / AUDIT_SCRIPT, source=source)
-    return code_files.library_files(*modules, source=source)
+    return code_files.script_files(Path(root) / AUDIT_SCRIPT, root=root)
 
 
 def job_param(jobs: Mapping[str, Mapping[str, Any]], key: str):

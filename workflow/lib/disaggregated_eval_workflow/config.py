@@ -13,6 +13,7 @@ parse time, so a bad configuration stops the run before any job starts.
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import numbers
 import os
@@ -20,8 +21,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import vocabulary
-from .._validation import brief, check_nesting
+from disaggregated_eval import vocabulary
+from disaggregated_eval._validation import brief, check_nesting
 
 __all__ = [
     "ConfigError",
@@ -38,8 +39,8 @@ __all__ = [
 #: The value the shipped SLURM profile gives the settings each site must fill in (``slurm_partition``).
 PLACEHOLDER = "CHANGE_ME"
 
-#: The schema of the workflow configuration, next to the workflow (editable install / repository).
-SCHEMA_PATH = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
+#: The schema of the workflow configuration, in ``workflow/schemas/`` (this package is in ``workflow/lib/``).
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 
 # Name lists checked by the schema, added at load time (one home: the vocabulary). Key path ->
 # (allowed values, whether the key holds a list of them).
@@ -47,6 +48,7 @@ _NAME_LISTS: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {
     ("simulation", "settings"): (vocabulary.SETTINGS, True),
     ("simulation", "selection_settings"): (vocabulary.SETTINGS, True),
     ("coverage", "settings"): (vocabulary.MAIN_SETTINGS, True),
+    ("selection_study", "settings"): (vocabulary.SELECTION_SETTINGS, True),
     ("acs", "tasks"): (tuple(vocabulary.TASKS), True),
     ("acs", "horizon"): (vocabulary.HORIZONS, False),
     ("acs", "state"): (vocabulary.STATES, False),
@@ -56,7 +58,7 @@ _NAME_LISTS: dict[tuple[str, ...], tuple[tuple[str, ...], bool]] = {
 # Stated maximums of sizes, added to the schema at load time as ``maximum`` (one home: the library's
 # constants in disaggregated_eval.memory, which the audit's options use too). Key path -> maximum.
 def _maxima() -> dict[tuple[str, ...], int]:
-    from .. import memory
+    from disaggregated_eval import memory
 
     return {
         ("simulation", "n_train"): memory.MAX_SIMULATED_ROWS,
@@ -68,6 +70,10 @@ def _maxima() -> dict[tuple[str, ...], int]:
         ("coverage", "n_replicates_r"): memory.MAX_REPLICATES,
         ("coverage", "n_resamples"): memory.MAX_RESAMPLES,
         ("coverage", "jobs_per_setting"): memory.MAX_REPLICATES,
+        ("selection_study", "n_replicates"): memory.MAX_REPLICATES,
+        ("selection_study", "n_test"): memory.MAX_SIMULATED_ROWS,
+        ("selection_study", "n_resamples"): memory.MAX_RESAMPLES,
+        ("selection_study", "jobs_per_setting"): memory.MAX_REPLICATES,
     }
 
 
@@ -101,7 +107,7 @@ def load_schema(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     Raises
     ------
     FileNotFoundError
-        If the schema file does not exist (e.g. a non-editable install: pass ``path``).
+        If the schema file does not exist.
     """
     import yaml
 
@@ -353,7 +359,7 @@ def _survey_year_checks(config: Mapping[str, Any]) -> list[str]:
     renamed = {old: new for old, (new, since) in vocabulary.PUMS_RENAMED_COLUMNS.items() if year >= since}
     if not renamed:
         return []
-    from .. import acs  # folktables' task definitions; imported only for years with renamed columns
+    from disaggregated_eval import acs  # folktables' task definitions; imported only for years with renamed columns
 
     errors = []
     for task in tasks:
@@ -370,7 +376,7 @@ def _survey_year_checks(config: Mapping[str, Any]) -> list[str]:
 
 def _bootstrap_memory_checks(config: Mapping[str, Any]) -> list[str]:
     """The bootstrap's replicate arrays must fit in the memory its job requests (``mem_mb``)."""
-    from ..memory import check_replicate_memory  # the replicates' bytes (numpy only, no numba)
+    from disaggregated_eval.memory import check_replicate_memory  # the replicates' bytes (numpy only, no numba)
 
     studies = {
         # study: (models, groups, weight sources); the controls with weights are X, Y and R.
@@ -399,7 +405,7 @@ def _bootstrap_memory_checks(config: Mapping[str, Any]) -> list[str]:
 def _coverage_memory_checks(config: Mapping[str, Any]) -> list[str]:
     """The bootstrap of a coverage replicate (the simulation's models, controls and weight sources) must
     fit in the memory its job requests."""
-    from ..memory import check_replicate_memory
+    from disaggregated_eval.memory import check_replicate_memory
 
     try:
         check_replicate_memory(
@@ -442,6 +448,31 @@ def _coverage_checks(config: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+#: Largest ``n_test * n_resamples`` of a selection-study replicate (its resample-by-row arrays: ~400 MB each).
+SELECTION_STUDY_MAX_CELLS = 50_000_000
+
+
+def _selection_study_checks(config: Mapping[str, Any]) -> list[str]:
+    """The selection study's Gammas increase and its jobs are at most its replicates."""
+    study = config["selection_study"]
+    errors = []
+    gammas = list(study["gammas"])
+    if any(b <= a for a, b in itertools.pairwise(gammas)):
+        errors.append(f"selection_study.gammas must be increasing; got {gammas!r}")
+    if study["n_test"] * study["n_resamples"] > SELECTION_STUDY_MAX_CELLS:
+        errors.append(
+            f"selection_study.n_test * selection_study.n_resamples must be at most {SELECTION_STUDY_MAX_CELLS:,} "
+            f"(a replicate holds a few float arrays of that size, 8 bytes a value); got "
+            f"{study['n_test']} * {study['n_resamples']}"
+        )
+    if study["jobs_per_setting"] > study["n_replicates"]:
+        errors.append(
+            f"selection_study.jobs_per_setting must be at most selection_study.n_replicates "
+            f"({study['n_replicates']}); got {study['jobs_per_setting']}"
+        )
+    return errors
+
+
 # Cross-key checks and the keys each one reads (skipped if the schema rejected one of them).
 _CROSS_CHECKS = (
     (_min_rows_checks, ("simulation.n_test", "simulation.n_train", "models.cv_folds", "models.crossfit_folds")),
@@ -462,6 +493,16 @@ _CROSS_CHECKS = (
         ("evaluation.n_resamples", "resources.simulation.bootstrap.mem_mb", "resources.acs.bootstrap.mem_mb"),
     ),
     (_coverage_memory_checks, ("coverage.n_resamples", "resources.simulation.coverage.mem_mb")),
+    (
+        _selection_study_checks,
+        (
+            "selection_study.gammas",
+            "selection_study.n_replicates",
+            "selection_study.n_test",
+            "selection_study.n_resamples",
+            "selection_study.jobs_per_setting",
+        ),
+    ),
 )
 
 

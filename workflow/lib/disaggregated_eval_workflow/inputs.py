@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from .. import io
+from disaggregated_eval import io
 
 __all__ = ["read_scores"]
 

@@ -1,0 +1,358 @@
+"""The audit's evaluation under selection: the target's margins and the sensitivity bounds (table ``selection``).
+
+Options ``population_margins`` (a CSV of the target population's shares of the groups, optionally with
+the label rate of each group) and ``selection_sensitivity`` (values of Gamma); the method is
+:mod:`disaggregated_eval.selection` (``docs/method.md``, "Evaluation under selection"), its validation
+the selection study (``docs/audit.md``, "How far to trust the numbers").
+
+* :func:`check_selection_options`: the options alone (the file read and checked, the Gammas), from
+  :func:`disaggregated_eval.audit.inputs.resolve_options`;
+* :func:`margin_cells`: the margins against the data (every group of the data has a share and every
+  share a group of the data), before any work;
+* :func:`selection_table`: per model, slice (reported size) and metric with bounds, the corrected
+  estimate, its bounds per Gamma, their intervals and, for each slice's difference from overall that
+  the corrected interval flags, the breakdown Gamma;
+* :func:`selection_lines`: what was assumed and what follows, in plain words, for the terminal and the
+  report.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import seeds, selection, vocabulary
+from .._validation import brief
+from ..engine.resampling import strata_for
+from .columns import SELECTION_COLUMNS
+from .inputs import AuditInput, AuditInputError
+from .options import AuditOptions
+from .slices import FAMILY_SEPARATOR, SlicePlan
+from .text import terminal_text
+
+__all__ = [
+    "SHARE_COLUMN",
+    "LABEL_RATE_COLUMN",
+    "MAX_SELECTION_RESAMPLES",
+    "MarginCells",
+    "read_margins",
+    "check_selection_options",
+    "margin_cells",
+    "selection_table",
+    "selection_lines",
+]
+
+#: Column of the margins file holding each group's share of the target population.
+SHARE_COLUMN = "share"
+#: Optional column of the margins file holding each group's label rate (prevalence) in the target.
+LABEL_RATE_COLUMN = "label_rate"
+#: The selection table's bootstrap uses ``min(n_resamples, MAX_SELECTION_RESAMPLES)`` resamples: it
+#: holds a few resample-by-row arrays per slice (the study's intervals use 200).
+MAX_SELECTION_RESAMPLES = 2000
+#: Most flagged differences the terminal lists per model (the table has them all).
+_SHOWN = 8
+
+
+@dataclass(frozen=True)
+class MarginCells:
+    """The margins mapped onto the audited rows: cell codes, target shares and what they model."""
+
+    cells: np.ndarray  # (n,) int64
+    target: np.ndarray  # (n_cells,) float64
+    attributes: tuple[str, ...]
+    with_label: bool
+
+
+def read_margins(path: str | Path, groups: list[str]) -> pd.DataFrame:
+    """Read and check a margins file (not yet against the data).
+
+    Parameters
+    ----------
+    path : path
+        A CSV with one column per modelled attribute (a subset of the audit's group columns), the
+        column ``share`` (the target's share of each combination of their levels) and optionally
+        ``label_rate`` (its label rate in the target).
+    groups : list of str
+        The audit's group columns.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The attribute columns as text, ``share`` and (if given) ``label_rate`` as floats.
+
+    Raises
+    ------
+    AuditInputError
+        Naming the file and the bad value: unreadable, no ``share``, an unknown column, a share that is
+        not a number > 0, shares not summing to 1, a label rate outside (0, 1), a combination twice.
+    """
+    source = f"population_margins {brief(str(path))}"
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise AuditInputError(f"{source}: no such file") from None
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise AuditInputError(f"{source}: cannot be read as CSV ({brief(str(error))})") from None
+    columns = [str(c) for c in frame.columns]
+    if SHARE_COLUMN not in columns:
+        raise AuditInputError(f"{source} has no column {SHARE_COLUMN!r}; its columns are {brief(columns)}")
+    attributes = [c for c in columns if c not in (SHARE_COLUMN, LABEL_RATE_COLUMN)]
+    unknown = [c for c in attributes if c not in groups]
+    if unknown:
+        raise AuditInputError(
+            f"{source}: column(s) {brief(unknown)} are not group columns of the audit {brief(groups)}; a margins "
+            f"file holds group columns, {SHARE_COLUMN!r} and optionally {LABEL_RATE_COLUMN!r}"
+        )
+    if not attributes:
+        raise AuditInputError(f"{source} names no group column; give at least one of {brief(groups)}")
+    if frame.empty:
+        raise AuditInputError(f"{source} has no rows")
+    frame.columns = columns
+    names = [terminal_text(_combination(attributes, row)) for row in frame[attributes].itertuples(index=False)]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise AuditInputError(f"{source} gives {terminal_text(repeated[0])} more than once; give each combination once")
+    for column in [SHARE_COLUMN] + ([LABEL_RATE_COLUMN] if LABEL_RATE_COLUMN in columns else []):
+        values = pd.to_numeric(frame[column].str.strip(), errors="coerce").to_numpy(dtype=np.float64)
+        for name, text, value in zip(names, frame[column], values, strict=True):
+            if not math.isfinite(value):
+                raise AuditInputError(f"{source}: {column} of {name} must be a number; got {brief(text)}")
+            if column == SHARE_COLUMN and value <= 0:
+                raise AuditInputError(
+                    f"{source}: the share of {name} is {value:g}; every share must be > 0 (a group of the data "
+                    f"with no share cannot be weighted, and one the target lacks should not be audited as part of it)"
+                )
+            if column == LABEL_RATE_COLUMN and not 0 < value < 1:
+                raise AuditInputError(
+                    f"{source}: the label rate of {name} is {value:g}; it must lie strictly between 0 and 1"
+                )
+        frame[column] = values
+    total = float(frame[SHARE_COLUMN].sum())
+    if abs(total - 1.0) > selection.SHARE_TOLERANCE:
+        raise AuditInputError(
+            f"{source}: the shares sum to {total:.6g}; they must sum to 1 (within {selection.SHARE_TOLERANCE:g})"
+        )
+    return frame
+
+
+def _combination(attributes: list[str] | tuple[str, ...], levels) -> str:
+    """The slice name of a combination of levels (``race=Black & sex=Female``)."""
+    return FAMILY_SEPARATOR.join(f"{a}={v}" for a, v in zip(attributes, levels, strict=True))
+
+
+def check_selection_options(population_margins: Any, selection_sensitivity: Any, *, groups: list[str]) -> list[float]:
+    """Check the options alone (before the data are read): the margins file and the Gammas.
+
+    Returns
+    -------
+    list of float
+        The Gammas, increasing (1 is implied).
+
+    Raises
+    ------
+    AuditInputError
+        As :func:`read_margins`, or a Gamma that is not a number >= 1 (at most
+        :data:`disaggregated_eval.selection.GAMMA_MAX`), repeated or out of order.
+    """
+    if population_margins is not None:
+        if not isinstance(population_margins, (str, Path)) or not str(population_margins):
+            raise AuditInputError(f"population_margins must be a path to a CSV file; got {brief(population_margins)}")
+        read_margins(population_margins, groups)
+    values = list(selection_sensitivity or [])
+    if not values:
+        return []
+    try:
+        gammas = selection.check_gammas(values, "selection_sensitivity")
+    except ValueError as error:
+        raise AuditInputError(str(error)) from None
+    if gammas[-1] > selection.GAMMA_MAX:
+        raise AuditInputError(
+            f"selection_sensitivity values must be at most {selection.GAMMA_MAX:g}; got {gammas[-1]:g}"
+        )
+    return [float(g) for g in gammas]
+
+
+def margin_cells(prepared: AuditInput, options: AuditOptions) -> MarginCells | None:
+    """The margins mapped onto the audited rows, checked against the data (before any work).
+
+    Returns
+    -------
+    MarginCells or None
+        None without ``population_margins``.
+
+    Raises
+    ------
+    AuditInputError
+        If a combination of the data has no share in the file (naming it and its rows), or a share of
+        the file has no row in the data (naming it and its share).
+    """
+    if options.population_margins is None:
+        return None
+    frame = read_margins(options.population_margins, list(options.groups))
+    source = f"population_margins {brief(str(options.population_margins))}"
+    attributes = tuple(c for c in frame.columns if c not in (SHARE_COLUMN, LABEL_RATE_COLUMN))
+    by_name = {a.name: a for a in prepared.attributes}
+    row_levels = [np.asarray(by_name[c].levels, dtype=object)[by_name[c].codes] for c in attributes]
+    row_names = np.array([_combination(attributes, levels) for levels in zip(*row_levels, strict=True)], dtype=object)
+    file_names = [_combination(attributes, row) for row in frame[list(attributes)].itertuples(index=False)]
+    index = {name: k for k, name in enumerate(file_names)}
+    present, counts = np.unique(row_names, return_counts=True)
+    missing = [(n, c) for n, c in zip(present, counts, strict=True) if n not in index]
+    if missing:
+        name, count = missing[0]
+        raise AuditInputError(
+            f"{source}: {terminal_text(name)} has {count} rows in the data but no share in the file; give every "
+            f"combination of {', '.join(attributes)} in the data a share"
+        )
+    absent = [n for n in file_names if n not in set(present)]
+    if absent:
+        share = float(frame[SHARE_COLUMN].iloc[index[absent[0]]])
+        raise AuditInputError(
+            f"{source}: {terminal_text(absent[0])} has a share of {share:g} but no row in the data; no row can "
+            f"carry its share (drop it from the file only if the target lacks it too)"
+        )
+    codes = np.array([index[n] for n in row_names], dtype=np.int64)
+    share = frame[SHARE_COLUMN].to_numpy(dtype=np.float64)
+    share = share / share.sum()
+    with_label = LABEL_RATE_COLUMN in frame.columns
+    if with_label:
+        rate = frame[LABEL_RATE_COLUMN].to_numpy(dtype=np.float64)
+        target = np.column_stack([share * (1 - rate), share * rate]).ravel()
+        codes = 2 * codes + prepared.y.astype(np.int64)
+        observed = np.bincount(codes, minlength=target.size) > 0
+        if not observed.all():
+            k = int(np.flatnonzero(~observed)[0])
+            raise AuditInputError(
+                f"{source}: {terminal_text(file_names[k // 2])} has no row with label {k % 2} in the data, but its "
+                f"label rate in the file puts a share of {target[k]:g} there; no row can carry it"
+            )
+        return MarginCells(codes, target, attributes, True)
+    return MarginCells(codes, share, attributes, False)
+
+
+def selection_table(
+    plan: SlicePlan, prepared: AuditInput, options: AuditOptions, model_names: list[str]
+) -> tuple[pd.DataFrame, list[str]]:
+    """The table ``selection`` (:data:`.columns.SELECTION_COLUMNS`) and its notes.
+
+    Empty without ``population_margins`` and ``selection_sensitivity``. Slices with fewer rows than
+    ``min_group_size`` are left out (a note says how many); the metrics are those of ``metrics`` that
+    have bounds (not the AUC; a model of hard predictions also has no score metrics). The bootstrap
+    (seed path ``("audit", "selection")``, the audit's resampling scheme) has
+    ``min(n_resamples, MAX_SELECTION_RESAMPLES)`` resamples, on which the margin weights are
+    re-estimated; ``overall`` is the reference of every difference.
+    """
+    gammas = list(options.selection_sensitivity or [])
+    if options.population_margins is None and not gammas:
+        return pd.DataFrame({c: [] for c in SELECTION_COLUMNS}), []
+    margins = margin_cells(prepared, options)
+    n_resamples = min(int(options.n_resamples), MAX_SELECTION_RESAMPLES)
+    keep = [s for s in range(1, plan.n_slices) if plan.slice_mask(s).sum() >= max(options.min_group_size, 1)]
+    notes = []
+    left_out = plan.n_slices - 1 - len(keep)
+    if left_out:
+        notes.append(
+            f"selection table: {left_out} slice(s) with fewer than {options.min_group_size} rows (or none) left out"
+        )
+    if n_resamples < options.n_resamples:
+        notes.append(f"selection table: {n_resamples:,} bootstrap resamples (of {options.n_resamples:,})")
+    slices = {plan.names[s]: plan.slice_mask(s) for s in keep}
+    tables = []
+    for model in model_names:
+        metrics = [m for m in options.metrics if m in selection.BOUNDED_METRICS]
+        if prepared.hard[model]:
+            metrics = [m for m in metrics if m not in vocabulary.SCORE_METRICS]
+        if not metrics:
+            continue
+        table = selection.selection_analysis(
+            prepared.y,
+            prepared.scores[model],
+            slices,
+            gammas=gammas or [1.0],
+            cells=None if margins is None else margins.cells,
+            target_shares=None if margins is None else margins.target,
+            metrics=metrics,
+            n_resamples=n_resamples,
+            seed=seeds.seed_sequence(options.seed, "audit", "selection"),
+            confidence=options.confidence,
+            threshold=options.threshold,
+            preference_threshold=options.preference_threshold,
+            sample_weight=prepared.weight,
+            strata=strata_for(options.resampling, plan.cell_codes),
+        )
+        table.insert(0, "model", model)
+        tables.append(table)
+    if not tables:
+        return pd.DataFrame({c: [] for c in SELECTION_COLUMNS}), notes
+    out = pd.concat(tables, ignore_index=True)
+    family = {name: plan.attribute_of(s) for s, name in enumerate(plan.names)}
+    out["attribute"] = out["slice"].map(family)
+    return out[list(SELECTION_COLUMNS)], notes
+
+
+def _assumption(options: AuditOptions, margins: MarginCells | None, result: Any) -> str:
+    if margins is None:
+        return "no margins given: the rows are taken as a sample of the target population as they are"
+    what = " x ".join(margins.attributes) + (" and the label" if margins.with_label else "")
+    table = getattr(result, "selection", None)
+    n_eff = ""
+    if table is not None and len(table):
+        overall = table[(table["slice"] == vocabulary.OVERALL)]
+        if len(overall):
+            n_eff = f", Kish effective size {overall['effective_n'].iloc[0]:,.0f} of {result.n_rows:,} rows"
+    return (
+        f"weighted to the target's shares of {what} in {terminal_text(options.population_margins)}{n_eff}: exact if "
+        f"selection into the data depends on {what} only"
+    )
+
+
+def selection_lines(result: Any) -> list[str]:
+    """What was assumed and what follows, in plain words (the terminal summary and the report).
+
+    Returns
+    -------
+    list of str
+        Empty when the audit had no selection options.
+    """
+    options = result.options
+    table = getattr(result, "selection", None)
+    if table is None or table.empty:
+        return []
+    margins = None
+    if options.population_margins is not None:
+        frame = read_margins(options.population_margins, list(options.groups))
+        attributes = tuple(c for c in frame.columns if c not in (SHARE_COLUMN, LABEL_RATE_COLUMN))
+        margins = MarginCells(np.zeros(0, np.int64), np.zeros(0), attributes, LABEL_RATE_COLUMN in frame.columns)
+    gammas = sorted(set(table["gamma"]) - {1.0})
+    lines = [f"Evaluation under selection: {_assumption(options, margins, result)}."]
+    if gammas:
+        lines.append(
+            f"sensitivity: the true selection weights may differ from these by a factor up to Gamma "
+            f"({', '.join(f'{g:g}' for g in gammas)}; Tan's marginal sensitivity model); the bounds widen with Gamma"
+        )
+    level = f"{options.confidence:.0%}"
+    for model in pd.unique(table["model"]):
+        rows = table[(table["model"] == model) & (table["quantity"] == "difference") & (table["gamma"] == 1.0)]
+        flagged = rows[rows["breakdown_gamma"].notna() & (rows["n_denominator"] >= options.min_denominator)]
+        flagged = flagged.sort_values("breakdown_gamma", ascending=False)
+        lines.append(
+            f"{terminal_text(model)}: {len(flagged)} of {len(rows)} differences from overall exclude 0 at {level} "
+            f"after the weighting (no multiplicity adjustment here)"
+            + ("; how strong selection would have to be to explain each away:" if len(flagged) else "")
+        )
+        for row in flagged.head(_SHOWN).itertuples():
+            label = vocabulary.METRIC_LABELS.get(row.metric, row.metric)
+            beyond = row.breakdown_gamma == math.inf
+            upto = f"beyond Gamma = {selection.GAMMA_MAX:g}" if beyond else f"up to Gamma = {row.breakdown_gamma:.2f}"
+            lines.append(
+                f"  a disparity in {label} of {row.estimate:+.3f} for {terminal_text(row.slice)} survives selection "
+                f"{upto}"
+            )
+        if len(flagged) > _SHOWN:
+            lines.append(f"  ... and {len(flagged) - _SHOWN} more (selection.csv, column breakdown_gamma)")
+    return lines

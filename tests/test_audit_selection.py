@@ -1,0 +1,144 @@
+"""The audit's evaluation under selection (options population_margins, selection_sensitivity; table selection).
+
+The method and its validation are tested in tests/test_selection.py and by the selection study (target
+`selection`, docs/method.md); here: the options reach the table, the margins are checked against the
+data before any work (one clear message each), the corrected estimates are those of the library, the
+terminal and the report say what was assumed and what follows, and an audit without the options is
+unchanged (an empty table).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from disaggregated_eval import selection
+from disaggregated_eval.audit import audit
+from disaggregated_eval.audit.columns import SELECTION_COLUMNS
+from disaggregated_eval.audit.inputs import AuditInputError
+from disaggregated_eval.audit.summary import summary_text
+
+REPO = Path(__file__).resolve().parents[1]
+COMPAS = REPO / "examples" / "data" / "compas.csv"
+MARGINS = REPO / "examples" / "data" / "compas_margins.csv"
+FAST = dict(n_resamples=200, n_permutations=0, metrics=["false_positive_rate", "label_rate", "auc"])
+
+
+@pytest.fixture(scope="module")
+def compas():
+    return pd.read_csv(COMPAS)
+
+
+@pytest.fixture(scope="module")
+def result(compas):
+    return audit(compas, label="two_year_recid", scores=["compas_score"], groups=["race"],
+                 population_margins=str(MARGINS), selection_sensitivity=[1.25, 1.5], **FAST)  # fmt: skip
+
+
+def test_selection_table_holds_the_corrected_estimates_and_bounds(result, compas):
+    table = result.selection
+    assert list(table.columns) == list(SELECTION_COLUMNS)
+    assert set(table["metric"]) == {"false_positive_rate", "label_rate"}  # the AUC has no bounds
+    assert sorted(set(table["gamma"])) == [1.0, 1.25, 1.5]
+    margins = pd.read_csv(MARGINS)
+    overall = table[(table["slice"] == "overall") & (table["metric"] == "label_rate") & (table["gamma"] == 1.0)]
+    # weighted to P(race, Y): the overall label rate is the target's
+    assert overall["estimate"].iloc[0] == pytest.approx((margins["share"] * margins["label_rate"]).sum(), abs=1e-12)
+    black = table[
+        (table["slice"] == "race=African-American") & (table["metric"] == "label_rate") & (table["gamma"] == 1)
+    ]
+    assert black["estimate"].iloc[0] == pytest.approx(0.47, abs=1e-12)
+    ones = table[table["gamma"] == 1.0]
+    assert np.array_equal(ones["bound_low"], ones["estimate"], equal_nan=True)
+    wider = table[table["gamma"] == 1.5].set_index(["slice", "metric", "quantity"])
+    narrow = table[table["gamma"] == 1.25].set_index(["slice", "metric", "quantity"])
+    assert (wider["bound_low"] <= narrow["bound_low"] + 1e-12).all()
+    assert (wider["bound_ci_high"] >= narrow["bound_ci_high"] - 1e-12).all()
+    # the rows match the library on the same seed path and sizes
+    fpr = table[(table["metric"] == "false_positive_rate")]
+    flagged = fpr[(fpr["quantity"] == "difference") & (fpr["gamma"] == 1.0)]
+    excludes = (flagged["ci_low"] > 0) | (flagged["ci_high"] < 0)
+    assert (flagged.loc[excludes, "breakdown_gamma"] > 1).all()
+    assert flagged.loc[~excludes, "breakdown_gamma"].isna().all()
+    # Native American (11 rows) is below min_group_size 30 and left out, with a note
+    assert "race=Native American" not in set(table["slice"])
+    assert any("selection table: 1 slice(s) with fewer than 30 rows" in n for n in result.notes)
+
+
+def test_terminal_and_report_say_what_was_assumed_and_what_follows(result, tmp_path):
+    text = summary_text(result)
+    assert "Evaluation under selection: weighted to the target's shares of race and the label" in text
+    assert "exact if selection into the data depends on race and the label only" in text
+    assert "Tan's marginal sensitivity model" in text
+    assert "survives selection up to Gamma = " in text
+    out = result.write(tmp_path / "out")
+    written = pd.read_csv(out / "selection.csv")
+    assert list(written.columns) == list(SELECTION_COLUMNS) and len(written) == len(result.selection)
+    report = (out / "report.html").read_text()
+    assert 'id="selection"' in report and "survives selection up to Gamma" in report
+
+
+def test_without_the_options_the_table_is_empty(compas):
+    plain = audit(compas.head(800), label="two_year_recid", scores=["compas_score"], groups=["sex"], **FAST)
+    assert plain.selection.empty and list(plain.selection.columns) == list(SELECTION_COLUMNS)
+    assert "Evaluation under selection" not in summary_text(plain)
+
+
+def test_sensitivity_without_margins_bounds_the_unweighted_sample(compas):
+    out = audit(compas.head(1500), label="two_year_recid", scores=["compas_score"], groups=["sex"],
+                selection_sensitivity=[2.0], **FAST)  # fmt: skip
+    ones = out.selection[(out.selection["gamma"] == 1.0) & (out.selection["quantity"] == "metric")]
+    slices = out.slices[out.slices["metric"].isin(["false_positive_rate", "label_rate"])]
+    merged = ones.merge(slices, on=["slice", "metric"], suffixes=("", "_slices"))
+    np.testing.assert_allclose(merged["estimate"], merged["estimate_slices"], rtol=0, atol=1e-12)
+    assert "no margins given" in summary_text(out)
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "margins.csv"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("sex,share\nMale,0.5\nFemale,0.4\n", r"the shares sum to 0\.9; they must sum to 1"),
+        ("sex,share\nMale,1.0\nFemale,0\n", r"the share of sex=Female is 0; every share must be > 0"),
+        ("sex,share\nMale,0.5\nFemale,0.3\nOther,0.2\n", r"sex=Other has a share of 0\.2 but no row in the data"),
+        ("sex,share\nMale,1.0\n", r"sex=Female has \d+ rows in the data but no share in the file"),
+        ("sex,share,region\nMale,0.5,a\nFemale,0.5,b\n", r"column\(s\) \['region'\] are not group columns"),
+        ("sex,proportion\nMale,0.5\nFemale,0.5\n", r"has no column 'share'"),
+        ("sex,share,label_rate\nMale,0.5,1.2\nFemale,0.5,0.3\n", r"the label rate of sex=Male is 1\.2"),
+        ("sex,share\nMale,half\nFemale,0.5\n", r"share of sex=Male must be a number; got 'half'"),
+        ("sex,share\nMale,0.5\nMale,0.5\n", r"gives sex=Male more than once"),
+    ],
+)
+def test_bad_margins_get_one_clear_error_before_any_work(compas, tmp_path, text, message):
+    with pytest.raises(AuditInputError, match=message):
+        audit(compas.head(300), label="two_year_recid", scores=["compas_score"], groups=["sex"],
+              population_margins=_write(tmp_path, text), **FAST)  # fmt: skip
+
+
+@pytest.mark.parametrize("gammas", [[0.5], [2.0, 1.5], [1.5, 1.5], [500.0]])
+def test_bad_gammas_are_refused(compas, gammas):
+    with pytest.raises(AuditInputError, match="selection_sensitivity"):
+        audit(compas.head(300), label="two_year_recid", scores=["compas_score"], groups=["sex"],
+              selection_sensitivity=gammas, **FAST)  # fmt: skip
+
+
+def test_cli_flags_and_exit_status(tmp_path):
+    bad = _write(tmp_path, "sex,share\nMale,0.5\nFemale,0.4\n")
+    cmd = [sys.executable, "-m", "disaggregated_eval.audit.cli", "audit", str(COMPAS), "--label", "two_year_recid",
+           "--score", "compas_score", "--group", "sex", "--population-margins", bad, "--selection-sensitivity",
+           "1.5,2", "--n-resamples", "200", "--n-permutations", "0", "--out", str(tmp_path / "out")]  # fmt: skip
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 2, run.stderr
+    assert "they must sum to 1" in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+    assert selection.SHARE_TOLERANCE == 1e-3
