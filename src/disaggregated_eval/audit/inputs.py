@@ -271,6 +271,7 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
             f"n_permutations {n_permutations:,} is more than the limit of {MAX_PERMUTATIONS:,} permutations per "
             f"test (p-values down to {1 / (1 + MAX_PERMUTATIONS):.0e}); give fewer (--n-permutations)"
         )
+    test_method = _wrap(check_choice, o.test_method, "test_method", vocabulary.TEST_METHODS)
     controls = _as_list(o.controls, "controls")
     bad = [c for c in controls if c not in vocabulary.CONTROLS]
     if bad:
@@ -322,6 +323,7 @@ def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) 
         adjust_scope=adjust_scope,
         pairwise_max_levels=pairwise_max_levels,
         n_permutations=n_permutations,
+        test_method=test_method,
         controls=controls,
         missing_group=missing_group,
         max_leaf_nodes=grid,
@@ -759,10 +761,12 @@ def _strip_levels(series: pd.Series, column: str, count: np.ndarray | None = Non
 
 
 def _attribute(series: pd.Series, column: str, missing: np.ndarray, missing_as_level: bool) -> Attribute:
+    present = ~missing
     if isinstance(series.dtype, pd.CategoricalDtype):
         levels = list(series.cat.categories)
-    else:
-        levels = _sorted_levels(pd.unique(series[~missing]))
+    else:  # one pass of a hash table gives the levels and each row's code among them
+        found, values = pd.factorize(series[present] if missing.any() else series)
+        levels = _sorted_levels(values)
     names = [_level_name(v) for v in levels]
     if missing_as_level and missing.any():
         if MISSING_LEVEL in names:
@@ -783,8 +787,15 @@ def _attribute(series: pd.Series, column: str, missing: np.ndarray, missing_as_l
             f"attributes of an intersection's name); got {brief(clash[:_SHOW])}"
         )
     codes = np.full(series.shape[0], len(levels), dtype=np.int64)  # the missing level, if any
-    present = ~missing
-    codes[present] = pd.Categorical(series[present], categories=levels).codes.astype(np.int64)
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        codes[present] = pd.Categorical(series[present], categories=levels).codes.astype(np.int64)
+    else:  # the hash table's codes, renumbered in the levels' order
+        position = {level: i for i, level in enumerate(levels)}
+        renumbered = np.array([position[v] for v in values], dtype=np.int64)[found]
+        if missing.any():
+            codes[present] = renumbered
+        else:
+            codes = renumbered
     observed = np.unique(codes)
     if observed.size < 2:
         only = names[int(observed[0])] if observed.size else "none"

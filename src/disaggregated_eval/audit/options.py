@@ -174,6 +174,16 @@ class AuditOptions:
         section="intervals and tests",
         metavar="P",
     )
+    test_method: str = _opt(
+        "auto",
+        "test of the comparisons without an exact one: auto (permutations, or the large-sample z-test with the "
+        "paired bootstrap's standard error where a permutation test would walk more than 1e8 rows and each side "
+        "has at least 200 rows in each outcome category), permutation (always), bootstrap (always the large-sample "
+        "test)",
+        choices=vocabulary.TEST_METHODS,
+        section="intervals and tests",
+        metavar="METHOD",
+    )
     pairwise_max_levels: int | None = _opt(
         12,
         "pairwise comparisons within families of at most this many slices (all: every family)",
