@@ -10,10 +10,10 @@ are known exactly, and its table ``selection`` is compared with the metrics of t
 unmodelled binary ``U`` with ``P(U = 1) = 0.5``, independent of ``(A, Y)``; a hard decision with
 ``P(predicted positive | A, Y, U)`` (:data:`POSITIVE_RATE`): 0.10 / 0.40 for ``Y = 0`` and ``U = 0 / 1`` in
 every group (false positive rate 0.25 everywhere: every slice's false-positive-rate difference from
-overall is exactly 0), 0.6 / 0.9 for ``Y = 1`` in ``large`` and ``medium`` and 0.4 / 0.7 in ``small``
-(sensitivity 0.75, 0.75, 0.55); a score ``R`` of 0.1 or 0.3 (each with probability 1/2) on predicted
+overall is exactly 0), 0.6 / 0.9 for ``Y = 1`` in ``large`` and ``medium`` and 0.15 / 0.45 in ``small``
+(sensitivity 0.75, 0.75, 0.30); a score ``R`` of 0.1 or 0.3 (each with probability 1/2) on predicted
 negatives and 0.6 or 0.9 on predicted positives (threshold 0.5). The truth of every slice's metric and
-difference from overall is :func:`disaggregated_eval.metrics.compute_metrics` on the 96 support points
+difference from overall is :func:`disaggregated_eval.metrics.compute_metrics` on the 48 support points
 weighted by their probabilities (the project's definitions, exact up to rounding).
 
 **Selection** (:data:`CELLS`): ``P(S = 1 | A, Y, U)`` has odds ``odds(s_AY) * lambda^(U - 1/2)`` with
