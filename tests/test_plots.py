@@ -471,18 +471,21 @@ def test_a_controlled_difference_interval_that_excludes_0_is_starred(table, tmp_
 def test_selection_figure_says_why_a_panel_is_empty(monkeypatch):
     """A slice with fewer than 10 rows in the metric's denominator is withheld (as the study withholds it):
     its panel says so with the rows, draws no band and no truth line; a panel without finite bounds says
-    "no estimate"; the others draw the bands over the whole Gamma grid."""
+    "no estimate"; one of width 0 at every Gamma draws a line and says so; the others draw the two bands."""
     figures = _capture(monkeypatch)
     gammas = [1.0, 1.5, 2.0]
     rows, truth = [], []
     for slice_, n in (("A = 0", 4), ("A = 1", 120), ("overall", 124)):
         for metric in ("sensitivity", "label_rate"):
             nan = slice_ == "A = 1" and metric == "label_rate"  # undefined bounds, enough rows
+            flat = slice_ == "A = 1" and metric == "sensitivity"  # e.g. no predicted positive: 0 whatever the weights
             for g in gammas:
-                half = 0.02 * g
+                half = 0.0 if flat else 0.02 * g
+                mid = 0.0 if flat else 0.5
                 rows.append({"slice": slice_, "metric": metric, "quantity": "metric", "gamma": g,
-                             "bound_low": np.nan if nan else 0.5 - half, "bound_high": np.nan if nan else 0.5 + half,
-                             "bound_ci_low": 0.4 - half, "bound_ci_high": 0.6 + half, "n_denominator": n})  # fmt: skip
+                             "bound_low": np.nan if nan else mid - half, "bound_high": np.nan if nan else mid + half,
+                             "bound_ci_low": mid - 5 * half, "bound_ci_high": mid + 5 * half,
+                             "n_denominator": n})  # fmt: skip
             truth.append({"slice": slice_, "metric": metric, "quantity": "metric", "truth": 0.52})
     plots.plot_selection_bounds(pd.DataFrame(rows), pd.DataFrame(truth), paths=["s.png"], gamma_star=1.4)
     (fig,) = figures
@@ -494,9 +497,11 @@ def test_selection_figure_says_why_a_panel_is_empty(monkeypatch):
     withheld = "withheld: 4 rows\nin the denominator\n(fewer than 10)"
     assert texts[(0, 0)] == [withheld] and texts[(1, 0)] == [withheld]
     assert texts[(1, 1)] == ["no estimate"]
-    assert texts[(0, 1)] == [] and texts[(0, 2)] == []
+    assert texts[(0, 1)] == ["0 at every Gamma:\nevery row gives the same value"] and texts[(0, 2)] == []
     by_position = {(ax.get_subplotspec().rowspan.start, ax.get_subplotspec().colspan.start): ax for ax in panels}
-    assert not by_position[(0, 0)].collections and len(by_position[(0, 1)].collections) == 2  # two bands
+    assert not by_position[(0, 0)].collections and len(by_position[(0, 2)].collections) == 2  # two bands
+    solid = [ln for ln in by_position[(0, 1)].get_lines() if ln.get_linestyle() == "-"]
+    assert [list(ln.get_ydata()) for ln in solid] == [[0.0, 0.0, 0.0]]  # the collapsed band, drawn as a line
     dashed = [ln for ln in by_position[(0, 0)].get_lines() if ln.get_linestyle() == "--"]
     assert not dashed  # no truth line around which an empty box would be scaled
     assert list(by_position[(1, 0)].get_xticks()) == gammas  # the Gamma grid still labelled under a withheld panel

@@ -1042,6 +1042,8 @@ def plot_coverage(
 # --------------------------------------------------------------------------------------------------
 # selection study: bounds against Gamma
 # --------------------------------------------------------------------------------------------------
+#: Background of a note written across a panel (over the grid and the Gamma* line).
+_NOTE_BOX = {"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.5}
 _SELECTION_COLUMNS = (
     "slice", "metric", "quantity", "gamma", "bound_low", "bound_high", "bound_ci_low", "bound_ci_high",
 )  # fmt: skip
@@ -1066,7 +1068,9 @@ def plot_selection_bounds(
     vertical line, when finite). At ``Gamma = 1`` the band is the (corrected) estimate and its interval.
     A panel whose slice has fewer than ``min_denominator`` rows in the metric's denominator (column
     ``n_denominator``, when ``rows`` has it) is withheld, as the study and the audit withhold it, and says
-    so with the number of rows; a panel without any finite bound says "no estimate".
+    so with the number of rows; a panel without any finite bound says "no estimate"; one whose bounds and
+    intervals have width 0 at every Gamma (every row in the denominator gives the same value, e.g. a
+    slice without predicted positives: its sensitivity is 0 whatever the weights) draws a line and says so.
 
     Parameters
     ----------
@@ -1123,6 +1127,12 @@ def plot_selection_bounds(
                 drawn = ~few & np.isfinite(part[["bound_low", "bound_high"]].to_numpy(float)).all(axis=1)
                 if drawn.any():
                     part, g = part[drawn], grid[drawn]
+                    flat = part[["bound_ci_low", "bound_ci_high"]].to_numpy(float)
+                    if np.ptp(flat) == 0:  # width 0 at every Gamma: a band would be invisible
+                        ax.plot(g, flat[:, 0], color=COLORBLIND[0], linewidth=2.0)
+                        ax.text(0.5, 0.5, f"{flat[0, 0]:g} at every Gamma:\nevery row gives the same value",
+                                transform=ax.transAxes, ha="center", va="center", color="0.4", fontsize=7,
+                                bbox=_NOTE_BOX)  # fmt: skip
                     ax.fill_between(g, part["bound_ci_low"], part["bound_ci_high"], color=COLORBLIND[0], alpha=0.2,
                                     linewidth=0)  # fmt: skip
                     ax.fill_between(g, part["bound_low"], part["bound_high"], color=COLORBLIND[0], alpha=0.55,
@@ -1138,7 +1148,7 @@ def plot_selection_bounds(
                         n = int(part["n_denominator"].max())
                         text = f"withheld: {n} row{'s' * (n != 1)}\nin the denominator\n(fewer than {min_denominator})"
                     ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.4",
-                            fontsize=7)  # fmt: skip
+                            fontsize=7, bbox=_NOTE_BOX)  # fmt: skip
                     ax.set_yticks([])
                 if np.isfinite(gamma_star) and len(grid) and gamma_star <= grid.max():
                     ax.axvline(gamma_star, color="0.3", linestyle=":", linewidth=1.0)
