@@ -1130,8 +1130,8 @@ def plot_selection_bounds(
                     flat = part[["bound_ci_low", "bound_ci_high"]].to_numpy(float)
                     if np.ptp(flat) == 0:  # width 0 at every Gamma: a band would be invisible
                         ax.plot(g, flat[:, 0], color=COLORBLIND[0], linewidth=2.0)
-                        ax.text(0.5, 0.5, f"{flat[0, 0]:g} at every Gamma:\nevery row gives the same value",
-                                transform=ax.transAxes, ha="center", va="center", color="0.4", fontsize=7,
+                        ax.text(0.5, 0.95, f"{flat[0, 0]:g} at every Gamma:\nevery row gives the same value",
+                                transform=ax.transAxes, ha="center", va="top", color="0.4", fontsize=7,
                                 bbox=_NOTE_BOX)  # fmt: skip
                     ax.fill_between(g, part["bound_ci_low"], part["bound_ci_high"], color=COLORBLIND[0], alpha=0.2,
                                     linewidth=0)  # fmt: skip
