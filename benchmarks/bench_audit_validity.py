@@ -113,7 +113,8 @@ when the metrics that share a permutation design change). ``--markdown`` prints 
 trust the numbers" is this output). Outputs (``--out-dir``, default ``benchmarks/output/validity``):
 ``a_coverage.csv``, ``b_rejection.csv``, ``b_tests.csv``, ``c_power.csv``, ``d_bands.csv``,
 ``e_controlled.csv``, ``f_coverage.csv``, ``f_verdicts.csv``, ``f_power.csv``, ``f_bias.csv``,
-``f_calibration.csv``, ``tables.md`` and ``run.json`` (counts, seed, wall and CPU time, load,
+``f_calibration.csv``, ``g_coverage.csv``, ``g_claims.csv``, ``g_identified.csv``, ``g_bounds.csv``,
+``tables.md`` and ``run.json`` (counts, seed, wall and CPU time, load,
 warnings), each written to a temporary file and renamed. Exit status 0 whatever the verdicts (the
 study reports; it does not gate).
 """
