@@ -70,6 +70,7 @@ __all__ = [
     "verdict",
     "worst_verdict",
     "rate",
+    "pct",
 ]
 
 #: Classification threshold of every audit (``score >= 0.5`` is a predicted positive; ``Z >= 0``).
@@ -403,11 +404,11 @@ class Task:
 
     ``kind``: ``strong`` (parts a, b strong null, d), ``weak`` (b), ``power`` (c), ``controlled`` (e),
     ``fair`` and ``calibration`` (f, :mod:`_validity_fairness`), ``strong_z`` and ``weak_z`` (b) and
-    ``power_z`` (c) of the large-sample test. ``param``: the FPR excess (power), the AUC gap (power_z), the
-    number of rows (controlled) or the cell's name (fair, calibration). ``schemes``: resampling
-    schemes to audit (strong); ``permutations``: whether the population audit computes p-values;
-    ``metrics``: the metrics of parts a, b and d (strong, weak, strong_z, weak_z; the data do not depend on
-    them).
+    ``power_z`` (c) of the large-sample test, ``selection`` (g, :mod:`_validity_selection`). ``param``: the
+    FPR excess (power), the AUC gap (power_z), the number of rows (controlled) or the cell's name (fair,
+    calibration, selection). ``schemes``: resampling schemes to audit (strong); ``permutations``: whether
+    the population audit computes p-values; ``metrics``: the metrics of parts a, b and d (strong, weak,
+    strong_z, weak_z; the data do not depend on them).
     """
 
     kind: str
@@ -607,8 +608,15 @@ def _calibration(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
     return _validity_fairness.run_calibration(task, lambda data, **options: _audit(task, data, warned, **options))
 
 
+def _selection(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
+    import _validity_selection  # part (g); imported here: it imports this module
+
+    return _validity_selection.run_selection(task, lambda data, **options: _audit(task, data, warned, **options))
+
+
 _KINDS = {"strong": _strong, "weak": _weak, "power": _power, "controlled": _controlled, "fair": _fair,
-          "calibration": _calibration, "strong_z": _strong_z, "weak_z": _weak_z, "power_z": _power_z}  # fmt: skip
+          "calibration": _calibration, "strong_z": _strong_z, "weak_z": _weak_z, "power_z": _power_z,
+          "selection": _selection}  # fmt: skip
 
 
 def run_task(task: Task) -> tuple[Task, dict[str, pd.DataFrame], float, list[str]]:
@@ -632,6 +640,14 @@ def rate(values) -> tuple[float, float, int]:
         return math.nan, math.nan, 0
     p = float(x.mean())
     return p, math.sqrt(p * (1.0 - p) / r), r
+
+
+def pct(p: float, se: float | None = None) -> str:
+    """A rate as a percentage for the tables (``"95.2"``, with its Monte-Carlo error ``"95.2 ±0.7"``; ``"-"``
+    when undefined)."""
+    if not np.isfinite(p):
+        return "-"
+    return f"{100 * p:.1f}" if se is None else f"{100 * p:.1f} ±{100 * se:.1f}"
 
 
 #: One-sided level of the Monte-Carlo allowance: a cell misses its goal beyond Monte-Carlo error when a

@@ -58,6 +58,13 @@ below) is run on it as a practitioner runs it. Parts (issue 12, item 8):
     difference's interval against the previous percentile interval, and per calibration cell and slice
     size the coverage of the calibration error (and of its distance from overall's calibration) and of
     the observed/expected ratio.
+(g) **Evaluation under selection** (issue 25; :mod:`_validity_selection`, whose docstring gives the
+    population, the selections and the truths): the table ``selection`` of audits with
+    ``population_margins`` and ``selection_sensitivity`` on samples of a selected population, against the
+    whole population's metrics: coverage of the corrected intervals where the margins identify (goal at
+    least 93%), of the bounds' intervals from the true selection strength Gamma* on (goal at least 95%),
+    the ``Gamma = 1`` rows against the estimate (equal, bit for bit), and the error rate of the claims
+    "survives selection up to Gamma_b" with ``Gamma_b > Gamma*`` (at most 5%).
 
 Goals (issue 12; part f: issue 21) and verdicts. Every cell shows its number of replicates ``R`` and its Monte-Carlo
 standard error (``sqrt(p (1 - p) / R)`` for a rate, ``1 / sqrt(R)`` for a bias in standard deviations).
@@ -106,7 +113,8 @@ when the metrics that share a permutation design change). ``--markdown`` prints 
 trust the numbers" is this output). Outputs (``--out-dir``, default ``benchmarks/output/validity``):
 ``a_coverage.csv``, ``b_rejection.csv``, ``b_tests.csv``, ``c_power.csv``, ``d_bands.csv``,
 ``e_controlled.csv``, ``f_coverage.csv``, ``f_verdicts.csv``, ``f_power.csv``, ``f_bias.csv``,
-``f_calibration.csv``, ``tables.md`` and ``run.json`` (counts, seed, wall and CPU time, load,
+``f_calibration.csv``, ``g_coverage.csv``, ``g_claims.csv``, ``g_identified.csv``, ``g_bounds.csv``,
+``tables.md`` and ``run.json`` (counts, seed, wall and CPU time, load,
 warnings), each written to a temporary file and renamed. Exit status 0 whatever the verdicts (the
 study reports; it does not gate).
 """
@@ -133,16 +141,17 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _validity as v
 import _validity_fairness as vf
+import _validity_selection as vs
 
 ROOT = Path(__file__).resolve().parents[1]
-PARTS = ("a", "b", "c", "d", "e", "f")
-DEFAULT_REPLICATES = {"a": 1000, "b": 250, "c": 80, "d": 1000, "e": 40, "f": 400}
-QUICK_REPLICATES = {"a": 40, "b": 10, "c": 5, "d": 40, "e": 2, "f": 3}
+PARTS = ("a", "b", "c", "d", "e", "f", "g")
+DEFAULT_REPLICATES = {"a": 1000, "b": 250, "c": 80, "d": 1000, "e": 40, "f": 400, "g": 400}
+QUICK_REPLICATES = {"a": 40, "b": 10, "c": 5, "d": 40, "e": 2, "f": 3, "g": 3}
 DEFAULT_SEED = 20250101
 _SCHEMES = ("population", "within_group")
 #: Kinds of replicate (``--kinds``), and the part each belongs to.
 KINDS: dict[str, str] = {"strong": "a,b,d", "weak": "b", "strong_z": "b", "weak_z": "b", "power": "c",
-                         "power_z": "c", "controlled": "e", "fair": "f", "calibration": "f"}  # fmt: skip
+                         "power_z": "c", "controlled": "e", "fair": "f", "calibration": "f", "selection": "g"}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -212,6 +221,9 @@ def build_tasks(
     those of parts a, b and d (the kinds strong and weak); with ``kinds``, only the replicates of those
     kinds (``Task.kind``)."""
     tasks: list[v.Task] = []
+    if "g" in parts:
+        for cell in vs.CELLS:
+            tasks += [v.Task("selection", r, root, n_resamples, param=cell) for r in range(counts["g"])]
     if "f" in parts:
         for cell in vf.CALIBRATION_CELLS:
             tasks += [v.Task("calibration", r, root, n_resamples, param=cell) for r in range(counts["f"])]
@@ -273,10 +285,7 @@ def run_tasks(tasks: list[v.Task], workers: int) -> tuple[dict[str, pd.DataFrame
 # ----------------------------------------------------------------------------------------------
 
 
-def _pct(p: float, se: float | None = None) -> str:
-    if not np.isfinite(p):
-        return "-"
-    return f"{100 * p:.1f}" if se is None else f"{100 * p:.1f} ±{100 * se:.1f}"
+_pct = v.pct
 
 
 def _coverage_goal(metric: str, size: int) -> tuple[float | None, float | None, str]:
@@ -927,6 +936,7 @@ TITLES = {
     "f2": "(f2) Wrong verdicts per audit (%): the fairness summary's (simultaneous) and the slice-vs-overall families'",
     "f3": "(f3) Power to certify, and the width of the demographic-parity difference's interval",
     "f4": "(f4) Calibration error (debiased, interval that reaches 0) and observed/expected ratio, per slice size",
+    **vs.TITLES,
 }
 
 
@@ -1013,6 +1023,10 @@ def main(argv=None) -> int:
         shown += [("f1", table_f_coverage(out["f_coverage"])), ("f1b", out["f_bias"]),
                   ("f2", table_f_verdicts(out["f_verdicts"])), ("f3", out["f_power"].rename(columns={"replicates": "R"})),
                   ("f4", table_f_calibration(out["f_calibration"]))]  # fmt: skip
+    if "g" in args.parts:
+        g_out, g_shown = vs.summarise(tables["selection"], args.counts["g"])
+        out.update(g_out)
+        shown += g_shown
 
     verdicts = pd.concat([f["verdict"].str.split(" ").str[0] for f in out.values() if "verdict" in f])
     tally = ", ".join(f"{k} {int((verdicts == k).sum())}" for k in ("PASS", "NEAR", "FAIL"))

@@ -117,8 +117,8 @@ def test_quick_study_runs_end_to_end_and_catches_broken_intervals(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     assert "| metric | scheme | R |" in run.stdout  # the Markdown tables of --markdown
     info = json.loads((out / "run.json").read_text())
-    assert info["replicates"] == {"a": 40, "b": 10, "c": 5, "d": 40, "e": 2, "f": 3} and info["quick"]
-    assert (out / "tables.md").read_text().count("**(") == 11  # a, a (zero width), b, c, d, e, f1, f1b, f2, f3, f4
+    assert info["replicates"] == {"a": 40, "b": 10, "c": 5, "d": 40, "e": 2, "f": 3, "g": 3} and info["quick"]
+    assert (out / "tables.md").read_text().count("**(") == 15  # a, a (zero width), b, c, d, e, f1, f1b, f2-f4, g1-g4
 
     a = pd.read_csv(out / "a_coverage.csv", dtype={"size": str})
     assert set(a["replicates"]) == {40}

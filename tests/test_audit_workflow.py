@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -126,6 +128,44 @@ def test_runs_reject_names_that_cannot_be_folders():
         audit_runs({"runs": {"r": {"file": "f.csv", "label": "y", "scores": ["my score"], "groups": ["g"]}}})
     with pytest.raises(UsageError, match="run name 'a/b'"):
         audit_runs({"runs": {"a/b": {"file": "f.csv", "label": "y", "scores": ["s"], "groups": ["g"]}}})
+
+
+def _margins_run(path: Path) -> dict:
+    """A run with a margins file, written in ``path`` (the working directory)."""
+    (path / "data.csv").write_text("y,s,g\n" + "1,0.7,x\n0,0.2,x\n1,0.6,z\n0,0.4,z\n" * 5)
+    (path / "margins.csv").write_text("g,share\nx,0.4\nz,0.6\n")
+    return {"file": "data.csv", "label": "y", "scores": ["s"], "groups": ["g"], "population_margins": "margins.csv"}
+
+
+def test_runs_list_the_files_their_options_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = _margins_run(tmp_path)
+    jobs = audit_runs({"runs": {"m": run, "plain": {k: v for k, v in run.items() if k != "population_margins"}}})
+    assert jobs["m/s"]["option_files"] == ["margins.csv"]
+    assert jobs["plain/s"]["option_files"] == []
+
+
+def test_an_edited_margins_file_reruns_the_audit(tmp_path):
+    # The job's output is made to look up to date (newer than every input), then only the margins file is
+    # touched: the dry run must plan run_audit again, naming the margins file as the updated input.
+    workdir = make_workdir(tmp_path / "wd")
+    config = write_config(workdir / "m.yaml", {"out_dir": "res", "runs": {"m": _margins_run(workdir)}})
+    out = workdir / "res" / "m" / "s"
+    out.mkdir(parents=True)
+    (out / "summary.json").write_text("{}")
+    (out / ".snakemake_timestamp").write_text("")
+    now = time.time()
+    for path in (out / "summary.json", out / ".snakemake_timestamp", out):
+        os.utime(path, (now + 1000, now + 1000))
+    args = ("--dry-run", "--cores", "1", "audit", "--configfile", config, "--rerun-triggers", "mtime")
+    before = snakemake(workdir, *args)
+    assert before.returncode == 0, output_of(before)
+    assert "Nothing to be done" in output_of(before) and "run_audit        1" not in output_of(before)
+    os.utime(workdir / "margins.csv", (now + 2000, now + 2000))
+    after = snakemake(workdir, *args)
+    assert after.returncode == 0, output_of(after)
+    assert "run_audit        1" in output_of(after)
+    assert "margins.csv" in output_of(after)
 
 
 # ---- a tiny end-to-end run -------------------------------------------------------------------------

@@ -466,3 +466,42 @@ def test_a_controlled_difference_interval_that_excludes_0_is_starred(table, tmp_
     assert sum((rows["model"] == "xa") & (rows["control"] == "R") & (rows["ci_low"] > 0)) > 0  # the case exists
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert plots.EXCLUDES_ZERO in legend
+
+
+def test_selection_figure_says_why_a_panel_is_empty(monkeypatch):
+    """A slice with fewer than 10 rows in the metric's denominator is withheld (as the study withholds it):
+    its panel says so with the rows, draws no band and no truth line; a panel without finite bounds says
+    "no estimate"; one of width 0 at every Gamma draws a line and says so; the others draw the two bands."""
+    figures = _capture(monkeypatch)
+    gammas = [1.0, 1.5, 2.0]
+    rows, truth = [], []
+    for slice_, n in (("A = 0", 4), ("A = 1", 120), ("overall", 124)):
+        for metric in ("sensitivity", "label_rate"):
+            nan = slice_ == "A = 1" and metric == "label_rate"  # undefined bounds, enough rows
+            flat = slice_ == "A = 1" and metric == "sensitivity"  # e.g. no predicted positive: 0 whatever the weights
+            for g in gammas:
+                half = 0.0 if flat else 0.02 * g
+                mid = 0.0 if flat else 0.5
+                rows.append({"slice": slice_, "metric": metric, "quantity": "metric", "gamma": g,
+                             "bound_low": np.nan if nan else mid - half, "bound_high": np.nan if nan else mid + half,
+                             "bound_ci_low": mid - 5 * half, "bound_ci_high": mid + 5 * half,
+                             "n_denominator": n})  # fmt: skip
+            truth.append({"slice": slice_, "metric": metric, "quantity": "metric", "truth": 0.52})
+    plots.plot_selection_bounds(pd.DataFrame(rows), pd.DataFrame(truth), paths=["s.png"], gamma_star=1.4)
+    (fig,) = figures
+    panels = [ax for ax in fig.axes if ax.get_title() or ax.get_ylabel() or ax.get_xlabel() or ax.collections
+              or ax.texts]  # fmt: skip
+    texts = {(ax.get_subplotspec().rowspan.start, ax.get_subplotspec().colspan.start): [t.get_text() for t in ax.texts]
+             for ax in panels}  # fmt: skip
+    # columns: A = 0, A = 1, overall (metric); rows: sensitivity, label_rate (the vocabulary's order)
+    withheld = "withheld: 4 rows\nin the denominator\n(fewer than 10)"
+    assert texts[(0, 0)] == [withheld] and texts[(1, 0)] == [withheld]
+    assert texts[(1, 1)] == ["no estimate"]
+    assert texts[(0, 1)] == ["0 at every Gamma:\nevery row gives the same value"] and texts[(0, 2)] == []
+    by_position = {(ax.get_subplotspec().rowspan.start, ax.get_subplotspec().colspan.start): ax for ax in panels}
+    assert not by_position[(0, 0)].collections and len(by_position[(0, 2)].collections) == 2  # two bands
+    solid = [ln for ln in by_position[(0, 1)].get_lines() if ln.get_linestyle() == "-"]
+    assert [list(ln.get_ydata()) for ln in solid] == [[0.0, 0.0, 0.0]]  # the collapsed band, drawn as a line
+    dashed = [ln for ln in by_position[(0, 0)].get_lines() if ln.get_linestyle() == "--"]
+    assert not dashed  # no truth line around which an empty box would be scaled
+    assert list(by_position[(1, 0)].get_xticks()) == gammas  # the Gamma grid still labelled under a withheld panel

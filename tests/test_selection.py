@@ -329,6 +329,23 @@ def test_true_selection_strength():
     assert math.isfinite(trimmed["gamma_box"]) and 0.1 < trimmed["excluded_mass"] < 0.3
 
 
+def test_gamma_star_closed_forms_and_errors():
+    # one cell with pi_0 = 0.5 and rows selected with probability 0.25 or 0.5: Tan's model needs the odds
+    # ratio odds(0.5) / odds(0.25) = 3; the weights 1 / s = 4, 2 lie in a box around w from sqrt(4 / 2) on
+    out = selection.gamma_star([0.5, 0.5], [0.25, 0.5])
+    assert out["gamma_msm"] == pytest.approx(3.0, rel=1e-12) and out["gamma_box"] == pytest.approx(
+        math.sqrt(2), rel=1e-12
+    )
+    assert selection.gamma_star([0.3, 0.6], [0.3, 0.6]) == {"gamma_msm": 1.0, "gamma_box": 1.0}  # s = pi_0: identified
+    assert selection.gamma_star([0.4, 0.4], [0.0, 0.8]) == {"gamma_msm": math.inf, "gamma_box": math.inf}  # positivity
+    with pytest.raises(ValueError, match="equal, non-zero length"):
+        selection.gamma_star([0.5], [0.5, 0.4])
+    with pytest.raises(ValueError, match=r"cell_probability must lie in \(0, 1\]; got 0.0"):
+        selection.gamma_star([0.0], [0.5])
+    with pytest.raises(ValueError, match=r"probability must lie in \[0, 1\]; got 1.5"):
+        selection.gamma_star([0.5], [1.5])
+
+
 @pytest.mark.slow
 def test_margins_of_a_and_y_identify_the_full_population_under_selection_on_y_and_a():
     """selection_ya depends on (A, Y) only: weighted to the target's P(A, Y), a 40,000-row selected

@@ -1042,6 +1042,8 @@ def plot_coverage(
 # --------------------------------------------------------------------------------------------------
 # selection study: bounds against Gamma
 # --------------------------------------------------------------------------------------------------
+#: Background of a note written across a panel (over the grid and the Gamma* line).
+_NOTE_BOX = {"facecolor": "white", "edgecolor": "none", "alpha": 0.85, "pad": 1.5}
 _SELECTION_COLUMNS = (
     "slice", "metric", "quantity", "gamma", "bound_low", "bound_high", "bound_ci_low", "bound_ci_high",
 )  # fmt: skip
@@ -1054,6 +1056,7 @@ def plot_selection_bounds(
     paths: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     gamma_star: float,
     title: str = "",
+    min_denominator: int | None = None,
 ) -> list[Path]:
     """Sensitivity bounds against ``Gamma`` per metric and slice, with the full-population truth.
 
@@ -1063,6 +1066,11 @@ def plot_selection_bounds(
     against ``Gamma`` (log axis; dark band), their 95% bootstrap interval (light band), the
     full-population truth (dashed line) and the setting's true selection strength ``Gamma*`` (dotted
     vertical line, when finite). At ``Gamma = 1`` the band is the (corrected) estimate and its interval.
+    A panel whose slice has fewer than ``min_denominator`` rows in the metric's denominator (column
+    ``n_denominator``, when ``rows`` has it) is withheld, as the study and the audit withhold it, and says
+    so with the number of rows; a panel without any finite bound says "no estimate"; one whose bounds and
+    intervals have width 0 at every Gamma (every row in the denominator gives the same value, e.g. a
+    slice without predicted positives: its sensitivity is 0 whatever the weights) draws a line and says so.
 
     Parameters
     ----------
@@ -1078,6 +1086,9 @@ def plot_selection_bounds(
         The true selection strength of the weight box (``inf`` when positivity fails).
     title : str, optional
         Figure title.
+    min_denominator : int, optional
+        Fewest rows in a metric's denominator for a panel to be drawn (default: the selection study's,
+        :data:`disaggregated_eval.selection_study.MIN_DENOMINATOR`, the audit's ``min_denominator``).
 
     Returns
     -------
@@ -1088,6 +1099,8 @@ def plot_selection_bounds(
     ValueError
         If columns are missing or ``rows`` is empty.
     """
+    if min_denominator is None:
+        from disaggregated_eval.selection_study import MIN_DENOMINATOR as min_denominator
     targets = _check_paths(paths)
     _require_columns(rows, _SELECTION_COLUMNS, "rows")
     _require_columns(truth, ("slice", "metric", "quantity", "truth"), "truth")
@@ -1109,17 +1122,35 @@ def plot_selection_bounds(
                     (merged["metric"] == metric) & (merged["slice"] == name) & (merged["quantity"] == quantity)
                 ]
                 part = part.sort_values("gamma")
-                g = part["gamma"].to_numpy(float)
-                ax.fill_between(g, part["bound_ci_low"], part["bound_ci_high"], color=COLORBLIND[0], alpha=0.2,
-                                linewidth=0)  # fmt: skip
-                ax.fill_between(g, part["bound_low"], part["bound_high"], color=COLORBLIND[0], alpha=0.55,
-                                linewidth=0)  # fmt: skip
-                t = part["truth"].dropna()
-                if not t.empty:
-                    ax.axhline(float(t.iloc[0]), color=COLORBLIND[3], linestyle="--", linewidth=1.0)
-                if quantity == "difference":
-                    ax.axhline(0.0, color="0.5", linewidth=0.6)
-                if np.isfinite(gamma_star) and gamma_star <= g.max():
+                grid = part["gamma"].to_numpy(float)
+                few = (part["n_denominator"] < min_denominator).to_numpy(bool) if "n_denominator" in part else grid < 0
+                drawn = ~few & np.isfinite(part[["bound_low", "bound_high"]].to_numpy(float)).all(axis=1)
+                if drawn.any():
+                    part, g = part[drawn], grid[drawn]
+                    flat = part[["bound_ci_low", "bound_ci_high"]].to_numpy(float)
+                    if np.ptp(flat) == 0:  # width 0 at every Gamma: a band would be invisible
+                        ax.plot(g, flat[:, 0], color=COLORBLIND[0], linewidth=2.0)
+                        ax.text(0.5, 0.95, f"{flat[0, 0]:g} at every Gamma:\nevery row gives the same value",
+                                transform=ax.transAxes, ha="center", va="top", color="0.4", fontsize=7,
+                                bbox=_NOTE_BOX)  # fmt: skip
+                    ax.fill_between(g, part["bound_ci_low"], part["bound_ci_high"], color=COLORBLIND[0], alpha=0.2,
+                                    linewidth=0)  # fmt: skip
+                    ax.fill_between(g, part["bound_low"], part["bound_high"], color=COLORBLIND[0], alpha=0.55,
+                                    linewidth=0)  # fmt: skip
+                    t = part["truth"].dropna()
+                    if not t.empty:
+                        ax.axhline(float(t.iloc[0]), color=COLORBLIND[3], linestyle="--", linewidth=1.0)
+                    if quantity == "difference":
+                        ax.axhline(0.0, color="0.5", linewidth=0.6)
+                else:  # nothing to draw: say why, instead of an empty box around the truth's line
+                    text = "no estimate"
+                    if few.any():
+                        n = int(part["n_denominator"].max())
+                        text = f"withheld: {n} row{'s' * (n != 1)}\nin the denominator\n(fewer than {min_denominator})"
+                    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", color="0.4",
+                            fontsize=7, bbox=_NOTE_BOX)  # fmt: skip
+                    ax.set_yticks([])
+                if np.isfinite(gamma_star) and len(grid) and gamma_star <= grid.max():
                     ax.axvline(gamma_star, color="0.3", linestyle=":", linewidth=1.0)
                 ax.set_xscale("log")
                 ax.grid(True, axis="y")
@@ -1130,7 +1161,7 @@ def plot_selection_bounds(
                     ax.set_ylabel(METRIC_LABELS.get(metric, metric))
                 if i == len(metric_order) - 1:
                     ax.set_xlabel("Gamma")
-                    ax.set_xticks(g, labels=[f"{v:g}" for v in g], minor=False)
+                    ax.set_xticks(grid, labels=[f"{v:g}" for v in grid], minor=False)
                     ax.minorticks_off()
         handles = [
             Line2D([], [], color=COLORBLIND[0], alpha=0.55, linewidth=6, label="bounds"),

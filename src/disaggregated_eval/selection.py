@@ -79,6 +79,7 @@ __all__ = [
     "slice_difference_bounds",
     "bounds_interval",
     "breakdown_gamma",
+    "gamma_star",
     "selection_analysis",
 ]
 
@@ -646,6 +647,64 @@ def breakdown_gamma(
         else:
             left = middle
     return float(math.exp(right))
+
+
+# ----------------------------------------------------------------------------------------------
+# The true selection strength of a known population
+# ----------------------------------------------------------------------------------------------
+def gamma_star(cell_probability: Any, probability: Any) -> dict[str, float]:
+    """The true selection strength ``Gamma*`` of a population whose selection probabilities are known.
+
+    ``pi_0(c) = P(S = 1 | c)`` is the selection probability of the cell ``c`` of the modelled variables
+    (what the margins weight to; one cell without margins) and ``s = P(S = 1 | x, a, y)`` a row's
+    (``docs/method.md``, "Evaluation under selection"):
+
+    * ``gamma_msm``: Tan's marginal sensitivity model, ``exp(sup |logit pi_0(c) - logit s|)`` (``inf``
+      where ``s`` is 0 or 1 and ``pi_0`` is not);
+    * ``gamma_box``: the smallest ``Gamma`` at which the true inverse-probability weights ``1 / s``, up
+      to a common factor, lie in the box ``[w / Gamma, w Gamma]`` around the margin weights
+      ``w`` proportional to ``1 / pi_0(c)``: ``sqrt(max rho / min rho)`` with ``rho = pi_0(c) / s``
+      (``inf`` where ``s = 0``: positivity fails). ``gamma_box <= gamma_msm``; the bounds of
+      :func:`selection_analysis` cover the target's metrics (in the limit) from ``gamma_box`` on.
+
+    Parameters
+    ----------
+    cell_probability : array-like of shape (m,)
+        ``pi_0`` of each point's cell, in (0, 1].
+    probability : array-like of shape (m,)
+        ``s`` at each point: every point of a finite population's support, or the extreme values of
+        ``s`` in each cell (the suprema are attained there).
+
+    Returns
+    -------
+    dict
+        ``gamma_msm`` and ``gamma_box`` (floats >= 1, possibly ``inf``).
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ, no point is given, a ``pi_0`` is outside (0, 1] or an ``s`` outside [0, 1].
+    """
+    pi0 = np.asarray(cell_probability, dtype=np.float64).ravel()
+    s = np.asarray(probability, dtype=np.float64).ravel()
+    if pi0.shape != s.shape or not pi0.size:
+        raise ValueError(
+            f"cell_probability and probability must have one equal, non-zero length; got {pi0.size}, {s.size}"
+        )
+    if not ((pi0 > 0) & (pi0 <= 1)).all():
+        raise ValueError(f"cell_probability must lie in (0, 1]; got {float(pi0[~((pi0 > 0) & (pi0 <= 1))][0])!r}")
+    if not ((s >= 0) & (s <= 1)).all():
+        raise ValueError(f"probability must lie in [0, 1]; got {float(s[~((s >= 0) & (s <= 1))][0])!r}")
+    with np.errstate(divide="ignore"):
+        rho = np.where(s > 0, pi0 / np.where(s > 0, s, 1.0), math.inf)
+        extreme = (s == 0) | (s == 1) | (pi0 == 1)
+        inner = np.where(extreme, 0.5, s)
+        odds = np.where(extreme, 0.5, pi0)
+        log_or = np.abs(np.log(odds / (1 - odds)) - np.log(inner / (1 - inner)))
+    log_or = np.where(s == pi0, 0.0, np.where(extreme, math.inf, log_or))
+    rho_max, rho_min = float(rho.max()), float(rho.min())
+    gamma_box = math.sqrt(rho_max / rho_min) if math.isfinite(rho_max) else math.inf
+    return {"gamma_msm": float(math.exp(float(log_or.max()))), "gamma_box": gamma_box}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -26,7 +26,6 @@ study, modelled on the coverage study (:mod:`disaggregated_eval.coverage`):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -176,7 +175,8 @@ def selection_strength(dataset: str, margins: str, *, min_selection: float = 0.0
       exponentiated (``inf`` where ``s`` reaches 0 or 1 and ``pi_0`` does not);
     * ``gamma_box``: the smallest ``Gamma`` at which the true inverse-probability weights, up to a
       common factor, lie in the box ``[w/Gamma, w Gamma]`` around the margin weights ``w``:
-      ``sqrt(max rho / min rho)`` with ``rho = pi_0(c) / s(x, a, y)``; ``gamma_box <= gamma_msm``.
+      ``sqrt(max rho / min rho)`` with ``rho = pi_0(c) / s(x, a, y)``; ``gamma_box <= gamma_msm``
+      (both by :func:`disaggregated_eval.selection.gamma_star` at the extremes of ``s``).
 
     The supremum over ``x`` is taken analytically: ``s = clip(1 - c x^2, 0, 1) s_ay`` runs over
     ``[0, s_ay]`` when ``c > 0`` (``X`` is unbounded) and is ``s_ay`` otherwise. ``pi_0`` is a
@@ -208,7 +208,7 @@ def selection_strength(dataset: str, margins: str, *, min_selection: float = 0.0
     cell = _cells(margins, rows.a, rows.y)
     cell = np.zeros(s.size, dtype=np.int64) if cell is None else cell
     s_ay = np.asarray(dgp.s_ay, dtype=np.float64)
-    rho_max, rho_min, log_or = 0.0, math.inf, 0.0
+    cell_probability, extremes = [], []
     for c in np.unique(cell):
         inside = (cell == c) & kept
         if np.ptp(s[inside]) == 0:  # s constant in the cell: pi_0 is that value (no quadrature rounding)
@@ -218,15 +218,9 @@ def selection_strength(dataset: str, margins: str, *, min_selection: float = 0.0
         for a, y in {(int(a), int(y)) for a, y in zip(rows.a[inside], rows.y[inside], strict=True)}:
             s_max = s_ay[a, y]
             s_min = max(min_selection, 0.0) if dgp.x_curvature > 0 else s_max
-            rho_max = max(rho_max, math.inf if s_min == 0 else pi0 / s_min)
-            rho_min = min(rho_min, pi0 / s_max)
-            for value in (s_min, s_max):
-                if value in (0.0, 1.0):
-                    log_or = max(log_or, 0.0 if value == pi0 else math.inf)
-                else:
-                    log_or = max(log_or, abs(math.log(pi0 / (1 - pi0)) - math.log(value / (1 - value))))
-    gamma_box = math.sqrt(rho_max / rho_min) if math.isfinite(rho_max) else math.inf
-    return {"gamma_msm": math.exp(log_or), "gamma_box": gamma_box, "excluded_mass": excluded}
+            cell_probability += [pi0, pi0]
+            extremes += [s_min, s_max]
+    return {**selection.gamma_star(cell_probability, extremes), "excluded_mass": excluded}
 
 
 def strength_table(datasets: Sequence[str], *, min_selection: Sequence[float] = (0.0, 0.05)) -> pd.DataFrame:

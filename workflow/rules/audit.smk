@@ -20,6 +20,7 @@ AUDIT_RUNS = audit_runs(config["audit"])
 rule run_audit:
     input:
         data=job_param(AUDIT_RUNS, "file"),
+        option_files=job_param(AUDIT_RUNS, "option_files"),
         code=audit_code_files(workflow.basedir),
     output:
         directory(output_pattern(config["audit"])),

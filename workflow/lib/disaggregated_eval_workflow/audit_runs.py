@@ -38,12 +38,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from disaggregated_eval.audit.options import UsageError, options_from_mapping, read_config_file
+from disaggregated_eval.audit.options import UsageError, option_fields, options_from_mapping, read_config_file
 
 from . import code_files
 
 __all__ = [
     "RUN_KEYS",
+    "FILE_OPTIONS",
     "ALL_MODELS",
     "DEFAULT_OUT_DIR",
     "AUDIT_SCRIPT",
@@ -56,6 +57,9 @@ __all__ = [
 
 #: Keys of a run besides the audit options.
 RUN_KEYS: tuple[str, ...] = ("file", "config", "compare_models")
+#: Audit options that name a file the audit reads (``population_margins``): inputs of the job, so an edit
+#: of the file reruns it. Read from the options' own table (their placeholder ``FILE``), not listed twice.
+FILE_OPTIONS: tuple[str, ...] = tuple(f.name for f in option_fields() if f.metadata.get("metavar") == "FILE")
 #: The ``model`` path segment of a run with ``compare_models: true``.
 ALL_MODELS = "all_models"
 DEFAULT_OUT_DIR = "results/audit"
@@ -84,9 +88,10 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     Returns
     -------
     dict
-        ``"<run>/<model>"`` -> ``{"run", "model", "file", "out", "options"}`` where ``options`` are
-        the checked keyword arguments of :func:`disaggregated_eval.audit.audit` (``scores`` is the
-        one model, or all of them with ``compare_models``).
+        ``"<run>/<model>"`` -> ``{"run", "model", "file", "option_files", "out", "options"}`` where
+        ``options`` are the checked keyword arguments of :func:`disaggregated_eval.audit.audit`
+        (``scores`` is the one model, or all of them with ``compare_models``) and ``option_files`` the
+        files its :data:`FILE_OPTIONS` name (inputs of the job besides ``file``).
 
     Raises
     ------
@@ -120,6 +125,7 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
             raise UsageError(f"{where}: missing {', '.join(missing)}")
         models = [ALL_MODELS] if compare else [_segment(s, f"score column of {where}") for s in merged["scores"]]
         _check_run(where, str(file), merged)
+        option_files = [str(merged[k]) for k in FILE_OPTIONS if merged.get(k) is not None]
         for model in models:
             options = dict(merged)
             if not compare:
@@ -128,6 +134,7 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
                 "run": str(run),
                 "model": model,
                 "file": str(file),
+                "option_files": option_files,
                 "out": f"{out_dir}/{run}/{model}",
                 "options": options,
             }
