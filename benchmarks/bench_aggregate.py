@@ -127,6 +127,10 @@ def main() -> None:
     args = parser.parse_args()
     rows = int(args.rows)
     folder = Path(args.folder)
+    if not folder.is_dir():
+        sys.exit(
+            f"--folder {str(folder)!r} is not a folder; expected an existing folder for the temporary Parquet file"
+        )
     need = rows * 3  # bytes: about 1.5 per row for hard predictions, 3 with continuous scores
     free = shutil.disk_usage(folder).free
     if free < 2 * need:
