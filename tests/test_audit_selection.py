@@ -76,6 +76,11 @@ def test_terminal_and_report_say_what_was_assumed_and_what_follows(result, tmp_p
     assert "exact if selection into the data depends on race and the label only" in text
     assert "Tan's marginal sensitivity model" in text
     assert "survives selection up to Gamma = " in text
+    # the breakdown claims' family is stated: each at 95% on its own (validity study part g: per claim, not per audit)
+    tested = result.selection
+    tested = tested[(tested["quantity"] == "difference") & (tested["gamma"] == 1.0)]
+    assert f"at 95% after the weighting (each at 95% on its own, not adjusted for the {len(tested)}: " in text
+    assert "about 1 in 20 differences that are 0 would be listed" in text
     out = result.write(tmp_path / "out")
     written = pd.read_csv(out / "selection.csv")
     assert list(written.columns) == list(SELECTION_COLUMNS) and len(written) == len(result.selection)

@@ -342,7 +342,8 @@ def selection_lines(result: Any) -> list[str]:
         flagged = flagged.sort_values("breakdown_gamma", ascending=False)
         lines.append(
             f"{terminal_text(model)}: {len(flagged)} of {len(rows)} differences from overall exclude 0 at {level} "
-            f"after the weighting (no multiplicity adjustment here)"
+            f"after the weighting (each at {level} on its own, not adjusted for the {len(rows)}: about 1 in "
+            f"{round(1 / (1 - options.confidence)):d} differences that are 0 would be listed)"
             + ("; how strong selection would have to be to explain each away:" if len(flagged) else "")
         )
         for row in flagged.head(_SHOWN).itertuples():
