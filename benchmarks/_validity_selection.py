@@ -331,7 +331,8 @@ def _coverage(rows: pd.DataFrame, strengths: dict) -> pd.DataFrame:
 
 
 def _given_by_margins(cell: SelectionCell, metric: str) -> bool:
-    """The label rate under margins ``AY``: the file gives it (an interval of width 0, exact by construction)."""
+    """The label rate under margins ``AY``: the file gives it (the same on every resample: the audit gives it no
+    interval, and no coverage is counted)."""
     return cell.margins == "AY" and metric == "label_rate"
 
 
@@ -345,7 +346,7 @@ def _row(coverage: pd.DataFrame, column: str, goal: float, given: bool) -> dict:
         p, se, r = float(x[column].iloc[0]), float(x[f"{column}_se"].iloc[0]), int(x["replicates"].iloc[0])
         values[label] = v.pct(p, se)
         verdicts.append(v.rate_verdict(p, r, low=goal, k=len(_columns())))
-    verdict = "- (given by the margins: width 0)" if given else v.worst_verdict(verdicts)
+    verdict = "- (given by the margins: no interval)" if given else v.worst_verdict(verdicts)
     return {**values, "verdict": verdict}
 
 
@@ -384,6 +385,11 @@ def _order(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[[c for c in frame.columns if c not in last] + last]
 
 
+def _same(a: pd.Series, b: pd.Series) -> pd.Series:
+    """Equal, or both missing (a quantity fixed by the margins has neither interval)."""
+    return (a == b) | (a.isna() & b.isna())
+
+
 def _claims(rows: pd.DataFrame, strengths: dict) -> pd.DataFrame:
     """Per cell: the Gamma = 1 rows against the estimate, and the breakdown claims' error rates."""
     records = []
@@ -393,7 +399,7 @@ def _claims(rows: pd.DataFrame, strengths: dict) -> pd.DataFrame:
         one = g[g["gamma"] == 1.0]
         equal = (
             (one["bound_low"] == one["estimate"]) & (one["bound_high"] == one["estimate"])
-            & (one["bound_ci_low"] == one["ci_low"]) & (one["bound_ci_high"] == one["ci_high"])
+            & _same(one["bound_ci_low"], one["ci_low"]) & _same(one["bound_ci_high"], one["ci_high"])
         )  # fmt: skip
         diff = one[one["quantity"] == "difference"]
         listed = diff["breakdown_gamma"].notna() & (diff["n_denominator"] >= MIN_DENOMINATOR)

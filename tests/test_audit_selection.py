@@ -70,6 +70,24 @@ def test_selection_table_holds_the_corrected_estimates_and_bounds(result, compas
     assert any("selection table: 1 slice(s) with fewer than 30 rows" in n for n in result.notes)
 
 
+def test_a_quantity_fixed_by_the_margins_has_no_interval_of_width_0(result):
+    # weighted to P(race, Y), every race's label rate (and its difference from overall) is the margins' value on
+    # every resample: no interval of width 0 and no breakdown claim, but a note; other quantities keep theirs
+    table = result.selection
+    label = table[(table["metric"] == "label_rate") & (table["gamma"] == 1.0)]
+    assert len(label) > 0 and label[["ci_low", "ci_high", "breakdown_gamma"]].isna().all().all()
+    assert np.isfinite(label["estimate"]).all()
+    finite = table[table["ci_low"].notna()]
+    assert (finite["ci_high"] > finite["ci_low"]).all()
+    bounded = table[table["bound_ci_low"].notna()]
+    assert (bounded["bound_ci_high"] > bounded["bound_ci_low"]).all()
+    fpr = table[(table["metric"] == "false_positive_rate") & (table["gamma"] == 1.0)]
+    assert fpr["ci_low"].notna().all()
+    assert any(f"selection table: {len(label)} quantity(ies) take the same value on every resample" in n
+               for n in result.notes)  # fmt: skip
+    assert "a disparity in Label rate" not in summary_text(result)
+
+
 def test_terminal_and_report_say_what_was_assumed_and_what_follows(result, tmp_path):
     text = summary_text(result)
     assert "Evaluation under selection: weighted to the target's shares of race and the label" in text
@@ -78,7 +96,7 @@ def test_terminal_and_report_say_what_was_assumed_and_what_follows(result, tmp_p
     assert "survives selection up to Gamma = " in text
     # the breakdown claims' family is stated: each at 95% on its own (validity study part g: per claim, not per audit)
     tested = result.selection
-    tested = tested[(tested["quantity"] == "difference") & (tested["gamma"] == 1.0)]
+    tested = tested[(tested["quantity"] == "difference") & (tested["gamma"] == 1.0) & tested["ci_low"].notna()]
     assert f"at 95% after the weighting (each at 95% on its own, not adjusted for the {len(tested)}: " in text
     assert "about 1 in 20 differences that are 0 would be listed" in text
     out = result.write(tmp_path / "out")

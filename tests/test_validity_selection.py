@@ -102,7 +102,7 @@ def test_quick_part_g_runs_end_to_end(tmp_path):
     assert (claims["gamma1_equal"] == claims["gamma1_rows"]).all() and (claims["gamma1_rows"] > 0).all()
 
     coverage = pd.read_csv(out / "g_coverage.csv")
-    counted = coverage[coverage["metric"] != "label_rate"]  # given by the AY margins (width 0)
+    counted = coverage[coverage["metric"] != "label_rate"]  # given by the AY margins (no interval)
     identified = counted[(counted["cell"] == "AY-identified-n2000") & (counted["gamma"] == 1.0)]
     # 36 intervals (6 metrics, 3 slices and overall, 3 differences) per audit, each covering ~95% when the
     # weighting is right; without the weighting (the cell `none`, same selection) they cover about half

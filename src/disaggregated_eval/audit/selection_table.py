@@ -29,6 +29,7 @@ import pandas as pd
 from .. import seeds, selection, vocabulary
 from .._validation import brief
 from ..engine.resampling import strata_for
+from ..intervals import ROUNDING
 from .columns import SELECTION_COLUMNS
 from .inputs import AuditInput, AuditInputError
 from .options import AuditOptions
@@ -290,6 +291,22 @@ def selection_table(
     if not tables:
         return pd.DataFrame({c: [] for c in SELECTION_COLUMNS}), notes
     out = pd.concat(tables, ignore_index=True)
+
+    # A quantity that takes one value on every resample (a label rate that the margins fix, a group without
+    # predicted positives) has no interval: an interval of width 0 would claim certainty the sample lacks.
+    def width_0(low: pd.Series, high: pd.Series) -> pd.Series:  # equal up to rounding (intervals.ROUNDING)
+        return (high - low).abs() <= ROUNDING * np.maximum(1.0, low.abs())
+
+    fixed = width_0(out["ci_low"], out["ci_high"]) & np.isfinite(out["estimate"])
+    if fixed.any():
+        out.loc[fixed, ["ci_low", "ci_high", "breakdown_gamma"]] = np.nan
+        point = fixed & width_0(out["bound_ci_low"], out["bound_ci_high"])
+        out.loc[point, ["bound_ci_low", "bound_ci_high"]] = np.nan
+        n_fixed = out.loc[fixed & (out["gamma"] == 1.0), ["model", "slice", "metric", "quantity"]].shape[0]
+        notes.append(
+            f"selection table: {n_fixed} quantity(ies) take the same value on every resample (e.g. a label rate "
+            f"given by the margins file, or a slice without predicted positives): no interval and no breakdown Gamma"
+        )
     family = {name: plan.attribute_of(s) for s, name in enumerate(plan.names)}
     out["attribute"] = out["slice"].map(family)
     return out[list(SELECTION_COLUMNS)], notes
@@ -338,6 +355,7 @@ def selection_lines(result: Any) -> list[str]:
     level = f"{options.confidence:.0%}"
     for model in pd.unique(table["model"]):
         rows = table[(table["model"] == model) & (table["quantity"] == "difference") & (table["gamma"] == 1.0)]
+        rows = rows[rows["ci_low"].notna()]  # the differences with an interval (not those the margins fix)
         flagged = rows[rows["breakdown_gamma"].notna() & (rows["n_denominator"] >= options.min_denominator)]
         flagged = flagged.sort_values("breakdown_gamma", ascending=False)
         lines.append(
