@@ -656,7 +656,7 @@ def _draw_one(ax, data: _FigureData) -> Figure:
 def _style() -> dict:
     """The house style, with unhinted glyphs: at 200 dpi hinting changes nothing visible and costs
     about a tenth of the drawing time (the SVG keeps text as text either way)."""
-    from disaggregated_eval.plots import _style as house_style
+    from disaggregated_eval.plots import house_style
 
     style = house_style()
     family = list(style["font.family"])
