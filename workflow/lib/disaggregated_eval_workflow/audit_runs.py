@@ -38,7 +38,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from disaggregated_eval.audit.options import UsageError, options_from_mapping, read_config_file
+from disaggregated_eval.audit.errors import UsageError
+from disaggregated_eval.audit.options import options_from_mapping, read_config_file
 
 from . import code_files
 
