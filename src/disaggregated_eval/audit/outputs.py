@@ -403,7 +403,7 @@ def write_outputs(
     OutputDirError
         If ``out_dir`` cannot be used (nothing is written; see :func:`check_out_dir`).
     """
-    from . import plots, report
+    from . import figure_rendering, report
     from .terminal import summary_text
 
     target = check_out_dir(out_dir)
@@ -415,12 +415,12 @@ def write_outputs(
     tmp = _make_tmp_dir(dest)
     rendering = None
     try:
-        # Worker processes draw the figures while this process writes the tables (plots.start_rendering).
+        # Worker processes draw the figures while this process writes the tables (figure_rendering.start_rendering).
         # No figure ever fails an audit after its work: a figure that cannot be drawn is left out, with
         # a note in the report, the manifest and on standard error; the tables are written in any case.
         figure_notes: list[str] = []
         try:
-            rendering = plots.start_rendering(result)
+            rendering = figure_rendering.start_rendering(result)
         except Exception as exc:
             figure_notes.append(f"no figure could be drawn (the tables are complete): {type(exc).__name__}: {exc}")
         steps = len(TABLES) + 3

@@ -31,11 +31,11 @@ from .. import verdicts, vocabulary
 from ..verdicts import parse_tolerance
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .decisions import flagged_rows, headline_metric
-from .plots import figure_bytes, render_figures  # the figures' one home; re-exported for callers of this module
+from .figure_rendering import render_figures
 from .terminal import format_estimate, format_interval, format_mdd, weight_note
 from .text import terminal_text
 
-__all__ = ["render_figures", "figure_bytes", "render_html", "write_report"]
+__all__ = ["render_html", "write_report"]
 
 _CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
@@ -540,7 +540,7 @@ def render_html(
     ----------
     result : AuditResult
     figures : mapping of name to (spec, {"png": bytes, "svg": bytes})
-        As returned by :func:`render_figures`.
+        As returned by :func:`.figure_rendering.render_figures`.
     summary : str
         The terminal summary (:func:`disaggregated_eval.audit.terminal.summary_text`), shown verbatim.
     manifest : mapping, optional
@@ -620,7 +620,7 @@ def write_report(
 ) -> Path:
     """Write ``report.html`` for ``result`` to ``path`` atomically (``AuditResult.to_html``).
 
-    Figures are rendered unless given (as from :func:`render_figures`).
+    Figures are rendered unless given (as from :func:`.figure_rendering.render_figures`).
 
     Returns
     -------
