@@ -78,7 +78,7 @@ def score_bins(
 
     One bin per distinct score when there are at most ``n_bins`` of them, else the library's quantile
     bins (module docstring). Used by the calibration table and by the observed/expected ratio's test,
-    which permutes within these bins (:mod:`.comparisons`). With ``count`` (rows each score stands for,
+    which permutes within these bins (:mod:`.comparison_tests`). With ``count`` (rows each score stands for,
     frequency weights) the quantile bins are those of the expanded rows.
 
     Returns

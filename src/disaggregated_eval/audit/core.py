@@ -10,7 +10,7 @@ The steps, each in its own module:
 5. the slices table: estimates, percentile intervals, minimum-size rules (:mod:`.withheld`),
    simultaneous bands (:mod:`disaggregated_eval.intervals`);
 6. the comparisons table: paired intervals, permutation p-values, adjusted p-values
-   (:mod:`.comparisons`, :mod:`disaggregated_eval.engine.permutation`);
+   (:mod:`.comparison_families`, :mod:`.comparison_tests`, :mod:`.comparisons`, :mod:`disaggregated_eval.engine.permutation`);
 7. the controlled table: ``M_a``, ``T_a`` and shared-space metrics per attribute and control
    variable (:mod:`.controlled`), derived from the same replicates.
 
@@ -35,14 +35,9 @@ from ..engine.units import find_units
 from ..memory import audit_peak_bytes, check_bytes, default_memory_limit_mb
 from .aggregate import compress_frame
 from .analyses import run_analyses
-from .comparisons import (
-    PERMUTATION_DESIGNS,
-    comparison_table,
-    enumerate_comparisons,
-    family_sizes,
-    pairwise_notes,
-    test_pvalues,
-)
+from .comparison_families import enumerate_comparisons, family_sizes, pairwise_notes
+from .comparison_tests import PERMUTATION_DESIGNS, test_pvalues
+from .comparisons import comparison_table
 from .controlled import controlled_table
 from .controlled_weights import ControlledPlan, fit_controlled_weights, plan_controlled, weight_notes
 from .errors import AuditInputError, AuditWarning

@@ -138,7 +138,7 @@ def check_comparison_count(
 
     Every family of slices (each attribute, each intersection of up to ``intersections``
     attributes, all combinations of levels) of at most ``pairwise_max_levels`` slices compares each
-    pair of its slices (:mod:`.comparisons`), so such an attribute with ``L`` levels gives
+    pair of its slices (:mod:`.comparison_families`), so such an attribute with ``L`` levels gives
     ``L (L - 1) / 2`` comparisons per model and metric.
 
     Parameters
