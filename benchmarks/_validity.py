@@ -56,6 +56,11 @@ __all__ = [
     "WEAK_RATES",
     "WEAK_NULLS",
     "POWER_EXCESSES",
+    "Z_SIZES",
+    "Z_RULE_ROWS",
+    "WEAK_Z_SIZE",
+    "POWER_Z_GAPS",
+    "power_z_population",
     "CONTROLLED",
     "CONTROLLED_SIZES",
     "CONTROLLED_METRICS",
@@ -267,6 +272,44 @@ CONTROLLED_SIZES: tuple[int, ...] = (2000, 20000)
 CONTROLLED_METRICS: tuple[str, ...] = ("false_positive_rate", "precision", "label_rate")
 CONTROLLED_CONTROLS: tuple[str, ...] = ("Y", "R")
 
+# ---- The large-sample test of the comparisons (parts b and c, issue 24) ------------------------------------
+#: Part (b), the large-sample test under the strong null: slices of these many rows from :data:`STRONG`
+#: (33,300 rows). The rarest outcome category is the false negatives, 7.6% of the rows (label rate 0.3,
+#: FNR 0.252): about 23, 76, 303, 606 and 1,515 of them; the audit's switch rule (at least
+#: ``LARGE_SAMPLE_MIN_ROWS`` = 200 rows in each category on each side) holds from 4,000 rows. The smaller
+#: slices show the test where the rule would not use it.
+Z_SIZES: tuple[int, ...] = (300, 1000, 4000, 8000, 20000)
+#: Slices of at least this many rows are within the switch rule's sizes (:data:`Z_SIZES`).
+Z_RULE_ROWS = 4000
+#: Part (b), the large-sample test under the weak nulls: four slices of 12,000 rows with part (b)'s label
+#: rates (48,000 rows); the rarest category, the sufficiency score's false positives at label rate 0.20,
+#: has about 250 rows.
+WEAK_Z_SIZE = 12_000
+#: Sample weights of the weighted audits of the large-sample cells (then every metric, the rates too, is
+#: tested by the large-sample test): uniform on [0.5, 1.5], independent of everything (the nulls still hold).
+Z_WEIGHT_RANGE = (0.5, 1.5)
+#: Part (c), the large-sample test's power: 20,000 rows, attribute ``a`` with a target level of 15% whose
+#: AUC is below the others' by ``gap`` (its positives' logit scores nearer the negatives'), attribute ``b``
+#: independent, label rate 0.4; the AUC of the others is STRONG's, Phi(2 / sqrt(2 x 1.2^2)) = 0.881.
+POWER_Z_SIZES: tuple[int, ...] = (3000, 7000, 5000, 5000)
+POWER_Z_GAPS: tuple[float, ...] = (0.01, 0.02)
+
+
+def power_z_population(gap: float) -> LogitNormalMixture:
+    """Part (c)'s large-sample population: the target's positives' mean logit lowered so that its AUC is
+    ``gap`` below the others' (the AUC of two normals: ``Phi((mu_1 - mu_0) / sqrt(sd_0^2 + sd_1^2))``)."""
+    (mu0, mu1), (sd0, sd1) = STRONG.means[0], STRONG.sds[0]
+    spread = math.hypot(sd0, sd1)
+    base = norm.cdf((mu1 - mu0) / spread)
+    target_mu1 = mu0 + spread * norm.ppf(base - gap)
+    rows = sum(POWER_Z_SIZES)
+    return LogitNormalMixture(
+        shares=tuple(n / rows for n in POWER_Z_SIZES),
+        prevalence=(0.4,) * 4,
+        means=((mu0, target_mu1),) + ((mu0, mu1),) * 3,
+        sds=((sd0, sd1),) * 4,
+    )
+
 
 def strong_truth() -> dict[str, float]:
     """Every metric of :data:`STRONG` (the truth of every slice of parts a and d)."""
@@ -298,24 +341,25 @@ def controlled_truth() -> pd.DataFrame:
 # ----------------------------------------------------------------------------------------------
 
 
-def size_level(size: int) -> str:
+def size_level(size: int, digits: int = 4) -> str:
     """Level name of the slice of ``size`` rows (zero-padded so that the audit's order is by size)."""
-    return f"n{size:04d}"
+    return f"n{size:0{digits}d}"
 
 
-def strong_data(rng: np.random.Generator) -> pd.DataFrame:
-    """Parts a, b (strong null), d: attribute ``size`` with levels of :data:`SIZES` rows, one population."""
-    _, y, score = STRONG.draw(rng, [sum(SIZES)])
-    return pd.DataFrame({"size": np.repeat([size_level(s) for s in SIZES], SIZES), "y": y, "score": score})
+def strong_data(rng: np.random.Generator, sizes: Sequence[int] = SIZES) -> pd.DataFrame:
+    """Parts a, b (strong null), d: attribute ``size`` with levels of ``sizes`` rows, one population."""
+    _, y, score = STRONG.draw(rng, [sum(sizes)])
+    digits = max(4, len(str(max(sizes))))
+    return pd.DataFrame({"size": np.repeat([size_level(s, digits) for s in sizes], sizes), "y": y, "score": score})
 
 
 def weak_level(rate_: float) -> str:
     return f"{rate_:.2f}"
 
 
-def weak_data(rng: np.random.Generator) -> pd.DataFrame:
-    """Part b (weak nulls): 4 slices of 500 rows with label rates 0.20-0.60 and the two scores of :data:`WEAK_NULLS`."""
-    slice_ = np.repeat(np.arange(len(WEAK_RATES)), WEAK_SIZE)
+def weak_data(rng: np.random.Generator, size: int = WEAK_SIZE) -> pd.DataFrame:
+    """Part b (weak nulls): 4 slices of ``size`` rows with label rates 0.20-0.60 and the scores of :data:`WEAK_NULLS`."""
+    slice_ = np.repeat(np.arange(len(WEAK_RATES)), size)
     rates = np.asarray(WEAK_RATES)[slice_]
     high = rng.random(slice_.size) < (rates - _SUFF_LOW) / (_SUFF_HIGH - _SUFF_LOW)
     sufficiency = np.where(high, _SUFF_HIGH, _SUFF_LOW)
@@ -330,6 +374,13 @@ def weak_data(rng: np.random.Generator) -> pd.DataFrame:
 def power_data(rng: np.random.Generator, excess: float) -> pd.DataFrame:
     """Part c: :func:`power_population` with exactly :data:`POWER_SIZES` rows per level of ``a``."""
     a, y, score = power_population(excess).draw(rng, POWER_SIZES)
+    b = np.where(rng.random(a.size) < 0.5, "x", "y")
+    return pd.DataFrame({"a": np.asarray(POWER_LEVELS, dtype=object)[a], "b": b, "y": y, "score": score})
+
+
+def power_z_data(rng: np.random.Generator, gap: float) -> pd.DataFrame:
+    """Part c (large-sample test): :func:`power_z_population` with exactly :data:`POWER_Z_SIZES` rows per level."""
+    a, y, score = power_z_population(gap).draw(rng, POWER_Z_SIZES)
     b = np.where(rng.random(a.size) < 0.5, "x", "y")
     return pd.DataFrame({"a": np.asarray(POWER_LEVELS, dtype=object)[a], "b": b, "y": y, "score": score})
 
@@ -351,10 +402,12 @@ class Task:
     """One replicate of one cell.
 
     ``kind``: ``strong`` (parts a, b strong null, d), ``weak`` (b), ``power`` (c), ``controlled`` (e),
-    ``fair`` and ``calibration`` (f, :mod:`_validity_fairness`). ``param``: the FPR excess (power), the
+    ``fair`` and ``calibration`` (f, :mod:`_validity_fairness`), ``strong_z`` and ``weak_z`` (b) and
+    ``power_z`` (c) of the large-sample test. ``param``: the FPR excess (power), the AUC gap (power_z), the
     number of rows (controlled) or the cell's name (fair, calibration). ``schemes``: resampling
     schemes to audit (strong); ``permutations``: whether the population audit computes p-values;
-    ``metrics``: the metrics of parts a, b and d (strong, weak; the data do not depend on them).
+    ``metrics``: the metrics of parts a, b and d (strong, weak, strong_z, weak_z; the data do not depend on
+    them).
     """
 
     kind: str
@@ -400,7 +453,9 @@ def _tests(result, **labels) -> pd.DataFrame:
     """The p-values of the comparisons with a permutation test (kinds vs_overall, vs_rest, pairwise)."""
     c = result.comparisons
     c = c[c["kind"] != "vs_model"]
-    out = c[["model", "metric", "kind", "slice", "reference", "difference", "p_value", "p_adjusted", "reported"]]
+    out = c[
+        ["model", "metric", "kind", "slice", "reference", "difference", "test", "p_value", "p_adjusted", "reported"]
+    ]
     return out.assign(**labels).reset_index(drop=True)
 
 
@@ -479,6 +534,51 @@ def _power(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
     return {"power": pd.concat(frames, ignore_index=True)}
 
 
+def _with_weights(task: Task, data: pd.DataFrame, rng: np.random.Generator) -> list[tuple[str, pd.DataFrame, dict]]:
+    """The two audits of a large-sample cell: without weights, and with uniform weights (every metric tested)."""
+    weighted = data.assign(w=rng.uniform(*Z_WEIGHT_RANGE, len(data)))
+    return [("none", data, {}), ("uniform", weighted, {"sample_weight": "w"})]
+
+
+def _strong_z(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
+    rng = task.rng()
+    frames = []
+    for weights, data, extra in _with_weights(task, strong_data(rng, Z_SIZES), rng):
+        result = _audit(task, data, warned, scores=["score"], groups=["size"], metrics=list(task.metrics),
+                        test_method="bootstrap", **extra)  # fmt: skip
+        frames.append(_tests(result, null="strong", weights=weights, replicate=task.replicate))
+    return {"tests_z": pd.concat(frames, ignore_index=True)}
+
+
+def _weak_z(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
+    rng = task.rng()
+    metrics = sorted({m for ms in WEAK_NULLS.values() for m in ms if m in task.metrics}, key=ALL_METRICS.index)
+    if not metrics:
+        return {}
+    frames = []
+    for weights, data, extra in _with_weights(task, weak_data(rng, WEAK_Z_SIZE), rng):
+        result = _audit(task, data, warned, scores=list(WEAK_NULLS), groups=["label_rate"], metrics=metrics,
+                        test_method="bootstrap", **extra)  # fmt: skip
+        tests = _tests(result, null="weak", weights=weights, replicate=task.replicate)
+        keep = [metric in WEAK_NULLS[model] for model, metric in zip(tests["model"], tests["metric"])]
+        frames.append(tests[keep])
+    return {"tests_z": pd.concat(frames, ignore_index=True)}
+
+
+def _power_z(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
+    """The same file tested by the large-sample test and by permutations (AUC; one family of 6 slices)."""
+    data = power_z_data(task.rng(), float(task.param))
+    frames = []
+    for method in ("bootstrap", "permutation"):
+        result = _audit(task, data, warned, scores=["score"], groups=["a", "b"], metrics=["auc"], intersections=1,
+                        pairwise_max_levels=0, test_method=method)  # fmt: skip
+        c = result.comparisons
+        target = c[(c["slice"] == "a=target") & (c["kind"] == "vs_overall")]
+        frames.append(target[["difference", "test", "p_value", "p_adjusted", "reported"]].assign(
+            gap=float(task.param), test_method=method, replicate=task.replicate))  # fmt: skip
+    return {"power_z": pd.concat(frames, ignore_index=True)}
+
+
 def _controlled(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
     n = int(task.param)
     result = _audit(
@@ -508,7 +608,7 @@ def _calibration(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
 
 
 _KINDS = {"strong": _strong, "weak": _weak, "power": _power, "controlled": _controlled, "fair": _fair,
-          "calibration": _calibration}  # fmt: skip
+          "calibration": _calibration, "strong_z": _strong_z, "weak_z": _weak_z, "power_z": _power_z}  # fmt: skip
 
 
 def run_task(task: Task) -> tuple[Task, dict[str, pd.DataFrame], float, list[str]]:

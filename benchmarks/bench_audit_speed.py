@@ -27,9 +27,21 @@ Workloads (``--workloads``, comma-separated; default all):
   (with its calibration table, fairness summary and bands, which MetricFrame does not compute) is
   printed beside it. Both are marginal CPU costs: (12,000 resamples - 2,000 resamples) / 10,000.
 
+Issue 24's goals, against the commit before that work (:data:`BASE_COMMIT`) in the same run, CPU seconds of
+``audit()`` on a frame in memory (after loading: the frame is built first; one thread, the default):
+
+* ``scale-continuous``: 1,000,000 rows of continuous scores, two attributes of 3 and 4 levels (20 slices),
+  every default (the 14 metrics, 10,000 resamples, 10,000 permutations). Goal: at most 5 CPU-minutes,
+  without the warning of hours of permutation tests. The base commit is not run with its tests (it warns
+  of 15.7 CPU-hours): its warning is read (the audit stopped before its bootstrap) and it is timed with
+  ``n_permutations=0``, beside.
+* ``scale-counts``: 10,000,000 rows of hard 0/1 predictions, the same attributes (48 distinct (cell, label,
+  prediction) units), every default. Goal: at most 10 CPU-seconds.
+
 Usage::
 
-    python benchmarks/bench_audit_speed.py [--workloads compas,million,...] [--no-reference]
+    python benchmarks/bench_audit_speed.py [--workloads compas,million,...,scale-continuous,scale-counts]
+        [--no-reference]
 
 Run it on an otherwise idle machine: the load average is printed before and after each workload.
 """
@@ -50,6 +62,9 @@ from unittest import mock
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from _reference import REFERENCE_COMMIT, reference_tree  # noqa: E402
+
+#: The commit before issue 24's work on the tests: today's code of the scale workloads.
+BASE_COMMIT = "86ba781"
 
 COUNT_METRICS = [
     "sensitivity", "specificity", "precision", "net_benefit", "label_rate", "predicted_positive_rate", "accuracy",
@@ -88,6 +103,94 @@ print(json.dumps(dict(wall=time.perf_counter() - wall, cpu=time.process_time() -
                       peak_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                       slices=int(result.slices["slice"].nunique()))))
 """
+
+
+# The child of the scale workloads: builds the frame, then times audit() alone (CPU of this one-thread process).
+SCALE_CHILD = r"""
+import json, resource, sys, time, warnings
+import numpy as np, pandas as pd
+from disaggregated_eval.audit import audit, core
+n, hard, mode = {n!r}, {hard!r}, {mode!r}
+rng = np.random.default_rng(24)
+a = rng.integers(0, 3, n)
+b = rng.integers(0, 4, n)
+x = rng.normal(0.2 * a - 0.1 * b, 1.0, n)
+y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(x - 0.5)))).astype(np.int64)
+score = 1.0 / (1.0 + np.exp(-(0.9 * x - 0.45 + 0.3 * rng.normal(size=n))))
+if hard:
+    score = (score >= 0.5).astype(np.float64)
+levels = lambda prefix, k: np.array([f"{{prefix}}{{i}}" for i in range(k)], dtype=object)
+data = pd.DataFrame({{"a": levels("a", 3)[a], "b": levels("b", 4)[b], "y": y, "score": score}})
+del a, b, x, y, score
+kwargs = dict(label="y", scores=["score"], groups=["a", "b"])
+audit(data.head(3000), n_resamples=200, n_permutations=200, **kwargs)  # numba caches loaded or compiled
+if mode == "warning":  # stop the audit at its bootstrap: what it warned of before any work
+    def stop(*args, **kw):
+        raise KeyboardInterrupt
+    core.estimate_all = stop
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            audit(data, **kwargs)
+        except KeyboardInterrupt:
+            pass
+    said = [str(w.message) for w in caught if "CPU-hours" in str(w.message)]
+    print(json.dumps(dict(warning=said[0] if said else "")))
+    sys.exit(0)
+if mode == "no-tests":
+    kwargs["n_permutations"] = 0
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    cpu, wall = time.process_time(), time.perf_counter()
+    result = audit(data, **kwargs)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+tests = result.comparisons["test"].value_counts().to_dict()
+print(json.dumps(dict(wall=wall, cpu=cpu, peak_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      tests=tests, warned=any("CPU-hours" in str(w.message) for w in caught))))
+"""
+
+
+def _scale(pythonpath: str | None, **fmt) -> dict:
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    done = subprocess.run([sys.executable, "-c", SCALE_CHILD.format(**fmt)], env=env, capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def scale_goals(chosen: list[str], reference: bool) -> None:
+    """Issue 24's two goals (module docstring), each beside the base commit's figures."""
+    base = str(reference_tree(BASE_COMMIT)) if reference else None
+    if "scale-continuous" in chosen:
+        plan = dict(n=1_000_000, hard=False)
+        new = _scale(None, mode="default", **plan)
+        print(f"scale-continuous new: {new['cpu']:.1f} s CPU ({new['cpu'] / 60:.2f} CPU-minutes), {new['wall']:.1f} s "
+              f"wall, {new['peak_mib']:.0f} MiB; warning of hours of tests: {'yes' if new['warned'] else 'no'}; tests "
+              f"{new['tests']} | goal: at most 300 s CPU, no warning: {'met' if new['cpu'] <= 300 and not new['warned'] else 'NOT met'}",
+              flush=True)  # fmt: skip
+        if base:
+            warned = _scale(base, mode="warning", **plan)["warning"]
+            hours = warned.split("about ")[1].split(" CPU-hours")[0] if "CPU-hours" in warned else "?"
+            old = _scale(base, mode="no-tests", **plan)
+            print(f"scale-continuous base {BASE_COMMIT}: warned of {hours} CPU-hours of permutation tests (not run); "
+                  f"without them {old['cpu']:.1f} s CPU, {old['wall']:.1f} s wall, {old['peak_mib']:.0f} MiB",
+                  flush=True)  # fmt: skip
+        print(f"{'':<16} load average {os.getloadavg()}", flush=True)
+    if "scale-counts" in chosen:
+        plan = dict(n=10_000_000, hard=True)
+        new = _scale(None, mode="default", **plan)
+        old = _scale(base, mode="default", **plan) if base else None
+        ratio = f"; {old['cpu'] / new['cpu']:.1f}x less CPU than base" if old else ""
+        print(f"scale-counts new: {new['cpu']:.1f} s CPU, {new['wall']:.1f} s wall, {new['peak_mib']:.0f} MiB; tests "
+              f"{new['tests']} | goal: at most 10 s CPU: {'met' if new['cpu'] <= 10 else 'NOT met'}{ratio}",
+              flush=True)  # fmt: skip
+        if old:
+            print(f"scale-counts base {BASE_COMMIT}: {old['cpu']:.1f} s CPU, {old['wall']:.1f} s wall, "
+                  f"{old['peak_mib']:.0f} MiB; tests {old['tests']}", flush=True)  # fmt: skip
+        print(f"{'':<16} load average {os.getloadavg()}", flush=True)
 
 
 def _child(pythonpath: str | None, **fmt) -> dict:
@@ -177,7 +280,9 @@ def fairlearn_ratio(n: int, boot: int, continuous: bool) -> dict:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workloads", default="compas,million,million-counts,many-slices,fairlearn")
+    parser.add_argument(
+        "--workloads", default="compas,million,million-counts,many-slices,fairlearn,scale-continuous,scale-counts"
+    )
     parser.add_argument("--no-reference", action="store_true", help="do not run the reference commit's code")
     parser.add_argument("--fairlearn-boot", type=int, default=3)
     args = parser.parse_args(argv)
@@ -211,6 +316,7 @@ def main(argv=None) -> int:
                   f"{out['engine_per'] * 1e6:.2f} us: {out['ratio']:,.0f}x (goal {goal}); the whole audit (with "
                   f"its calibration table, fairness summary, bands) {out['audit_per'] * 1e6:.2f} us: "
                   f"{out['audit_ratio']:,.0f}x", flush=True)  # fmt: skip
+    scale_goals(chosen, not args.no_reference)
     print(f"load average at the end {os.getloadavg()}")
     return 0
 

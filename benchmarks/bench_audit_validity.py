@@ -123,6 +123,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import fields
 from pathlib import Path
 
@@ -139,6 +140,9 @@ DEFAULT_REPLICATES = {"a": 1000, "b": 250, "c": 80, "d": 1000, "e": 40, "f": 400
 QUICK_REPLICATES = {"a": 40, "b": 10, "c": 5, "d": 40, "e": 2, "f": 3}
 DEFAULT_SEED = 20250101
 _SCHEMES = ("population", "within_group")
+#: Kinds of replicate (``--kinds``), and the part each belongs to.
+KINDS: dict[str, str] = {"strong": "a,b,d", "weak": "b", "strong_z": "b", "weak_z": "b", "power": "c",
+                         "power_z": "c", "controlled": "e", "fair": "f", "calibration": "f"}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -153,6 +157,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="root seed of every draw")
     parser.add_argument("--workers", type=int, default=2, help="worker processes (each audit: one thread)")
     parser.add_argument("--replicates", default="", help="override counts, e.g. a=500,e=20")
+    parser.add_argument("--kinds", default="", help=f"run only these kinds of replicate, e.g. strong_z,weak_z "
+                        f"(among {','.join(KINDS)}; default: every kind of the parts)")  # fmt: skip
     parser.add_argument("--n-resamples", type=int, default=1000, help="bootstrap resamples of every audit")
     parser.add_argument(
         "--metrics", default="", help="metrics of parts a, b and d, comma-separated (default: all of them)"
@@ -174,6 +180,9 @@ def parse_args(argv=None) -> argparse.Namespace:
             )
         counts[key] = int(value)
     args.counts = counts
+    args.kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip()) or None
+    if args.kinds is not None and any(k not in KINDS for k in args.kinds):
+        parser.error(f"--kinds takes kinds among {','.join(KINDS)}; got {args.kinds!r}")
     metrics = tuple(m.strip() for m in args.metrics.split(",") if m.strip()) or v.ALL_METRICS
     unknown = [m for m in metrics if m not in v.ALL_METRICS]
     if unknown or len(set(metrics)) != len(metrics):
@@ -191,9 +200,17 @@ def parse_args(argv=None) -> argparse.Namespace:
 # ----------------------------------------------------------------------------------------------
 
 
-def build_tasks(parts, counts, root: int, n_resamples: int, metrics: tuple[str, ...] = v.ALL_METRICS) -> list[v.Task]:
+def build_tasks(
+    parts,
+    counts,
+    root: int,
+    n_resamples: int,
+    metrics: tuple[str, ...] = v.ALL_METRICS,
+    kinds: Sequence[str] | None = None,
+) -> list[v.Task]:
     """Every replicate of the requested parts, the most expensive first (for load balance); ``metrics``:
-    those of parts a, b and d."""
+    those of parts a, b and d (the kinds strong and weak); with ``kinds``, only the replicates of those
+    kinds (``Task.kind``)."""
     tasks: list[v.Task] = []
     if "f" in parts:
         for cell in vf.CALIBRATION_CELLS:
@@ -204,16 +221,20 @@ def build_tasks(parts, counts, root: int, n_resamples: int, metrics: tuple[str, 
         for n in v.CONTROLLED_SIZES:
             tasks += [v.Task("controlled", r, root, n_resamples, param=n) for r in range(counts["e"])]
     if "c" in parts:
+        for gap in v.POWER_Z_GAPS:
+            tasks += [v.Task("power_z", r, root, n_resamples, param=gap) for r in range(counts["c"])]
         for excess in v.POWER_EXCESSES:
             tasks += [v.Task("power", r, root, n_resamples, param=excess) for r in range(counts["c"])]
     if "b" in parts:
+        tasks += [v.Task("weak_z", r, root, n_resamples, metrics=metrics) for r in range(counts["b"])]
+        tasks += [v.Task("strong_z", r, root, n_resamples, metrics=metrics) for r in range(counts["b"])]
         tasks += [v.Task("weak", r, root, n_resamples, metrics=metrics) for r in range(counts["b"])]
     slices = max([counts[p] for p in ("a", "d") if p in parts], default=0)
     nulls = counts["b"] if "b" in parts else 0
     for r in range(max(slices, nulls)):
         schemes = _SCHEMES if r < slices else ("population",)
         tasks.append(v.Task("strong", r, root, n_resamples, schemes=schemes, permutations=r < nulls, metrics=metrics))
-    return tasks
+    return tasks if kinds is None else [t for t in tasks if t.kind in kinds]
 
 
 def _init_worker() -> None:
@@ -449,6 +470,137 @@ def table_c(summary: pd.DataFrame) -> pd.DataFrame:
             "adjust": summary["adjust"],
             "R": summary["replicates"],
             "power (flag above overall)": [_pct(p, s) for p, s in zip(summary["power"], summary["power_se"])],
+            "unadjusted p < 0.05": [
+                _pct(p, s) for p, s in zip(summary["power_unadjusted"], summary["power_unadjusted_se"])
+            ],
+            "goal": summary["goal"],
+            "verdict": summary["verdict"],
+        }
+    )
+
+
+def _in_rule(name: str) -> bool:
+    """Whether every slice of a test's name (``size=n04000``, ``... vs ...``) is within the switch rule's sizes
+    (:data:`_validity.Z_RULE_ROWS`); the weak nulls' slices (label rates) all are."""
+    sizes = [int(part) for part in _short(name).split(" vs ") if part.isdigit()]
+    return all(size >= v.Z_RULE_ROWS for size in sizes)
+
+
+def summarise_b_z(tests: pd.DataFrame, r_max: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Part (b), the large-sample test: per null, weights, model and metric, the worst test of each kind among
+    the tests within the switch rule's sizes (goal: at most 5% each, Bonferroni over them), the rejection at
+    5% and 1% pooled over those tests (the normal approximation's tail), the worst test of a slice below
+    those sizes (no goal: there the rule keeps permutations), and the family-wise error of the flags: of the
+    family within the rule's sizes (Holm over its vs-overall tests: any p below 0.05 / m; goal: at most 5%)
+    and, for information, of the audit's family with every slice (its adjusted p-values). Returns the
+    summary and the per-test rejection rates."""
+    # the large-sample tests only (the unweighted audits' rates keep their exact tests)
+    tests = tests[(tests["replicate"] < r_max) & tests["reported"] & (tests["test"] == "bootstrap z")].copy()
+    tests["reject"] = tests["p_value"] < v.ALPHA
+    tests["reject_1"] = tests["p_value"] < 0.01
+    tests["reject_adjusted"] = tests["p_adjusted"] < v.ALPHA
+    tests["name"] = np.where(tests["kind"] == "pairwise", tests["slice"] + " vs " + tests["reference"], tests["slice"])
+    tests["in_rule"] = [_in_rule(name) for name in tests["name"]]
+    keys = ["null", "weights", "model", "metric"]
+    per_test = (tests.groupby(keys + ["kind", "name", "in_rule"], sort=False)
+                .agg(rejection=("reject", "mean"), rejection_1=("reject_1", "mean"), replicates=("reject", "size"))
+                .reset_index())  # fmt: skip
+    rows = []
+    for key, g in tests.groupby(keys, sort=False):
+        tested = per_test[(per_test[keys] == pd.Series(dict(zip(keys, key)))).all(axis=1)]
+        inside = tested[tested["in_rule"]]
+        k = len(inside)
+        row = {**dict(zip(keys, key)), "replicates": int(g["replicate"].nunique()), "tests_in_rule": k}
+        verdicts = []
+        for kind in ("vs_overall", "vs_rest", "pairwise"):
+            kg = inside[inside["kind"] == kind]
+            if len(kg):
+                worst = kg.loc[kg["rejection"].idxmax()]
+                row[f"{kind}_worst"] = worst["rejection"]
+                row[f"{kind}_worst_se"] = math.sqrt(worst["rejection"] * (1 - worst["rejection"]) / worst["replicates"])
+                row[f"{kind}_worst_slice"] = worst["name"]
+                verdicts += [v.rate_verdict(p, r, high=v.ALPHA, k=k) for p, r in zip(kg["rejection"], kg["replicates"])]
+        within = g[g["in_rule"]]
+        row["pooled_5"], row["pooled_1"] = within["reject"].mean(), within["reject_1"].mean()
+        outside = tested[~tested["in_rule"] & (tested["kind"] != "vs_rest")]
+        if len(outside):
+            worst = outside.loc[outside["rejection"].idxmax()]
+            row["below_rule_worst"] = worst["rejection"]
+            row["below_rule_worst_se"] = math.sqrt(worst["rejection"] * (1 - worst["rejection"]) / worst["replicates"])
+            row["below_rule_worst_slice"] = worst["name"]
+        family = within[within["kind"] == "vs_overall"]
+        m = family.groupby("replicate")["name"].nunique()
+        smallest = family.groupby("replicate")["p_value"].min()
+        fwer, fwer_se, r = v.rate(smallest < v.ALPHA / m)
+        row["flags_fwer"], row["flags_fwer_se"] = fwer, fwer_se
+        row["flags_fwer_all"] = v.rate(g[g["kind"] == "vs_overall"].groupby("replicate")["reject_adjusted"].any())[0]
+        row["verdict_tests"] = v.worst_verdict(verdicts)
+        row["verdict_flags"] = v.rate_verdict(fwer, r, high=v.ALPHA)
+        row["verdict"] = v.worst_verdict([row["verdict_tests"], row["verdict_flags"]])
+        rows.append(row)
+    out = pd.DataFrame(rows)
+    out["_m"] = out["metric"].map(v.ALL_METRICS.index)
+    out["_n"] = out["null"].map({"strong": 0, "weak": 1})
+    out = out.sort_values(["_n", "weights", "model", "_m"]).drop(columns=["_m", "_n"]).reset_index(drop=True)
+    return out, per_test
+
+
+def table_b_z(summary: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for _, s in summary.iterrows():
+        row = {"null": s["null"], "weights": s["weights"], "model": s["model"], "metric": s["metric"],
+               "R": int(s["replicates"])}  # fmt: skip
+        for kind, label in (("vs_overall", "vs_overall"), ("vs_rest", "vs_rest"), ("pairwise", "pairwise")):
+            if isinstance(s.get(f"{kind}_worst_slice"), str):
+                short = _short(s[f"{kind}_worst_slice"])
+                row[f"{label} worst test"] = f"{_pct(s[f'{kind}_worst'], s[f'{kind}_worst_se'])} ({short})"
+            else:
+                row[f"{label} worst test"] = "-"
+        row["pooled at 5% / 1%"] = f"{_pct(s['pooled_5'])} / {_pct(s['pooled_1'])}"
+        row["flags FWER"] = _pct(s["flags_fwer"], s["flags_fwer_se"])
+        if isinstance(s.get("below_rule_worst_slice"), str):
+            short = _short(s["below_rule_worst_slice"])
+            row["below the rule: worst test; FWER with them"] = (
+                f"{_pct(s['below_rule_worst'], s['below_rule_worst_se'])} ({short}); {_pct(s['flags_fwer_all'])}"
+            )
+        else:
+            row["below the rule: worst test; FWER with them"] = "-"
+        row["verdict (tests / flags)"] = f"{s['verdict']} ({s['verdict_tests']} / {s['verdict_flags']})"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def summarise_c_z(power: pd.DataFrame, r_max: int) -> pd.DataFrame:
+    """Part (c), the large-sample test: power to flag the target below overall, with each test on the same
+    files; goal: the large-sample test's power not below the permutations' (beyond Monte-Carlo error)."""
+    power = power[power["replicate"] < r_max]
+    rows = []
+    for gap, g in power.groupby("gap", sort=True):
+        rates = {}
+        for method, h in g.groupby("test_method"):
+            down = h["reported"] & (h["difference"] < 0)
+            rates[method] = (v.rate(down & (h["p_adjusted"] < v.ALPHA)), v.rate(down & (h["p_value"] < v.ALPHA)),
+                             sorted(set(h["test"])))  # fmt: skip
+        (pz, sz, _), _, _ = rates["bootstrap"]
+        (pp, sp, _), _, _ = rates["permutation"]
+        difference, se = pz - pp, math.hypot(sz, sp)
+        for method in ("bootstrap", "permutation"):
+            (p, se_m, r_m), (pu, su, _), used = rates[method]
+            rows.append({"auc_gap": gap, "test_method": method, "test": "/".join(used), "replicates": r_m,
+                         "power": p, "power_se": se_m, "power_unadjusted": pu, "power_unadjusted_se": su,
+                         "goal": "not below permutations" if method == "bootstrap" else "none",
+                         "verdict": v.verdict(difference, low=0.0, se=se) if method == "bootstrap" else "-"})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def table_c_z(summary: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "AUC gap": [f"-{x:.2f}" for x in summary["auc_gap"]],
+            "test_method": summary["test_method"],
+            "test": summary["test"],
+            "R": summary["replicates"],
+            "power (flag below overall)": [_pct(p, s) for p, s in zip(summary["power"], summary["power_se"])],
             "unadjusted p < 0.05": [
                 _pct(p, s) for p, s in zip(summary["power_unadjusted"], summary["power_unadjusted_se"])
             ],
@@ -765,7 +917,9 @@ TITLES = {
     "a": "(a) Per-slice coverage of the 95% intervals (%, ± Monte-Carlo SE) by slice size (rows)",
     "a2": "(a) Zero-width intervals / undefined estimates (% of replicates) by slice size (metrics with neither left out)",
     "b": "(b) Rejection under the strong and weak nulls (%, unadjusted per test; flags FWER with the adjustment)",
+    "b2": "(b2) The large-sample test (test_method='bootstrap') under the strong and weak nulls (%, unadjusted per test within the switch rule's sizes; flags FWER of the family within them, Holm)",
     "c": "(c) Power to flag a slice of 15% of 3,000 rows whose false positive rate is above the rest's 0.20",
+    "c2": "(c2) Power to flag a slice of 15% of 20,000 rows whose AUC is below the others' 0.881: the large-sample test and permutations on the same files",
     "d": "(d) Joint coverage of the simultaneous bands over the reported slices (%)",
     "e": "(e) Controlled differences T_a with the audit's cross-fitted weights",
     "f1": "(f1) Coverage of the fairness summary's 95% intervals (%; Monte-Carlo SE about 0.8-1.1 at 400 replicates)",
@@ -806,7 +960,7 @@ def main(argv=None) -> int:
         print(
             "note: parts a and d share their audits; the larger count is run, each part uses its own", file=sys.stderr
         )
-    tasks = build_tasks(args.parts, args.counts, args.seed, args.n_resamples, args.metrics)
+    tasks = build_tasks(args.parts, args.counts, args.seed, args.n_resamples, args.metrics, args.kinds)
     load_start = os.getloadavg()
     header = (
         f"validity study of the audit (commit {_git_commit()}), root seed {args.seed}, parts {','.join(args.parts)}; "
@@ -828,15 +982,21 @@ def main(argv=None) -> int:
         out["a_coverage"] = summarise_a(tables["slices"], args.counts["a"])
         cov, zero = table_a(out["a_coverage"])
         shown += [("a", cov), ("a2", zero)]
-    if "b" in args.parts:
+    if "b" in args.parts and "tests" in tables:
         both = pd.concat(
             [tables["tests"][tables["tests"]["null"] == "strong"], tables["tests"][tables["tests"]["null"] == "weak"]]
         )
         out["b_rejection"], out["b_tests"] = summarise_b(both, args.counts["b"])
         shown.append(("b", table_b(out["b_rejection"])))
-    if "c" in args.parts:
+    if "b" in args.parts and "tests_z" in tables:
+        out["b_large_sample"], out["b_large_sample_tests"] = summarise_b_z(tables["tests_z"], args.counts["b"])
+        shown.append(("b2", table_b_z(out["b_large_sample"])))
+    if "c" in args.parts and "power" in tables:
         out["c_power"] = summarise_c(tables["power"], args.counts["c"])
         shown.append(("c", table_c(out["c_power"])))
+    if "c" in args.parts and "power_z" in tables:
+        out["c_large_sample"] = summarise_c_z(tables["power_z"], args.counts["c"])
+        shown.append(("c2", table_c_z(out["c_large_sample"])))
     if "d" in args.parts:
         out["d_bands"] = summarise_d(tables["slices"], args.counts["d"])
         shown.append(("d", table_d(out["d_bands"])))

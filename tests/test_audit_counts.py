@@ -26,7 +26,7 @@ from disaggregated_eval.audit.aggregate import (
     counts_query,
 )
 from disaggregated_eval.audit.cli import main
-from disaggregated_eval.audit.inputs import AuditInputError
+from disaggregated_eval.audit.errors import AuditInputError
 from disaggregated_eval.calibration import expanded_quantile
 from disaggregated_eval.engine.units import find_units, units_of_counts
 from disaggregated_eval.intervals import grouped_jackknife_acceleration
@@ -393,3 +393,52 @@ def test_controls_on_counts_standing_for_too_many_rows_are_refused_before_any_wo
                    n_permutations=0, metrics=["accuracy"])  # fmt: skip
     assert result.n_rows == 1_600
     assert result.slices.loc[result.slices["slice"] == "overall", "n"].item() == 1_600
+
+
+def test_counts_tests_large_sample_as_the_expanded_rows_and_switch_by_their_units():
+    """Frequency weights and the tests of issue 24 item 1. (1) With test_method='bootstrap' the counts and the
+    expanded frame (same units) give the same comparisons bit for bit: the large-sample z-test reads the same
+    bootstrap draws, the unweighted rates keep their exact tests. (2) The switch rule bounds a Monte-Carlo
+    test's work by its distinct units, not by the rows the counts stand for: 12 million rows of a few
+    hundred units keep their permutation tests (2 x 200 permutations x under 600 units is far below 1e8;
+    by rows it would be about 5e9, and every side has thousands of rows in each category, so a rule that
+    counted rows would switch). (3) Their exact tests are the hypergeometric p-values of the rows' counts:
+    summed here term by term from scipy's probabilities (relative 1e-9: a tail of about 1e-125, whose
+    largest terms dominate; a table as long as the rows, or counts of table rows, would be off by orders)."""
+    from scipy.stats import hypergeom
+
+    from disaggregated_eval.engine.sums import PROPORTIONS, categories
+
+    counts = _log(600, 1).drop(columns="w").groupby(["y", "r", "g", "s"], as_index=False).size()
+    counts = counts.rename(columns={"size": "n"})
+    counts["n"] = counts["n"] * 2
+    rows, table = _audits(counts, test_method="bootstrap", thresholds=[])
+    pd.testing.assert_frame_equal(rows.comparisons, table.comparisons, check_exact=True)
+    tested = table.comparisons[table.comparisons["kind"] != "vs_model"]
+    rates = tested["metric"].isin(list(PROPORTIONS))
+    assert set(tested.loc[rates & tested["p_value"].notna(), "test"]) == {"exact"}
+    assert set(tested.loc[~rates & tested["p_value"].notna(), "test"]) == {"bootstrap z"}
+
+    big = counts.assign(n=counts["n"] * 10_000)
+    options = dict(label="y", scores=["r"], groups=["g", "s"], n_resamples=200, n_permutations=200, seed=5,
+                   metrics=["false_positive_rate", "auc", "log_loss"])  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = audit(big, frequency_weight="n", **options)
+    assert result.n_rows == int(big["n"].sum()) > 10**7
+    c = result.comparisons
+    assert set(c.loc[c["metric"].isin(["auc", "log_loss"]) & c["p_value"].notna(), "test"]) == {"monte carlo"}
+    fpr = c[(c["metric"] == "false_positive_rate") & (c["kind"] == "vs_overall") & (c["slice"] == "g=a")]
+    assert fpr["test"].tolist() == ["exact"]
+    cat = categories(big["y"].to_numpy(), big["r"].to_numpy(), 0.5)
+    negative = cat < 2
+    in_slice = (big["g"] == "a").to_numpy()
+    n = big["n"].to_numpy()
+    x, n_first = n[negative & in_slice & (cat == 1)].sum(), n[negative & in_slice].sum()
+    successes, size = n[negative & (cat == 1)].sum(), n[negative].sum()
+    support = np.arange(max(0, n_first - (size - successes)), min(n_first, successes) + 1)
+    x0 = n_first * successes / size
+    pmf = hypergeom.pmf(support, size, successes, n_first)
+    expected = pmf[np.abs(support - x0) >= abs(x - x0) * (1 - 1e-9)].sum()
+    assert 0 < expected < 1e-100  # a chance difference among 600 rows, each row repeated 20,000 times or more
+    assert fpr["p_value"].iloc[0] == pytest.approx(expected, rel=1e-9)

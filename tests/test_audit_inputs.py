@@ -68,29 +68,35 @@ def test_n_permutations_has_a_limit():
 
 
 def test_permutation_work_that_may_take_hours_is_said_before_any_work(monkeypatch):
-    # Continuous scores: every row is its own unit, and each Monte-Carlo test walks both sides of them once
-    # per permutation and design. 240 rows, groups a/b/c: 3 tests vs overall + 3 pairs = 6 tests per model;
-    # auc (design "all by label") and log loss ("all"): 2 designs; 400 permutations (above the 3-test
-    # family's 59). Bound: 6 x 2 x 400 x 2 x 240 = 2,304,000 rows.
+    # Continuous scores: every row is its own unit, and each Monte-Carlo test walks both sides of the rows of
+    # its universe once per permutation. 240 rows, groups a/b/c of 80: 3 tests vs overall (universe: 240 rows)
+    # and 3 pairs (160 rows) per permutation design; auc ("all by label") and log loss ("all"): 2 designs;
+    # 400 permutations (above the 3-test family's 59). Bound: 2 x (3 x 240 + 3 x 160) x 2 x 400 = 1,920,000.
     from disaggregated_eval.audit import core
 
     def no_work(*args, **kwargs):
         raise AssertionError("the bootstrap started")
 
     monkeypatch.setattr(core, "estimate_all", no_work)
-    monkeypatch.setattr(core, "PERMUTATION_WORK_WARNING", 2_304_000 - 1)
+    monkeypatch.setattr(core, "PERMUTATION_WORK_WARNING", 1_920_000 - 1)
     run = dict(label="y", scores=["p"], groups=["g"], metrics=["auc", "log_loss"], n_resamples=200, n_permutations=400)
-    expected = r"may walk up to 2\.3e\+06 rows: 6 tests per model x 2 permutation"
+    expected = r"may walk up to 1\.9e\+06 rows: 12 tests \(comparisons x permutation designs, over 1 model"
     with pytest.warns(AuditWarning, match=expected) as got, pytest.raises(AssertionError, match="bootstrap started"):
         audit(frame(), **run)
     assert "n_permutations=0 skips the tests" in str(got[0].message)
-    monkeypatch.setattr(core, "PERMUTATION_WORK_WARNING", 2_304_000)  # at the limit: nothing said
+    assert "test_method='bootstrap'" in str(got[0].message)
+    monkeypatch.setattr(core, "PERMUTATION_WORK_WARNING", 1_920_000)  # at the limit: nothing said
     with warnings.catch_warnings():
         warnings.simplefilter("error", AuditWarning)
         with pytest.raises(AssertionError, match="the bootstrap started"):
             audit(frame(), **run)
-    # count metrics without weights have exact tests: no Monte-Carlo work at all
+    # the large-sample test walks nothing: no warning whatever the bound
     monkeypatch.setattr(core, "PERMUTATION_WORK_WARNING", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", AuditWarning)
+        with pytest.raises(AssertionError, match="the bootstrap started"):
+            audit(frame(), **dict(run, test_method="bootstrap"))
+    # count metrics without weights have exact tests: no Monte-Carlo work at all
     with warnings.catch_warnings():
         warnings.simplefilter("error", AuditWarning)
         with pytest.raises(AssertionError, match="the bootstrap started"):

@@ -108,11 +108,12 @@ def test_verdicts_use_the_monte_carlo_allowance():
 def test_quick_study_runs_end_to_end_and_catches_broken_intervals(tmp_path):
     out = tmp_path / "validity"
     run = subprocess.run(
-        [sys.executable, str(BENCH / "bench_audit_validity.py"), "--quick", "--markdown", "--out-dir", str(out)],
+        [sys.executable, str(BENCH / "bench_audit_validity.py"), "--quick", "--markdown", "--out-dir", str(out),
+         "--kinds", "strong,weak,power,controlled,fair,calibration"],  # the large-sample cells: the next test
         capture_output=True,
         text=True,
         check=False,
-    )
+    )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     assert "| metric | scheme | R |" in run.stdout  # the Markdown tables of --markdown
     info = json.loads((out / "run.json").read_text())
@@ -171,6 +172,63 @@ def test_quick_study_runs_end_to_end_and_catches_broken_intervals(tmp_path):
     calibrated = cal[cal["cell"].str.startswith("calibrated") & (cal["slice"] == "100")]
     # the plug-in ECE of a calibrated slice of 100 rows averages about 0.10, the debiased CE about 0.03
     assert (calibrated["ece_mean"] > calibrated["ce_mean"]).all()
+
+
+def test_large_sample_cells_run_and_report_the_switch(tmp_path):
+    # Parts b and c's cells of the large-sample test, 2 replicates each (200 resamples): their tables (b2, c2),
+    # every test of the forced audits 'bootstrap z' (the rates included: the weighted audits), the permutation
+    # arm of the power cell permuting, and rules within and below the switch rule's sizes told apart.
+    out = tmp_path / "validity"
+    run = subprocess.run(
+        [sys.executable, str(BENCH / "bench_audit_validity.py"), "--parts", "b,c", "--kinds", "strong_z,weak_z,power_z",
+         "--replicates", "b=2,c=2", "--n-resamples", "200", "--markdown", "--out-dir", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (out / "tables.md").read_text().count("**(") == 2  # b2, c2
+    b = pd.read_csv(out / "b_large_sample.csv")
+    assert set(zip(b["null"], b["weights"])) == {(n, w) for n in ("strong", "weak") for w in ("none", "uniform")}
+    strong = b[(b["null"] == "strong") & (b["weights"] == "uniform")]
+    assert set(strong["metric"]) == set(v.ALL_METRICS)  # weighted: every metric has the large-sample test
+    assert set(b.loc[(b["null"] == "strong") & (b["weights"] == "none"), "metric"]) == set(
+        v.SMOOTH_METRICS + v.OTHER_METRICS
+    )  # unweighted: the rates have exact tests
+    # 3 slices of at least 4,000 rows: 3 vs-overall, 3 vs-rest and 3 pairwise tests within the rule's sizes
+    assert (strong["tests_in_rule"] == 9).all()
+    assert strong["below_rule_worst_slice"].str.contains("n00300|n01000").all()
+    assert b["flags_fwer"].between(0, 1).all() and (b["replicates"] == 2).all()
+    # pooled rejection within the rule's sizes: a p below 0.01 is below 0.05; the audit's family (every slice,
+    # its adjusted p-values) is another rate of the same replicates
+    assert (b["pooled_1"] <= b["pooled_5"]).all() and b["pooled_5"].between(0, 1).all()
+    assert b["flags_fwer_all"].between(0, 1).all()
+    assert "pooled at 5% / 1%" in (out / "tables.md").read_text()
+    per_test = pd.read_csv(out / "b_large_sample_tests.csv")
+    assert (per_test["rejection_1"] <= per_test["rejection"]).all() and (per_test["replicates"] == 2).all()
+    inside = per_test[per_test["in_rule"]].groupby(["null", "weights", "model", "metric"]).size()
+    keyed = b.set_index(["null", "weights", "model", "metric"])["tests_in_rule"]
+    assert inside.reindex(keyed.index).eq(keyed).all()  # the summary's count is the per-test table's
+    c = pd.read_csv(out / "c_large_sample.csv")
+    assert sorted(zip(c["auc_gap"], c["test_method"])) == [
+        (g, m) for g in v.POWER_Z_GAPS for m in ("bootstrap", "permutation")
+    ]
+    assert set(c.loc[c["test_method"] == "bootstrap", "test"]) == {"bootstrap z"}
+    assert set(c.loc[c["test_method"] == "permutation", "test"]) == {"monte carlo"}
+
+
+def test_the_large_sample_power_cells_truth():
+    # The target's AUC is the others' minus the gap, in closed form and in a sample of 400,000 rows a level
+    # (SD of an AUC there below 0.001, so 0.004 is over 4 of them).
+    from disaggregated_eval.metrics import compute_metrics
+
+    for gap in v.POWER_Z_GAPS:
+        population = v.power_z_population(gap)
+        assert population.auc([1, 0, 0, 0]) == pytest.approx(population.auc([0, 1, 0, 0]) - gap, abs=1e-12)
+        assert population.auc([0, 1, 0, 0]) == pytest.approx(0.881, abs=5e-4)
+        a, y, score = population.draw(np.random.default_rng(5), [400_000] * 4)
+        auc = [compute_metrics(y[a == g], score[a == g], metrics=["auc"])["auc"] for g in (0, 1)]
+        assert auc[0] - auc[1] == pytest.approx(-gap, abs=0.004)
 
 
 def test_fairness_cells_truths_match_a_monte_carlo_sample():

@@ -18,8 +18,9 @@ every bootstrap sample). This module is the one home of those functions:
 * :func:`complement` (``1 - x``: the true positive rate from the false negative rate),
 
 and :func:`summarise` turns a derived set into estimates, intervals, undefined counts and caveats
-(:mod:`disaggregated_eval.intervals`). A derived value is undefined (NaN) on a resample where any of
-its inputs is.
+(:mod:`disaggregated_eval.intervals`); :func:`bootstrap_z_pvalue` tests that a derived quantity is 0 (a
+large-sample test of a difference, from its bootstrap standard error). A derived value is undefined
+(NaN) on a resample where any of its inputs is.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import special
 
 from .intervals import caveats, degenerate, percentile_interval
 
@@ -45,6 +47,7 @@ __all__ = [
     "minimum",
     "complement",
     "summarise",
+    "bootstrap_z_pvalue",
 ]
 
 
@@ -270,3 +273,39 @@ def summarise(x: Replicated, *, confidence: float) -> Summary:
         n_undefined=n_undefined,
         caveat=caveats(x.point, degenerate(x.replicates)),
     )
+
+
+def bootstrap_z_pvalue(x: Replicated) -> np.ndarray:
+    """Two-sided p-values of "the quantity is 0" from its paired bootstrap replicates (a Wald z-test).
+
+    ``z = estimate / se`` with ``se`` the standard deviation of the finite replicates (the bootstrap
+    estimate of the estimate's standard error; Efron and Tibshirani, 1993, ch. 6 and 16), and
+    ``p = 2 Phi(-|z|)``. Under ``quantity = 0`` and the usual smoothness of the statistic (a difference of
+    means, rates, ratios of sums or AUCs of samples large enough for the normal approximation) ``z`` is
+    asymptotically standard normal, so the test has its level when the samples are large; the audit uses
+    it for large comparisons only (``docs/method.md``, "Large-sample tests") and its level is measured by
+    the validity study.
+
+    Parameters
+    ----------
+    x : Replicated
+        Point estimates of shape (n, ...) and replicates of shape (n_resamples, n, ...) (NaN where
+        undefined: left out).
+
+    Returns
+    -------
+    ndarray of shape (n, ...)
+        p-values in (0, 1]; NaN where the estimate is undefined, fewer than two replicates are finite or
+        the replicates do not vary (a degenerate bootstrap: no standard error to test with).
+    """
+    reps = np.asarray(x.replicates, dtype=np.float64)
+    point = np.asarray(x.point, dtype=np.float64)
+    finite = np.isfinite(reps)
+    count = finite.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(finite, reps, 0.0).sum(axis=0) / count
+        centred = np.where(finite, reps - mean, 0.0)
+        se = np.sqrt((centred * centred).sum(axis=0) / (count - 1))
+        z = np.abs(point) / se
+    usable = np.isfinite(point) & (count >= 2) & ~degenerate(reps) & (se > 0)
+    return np.where(usable, special.erfc(z / np.sqrt(2.0)), np.nan)

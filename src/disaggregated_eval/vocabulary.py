@@ -58,6 +58,7 @@ __all__ = [
     "ACS_GROUP_LABELS",
     "DATASET_LABELS",
     "RESAMPLING_SCHEMES",
+    "TEST_METHODS",
     "HORIZONS",
     "STATES",
     "PUMS_RENAMED_COLUMNS",
@@ -223,6 +224,11 @@ DATASET_LABELS: dict[str, str] = {**SETTING_LABELS, **TASK_LABELS}
 #: the whole evaluation set with replacement (group sizes vary; paired across groups), and
 #: ``within_group`` draws each group's rows within the group (group sizes fixed).
 RESAMPLING_SCHEMES: tuple[str, ...] = ("population", "within_group")
+#: Tests of the audit's comparisons without an exact test (option ``test_method``): ``auto`` (Monte-Carlo
+#: permutations, or the large-sample z-test with the paired bootstrap's standard error where permutations
+#: would cost too much and the comparison is large: ``audit.comparison_tests.plan_tests``), ``permutation``
+#: (always permutations) and ``bootstrap`` (always the large-sample test).
+TEST_METHODS: tuple[str, ...] = ("auto", "permutation", "bootstrap")
 
 # ---- ACS PUMS files ----------------------------------------------------------------------------
 #: Survey horizons offered by the Census Bureau (and folktables).

@@ -16,6 +16,10 @@ __all__ = [
     "SLICE_COLUMNS",
     "COMPARISON_COLUMNS",
     "COMPARISON_KINDS",
+    "COMPARISON_TESTS",
+    "EXACT",
+    "MONTE_CARLO",
+    "BOOTSTRAP_Z",
     "CONTROLLED_COLUMNS",
     "FAIRNESS_COLUMNS",
     "CALIBRATION_BIN_COLUMNS",
@@ -76,6 +80,15 @@ COMPARISON_COLUMNS: tuple[str, ...] = (
 
 #: Values of the ``kind`` column of :attr:`AuditResult.comparisons`.
 COMPARISON_KINDS: tuple[str, ...] = ("vs_overall", "vs_rest", "pairwise", "vs_model")
+
+#: ``test`` of an exact permutation p-value from the hypergeometric distribution (an unweighted rate).
+EXACT = "exact"
+#: ``test`` of a Monte-Carlo permutation p-value (Besag and Clifford's sequential rule).
+MONTE_CARLO = "monte carlo"
+#: ``test`` of the large-sample z-test of a difference with the paired bootstrap's standard error.
+BOOTSTRAP_Z = "bootstrap z"
+#: Values of the ``test`` column of :attr:`AuditResult.comparisons` (``""``: no test).
+COMPARISON_TESTS: tuple[str, ...] = (EXACT, MONTE_CARLO, BOOTSTRAP_Z)
 
 #: Columns of :attr:`AuditResult.controlled`, in order.
 CONTROLLED_COLUMNS: tuple[str, ...] = (

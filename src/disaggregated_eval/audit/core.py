@@ -31,12 +31,11 @@ from .. import seeds, vocabulary
 from ..engine.permutation import min_permutations
 from ..engine.resampling import strata_for
 from ..engine.sums import FN, FP, PROPORTIONS, TP, metric_slots
-from ..engine.units import find_units
 from ..memory import audit_peak_bytes, check_bytes, default_memory_limit_mb
 from .aggregate import compress_frame
 from .analyses import run_analyses
 from .comparison_families import enumerate_comparisons, family_sizes, pairwise_notes
-from .comparison_tests import PERMUTATION_DESIGNS, test_pvalues
+from .comparison_tests import ComparisonTests, ModelUnits, model_units, plan_tests, test_notes, test_pvalues
 from .comparisons import comparison_table
 from .controlled import controlled_table
 from .controlled_weights import ControlledPlan, fit_controlled_weights, plan_controlled, weight_notes
@@ -130,17 +129,21 @@ def audit(
                   n_resamples=opts.n_resamples)  # fmt: skip
     peak_note = _check_peak(prepared, plan, controlled_plan, n_models=len(opts.scores), n_metrics=len(opts.metrics),
                             n_resamples=opts.n_resamples, memory_limit_mb=opts.memory_limit_mb)  # fmt: skip
-    opts, raised = _plan_permutations(plan, prepared, opts)
+    model_names = list(opts.scores)
+    scores = [prepared.scores[m] for m in model_names]
+    tallies = tally_slices(plan, prepared.y, scores, prepared.weight, opts.threshold, count)
+    comparisons = enumerate_comparisons(
+        plan, len(model_names), model_names, pairwise_max_levels=opts.pairwise_max_levels
+    )
+    metric_ok = np.array(
+        [[not (prepared.hard[m] and q in vocabulary.SCORE_METRICS) for q in opts.metrics] for m in model_names]
+    )
+    opts, raised, units, test_plan = _plan_permutations(plan, prepared, opts, tallies, comparisons, metric_ok)
     notes = list(prepared.notes) + peak_note + list(controlled_plan.notes) + raised
 
     metrics = list(opts.metrics)
     slots = metric_slots(metrics)
-    model_names = list(opts.scores)
-    scores = [prepared.scores[m] for m in model_names]
     odds = opts.preference_odds
-    metric_ok = np.array(
-        [[not (prepared.hard[m] and q in vocabulary.SCORE_METRICS) for q in metrics] for m in model_names]
-    )
     weights = fit_controlled_weights(
         controlled_plan,
         prepared,
@@ -172,18 +175,22 @@ def audit(
         count=count,
     )
     point = _slice_point(estimates)
-    tallies = tally_slices(plan, prepared.y, scores, prepared.weight, opts.threshold, count)
     reasons, rest_reasons = _reasons(point, tallies, metrics, opts)
     accelerations = jackknife_accelerations(
-        plan, prepared.y, scores, prepared.weight, metrics, threshold=opts.threshold, odds=odds, count=count
+        plan,
+        prepared.y,
+        scores,
+        prepared.weight,
+        metrics,
+        threshold=opts.threshold,
+        odds=odds,
+        metric_ok=metric_ok,
+        count=count,
     )
     slices = slice_table(
         plan, estimates, tallies, accelerations, reasons, metric_ok, model_names, metrics, confidence=opts.confidence
     )
 
-    comparisons = enumerate_comparisons(
-        plan, len(model_names), model_names, pairwise_max_levels=opts.pairwise_max_levels
-    )
     notes += pairwise_notes(plan, pairwise_max_levels=opts.pairwise_max_levels)
     p_values, tests = test_pvalues(
         comparisons,
@@ -193,13 +200,15 @@ def audit(
         prepared.weight,
         model_names,
         tallies,
-        point,
+        estimates,
         metrics=metrics,
         threshold=opts.threshold,
         odds=odds,
         n_permutations=opts.n_permutations,
         seed=opts.seed,
         n_threads=opts.n_threads,
+        units=units,
+        test_plan=test_plan,
         progress=_stage(progress, "permutations"),
         count=count,
     )
@@ -371,9 +380,14 @@ def _check_peak(
 
 
 def _plan_permutations(
-    plan: SlicePlan, prepared: AuditInput, opts: ResolvedOptions
-) -> tuple[ResolvedOptions, list[str]]:
-    """The permutations of the Monte-Carlo tests, decided before any work, with a note for each decision.
+    plan: SlicePlan,
+    prepared: AuditInput,
+    opts: ResolvedOptions,
+    tallies: SliceTallies,
+    comparisons: list,
+    metric_ok: np.ndarray,
+) -> tuple[ResolvedOptions, list[str], list[ModelUnits] | None, ComparisonTests | None]:
+    """The tests of the comparisons, decided before any work, with a note for each decision.
 
     Monte-Carlo tests (metrics that are not proportions, or any metric under sample weights) have
     p-values of at least ``1 / (n_permutations + 1)``; after adjusting a family of ``m`` tests the
@@ -381,23 +395,40 @@ def _plan_permutations(
     (:func:`disaggregated_eval.engine.permutation.min_permutations`): ``n_permutations`` is raised to that.
     The sequential rule makes the larger cap cost only where a p-value is small.
 
-    A Monte-Carlo test walks both sides of its permuted rows (merged into units where rows are equal,
-    :mod:`disaggregated_eval.engine.units`) once per permutation and conditioning design; the sequential
-    rule stops a test whose p-value is clearly large after a few dozen permutations, but one whose p-value
-    is small draws all ``n_permutations``. With continuous scores every row is its own unit, so at
-    1,000,000 rows the tests' bound is hours of CPU time, not the seconds of the bootstrap. Above
-    :data:`.inputs.PERMUTATION_WORK_WARNING` rows an :class:`AuditWarning` gives the bound and the options
-    that lower it.
+    A Monte-Carlo test walks both sides of the distinct units of its universe (rows equal in cell,
+    label, score and weight, found once: :func:`.comparison_tests.model_units`) once per permutation; the
+    sequential rule stops a test whose p-value is clearly large after a few dozen permutations, but one
+    whose p-value is small draws all ``n_permutations``. Where that bound is large and the comparison is
+    large too, the test is the large-sample z-test of the difference with the paired bootstrap's standard
+    error instead (:func:`.comparison_tests.plan_tests`, option ``test_method``), with a note. When the tests
+    that stay Monte Carlo may walk more than :data:`.inputs.PERMUTATION_WORK_WARNING` rows in all, an
+    :class:`AuditWarning` gives the bound and the options that lower it.
+
+    Returns
+    -------
+    options : ResolvedOptions
+        With ``n_permutations`` raised where a Monte-Carlo test needs it.
+    notes : list of str
+    units : list of ModelUnits or None
+        The units of every model (None without tests of permutations or large-sample tests).
+    test_plan : ComparisonTests or None
     """
-    monte_carlo = [q for q in opts.metrics if prepared.weight is not None or q not in PROPORTIONS]
+    weighted = prepared.weight is not None
+    monte_carlo = [q for q in opts.metrics if weighted or q not in PROPORTIONS]
     if opts.n_permutations == 0 or not monte_carlo:
-        return opts, []
+        return opts, [], None, None
     notes = []
     sizes = family_sizes(plan, pairwise_max_levels=opts.pairwise_max_levels)
     per_family = max(sizes.values()) * (len(monte_carlo) if opts.adjust_scope == "model" else 1)
     alpha = 1.0 - opts.confidence
     needed = min_permutations(per_family if opts.adjust != "none" else 1, alpha)
-    if opts.n_permutations < needed:
+    n_permutations = max(needed, opts.n_permutations)
+    scores = [prepared.scores[m] for m in opts.scores]
+    units = model_units(plan, prepared.y, scores, prepared.weight, opts.threshold, count=prepared.count)
+    test_plan = plan_tests(comparisons, tallies, units, metrics=opts.metrics, weighted=weighted,
+                           n_permutations=n_permutations, test_method=opts.test_method, metric_ok=metric_ok)  # fmt: skip
+    permuted = test_plan.monte_carlo()
+    if opts.n_permutations < needed and permuted:
         notes.append(
             f"n_permutations raised from {opts.n_permutations:,} to {needed:,}: the Monte-Carlo tests "
             f"({', '.join(monte_carlo)}) have p-values of at least 1/(n_permutations + 1), and after the "
@@ -405,27 +436,24 @@ def _plan_permutations(
             f"fall below {alpha:g}"
         )
         opts = replace(opts, n_permutations=needed)
-    designs = len({PERMUTATION_DESIGNS[q] for q in monte_carlo})
-    tests = sizes["vs_overall"] + sizes["pairwise"]
-    weight = np.ones(prepared.y.shape[0]) if prepared.weight is None else prepared.weight
-    units = 0
-    for m in opts.scores:
-        found = find_units([prepared.y, prepared.scores[m], weight])
-        units += prepared.y.shape[0] if found is None else found.multiplicity.shape[0]
-    bound = tests * designs * opts.n_permutations * 2 * units
+    notes += test_notes(test_plan, opts.metrics, opts.test_method)
+    bound = sum(test_plan.work[key] for key in permuted)
     if bound > PERMUTATION_WORK_WARNING:
+        names = sorted({opts.metrics[q] for key in permuted for q in test_plan.designs[key[0]][key[3]]},
+                       key=list(opts.metrics).index)  # fmt: skip
         note = (
-            f"the Monte-Carlo permutation tests ({', '.join(monte_carlo)}) may walk up to {bound:.1e} rows: "
-            f"{tests:,} tests per model x {designs} permutation design(s) x up to {opts.n_permutations:,} "
-            f"permutations x both sides of {units:,} distinct rows (over {len(opts.scores)} model(s)), about "
+            f"the Monte-Carlo permutation tests ({', '.join(names)}) may walk up to {bound:.1e} rows: "
+            f"{len(permuted):,} tests (comparisons x permutation designs, over {len(opts.scores)} model(s)), each of up "
+            f"to {opts.n_permutations:,} permutations over both sides of the distinct rows of its universe, about "
             f"{bound * 1e-8 / 3600:.1f} CPU-hours at 10 ns per row; tests with large p-values stop early, tests "
             "with small ones draw every permutation. n_permutations=0 skips the tests (the intervals remain); "
-            "fewer metrics with Monte-Carlo tests, a smaller pairwise_max_levels or fewer intersections make "
-            "fewer tests"
+            "test_method='bootstrap' tests every comparison by the large-sample z-test (its level holds for large "
+            "slices: docs/audit.md); fewer metrics with Monte-Carlo tests, a smaller pairwise_max_levels or fewer "
+            "intersections make fewer tests"
         )
         warnings.warn(note, AuditWarning, stacklevel=3)
         notes.append(note)
-    return opts, notes
+    return opts, notes, units, test_plan
 
 
 def _reasons(point: np.ndarray, tallies: SliceTallies, metrics: list[str], opts: ResolvedOptions):

@@ -478,10 +478,12 @@ def _strip_levels(series: pd.Series, column: str, count: np.ndarray | None = Non
 
 
 def _attribute(series: pd.Series, column: str, missing: np.ndarray, missing_as_level: bool) -> Attribute:
+    present = ~missing
     if isinstance(series.dtype, pd.CategoricalDtype):
         levels = list(series.cat.categories)
-    else:
-        levels = _sorted_levels(pd.unique(series[~missing]))
+    else:  # one pass of a hash table gives the levels and each row's code among them
+        found, values = pd.factorize(series[present] if missing.any() else series)
+        levels = _sorted_levels(values)
     names = [_level_name(v) for v in levels]
     if missing_as_level and missing.any():
         if MISSING_LEVEL in names:
@@ -502,8 +504,15 @@ def _attribute(series: pd.Series, column: str, missing: np.ndarray, missing_as_l
             f"attributes of an intersection's name); got {brief(clash[:_SHOW])}"
         )
     codes = np.full(series.shape[0], len(levels), dtype=np.int64)  # the missing level, if any
-    present = ~missing
-    codes[present] = pd.Categorical(series[present], categories=levels).codes.astype(np.int64)
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        codes[present] = pd.Categorical(series[present], categories=levels).codes.astype(np.int64)
+    else:  # the hash table's codes, renumbered in the levels' order
+        position = {level: i for i, level in enumerate(levels)}
+        renumbered = np.array([position[v] for v in values], dtype=np.int64)[found]
+        if missing.any():
+            codes[present] = renumbered
+        else:
+            codes = renumbered
     observed = np.unique(codes)
     if observed.size < 2:
         only = names[int(observed[0])] if observed.size else "none"

@@ -200,6 +200,16 @@ class AuditOptions:
         section="intervals and tests",
         metavar="P",
     )
+    test_method: str = _opt(
+        "auto",
+        "test of the comparisons without an exact one: auto (permutations, or the large-sample z-test with the "
+        "paired bootstrap's standard error where a permutation test would walk more than 1e8 rows and each side "
+        "has at least 200 rows in each outcome category), permutation (always), bootstrap (always the large-sample "
+        "test)",
+        choices=vocabulary.TEST_METHODS,
+        section="intervals and tests",
+        metavar="METHOD",
+    )
     pairwise_max_levels: int | None = _opt(
         12,
         "pairwise comparisons within families of at most this many slices (all: every family)",
@@ -1171,6 +1181,7 @@ def resolve_options(options: AuditOptions | ResolvedOptions | None, overrides: M
             f"n_permutations {n_permutations:,} is more than the limit of {MAX_PERMUTATIONS:,} permutations per "
             f"test (p-values down to {1 / (1 + MAX_PERMUTATIONS):.0e}); give fewer (--n-permutations)"
         )
+    test_method = _wrap(check_choice, o.test_method, "test_method", vocabulary.TEST_METHODS)
     controls = _as_list(o.controls, "controls")
     bad = [c for c in controls if c not in vocabulary.CONTROLS]
     if bad:
@@ -1222,6 +1233,7 @@ def resolve_options(options: AuditOptions | ResolvedOptions | None, overrides: M
         adjust_scope=adjust_scope,
         pairwise_max_levels=pairwise_max_levels,
         n_permutations=n_permutations,
+        test_method=test_method,
         controls=controls,
         missing_group=missing_group,
         max_leaf_nodes=grid,

@@ -81,7 +81,8 @@ interval is shown, its point estimate is not, and the reason says why. Wide inte
 cannot tell; an interval that contains the overall value is no evidence of a gap.</p>
 <p><b>Comparisons</b> give each slice's difference from the overall value, from the rest of the
 population and, within one attribute, between pairs of slices, with intervals and permutation-test
-p-values adjusted for multiple comparisons within each metric's family.</p>
+p-values (for large comparisons of continuous scores, the large-sample z-test: column <i>test</i>) adjusted
+for multiple comparisons within each metric's family.</p>
 <p><b>Controlled differences</b> <i>T<sub>a</sub> = E[m | A = a] &minus; M<sub>a</sub></i> (Pfohl et al.
 2025, section 4.2) compare a slice with the whole population re-weighted to the slice's distribution
 of a control variable <i>V</i>: <i>V = Y</i> asks whether the gap remains among people with the same

@@ -34,6 +34,7 @@ from ..intervals import (
     grouped_jackknife_acceleration,
     interval_method,
     mover_mean,
+    ratio_jackknife_acceleration,
     wilson_interval,
 )
 from ..registry import INTERVAL_KINDS, METRIC_REGISTRY
@@ -54,16 +55,26 @@ def jackknife_accelerations(
     *,
     threshold: float,
     odds: float,
+    metric_ok: np.ndarray | None = None,
     count: np.ndarray | None = None,
 ) -> np.ndarray:
     """BCa's acceleration of every model, slice and metric that is a ratio of sums (NaN for the others).
 
     The jackknife leaves out one row of the slice at a time: for ``theta = sum w a / sum w b``,
     ``theta_(i) = (A - w_i a_i) / (B - w_i b_i)``, computed for every row and family at once, then
-    :func:`disaggregated_eval.intervals.jackknife_acceleration`'s formula per slice. Rows of weight 0
-    are not part of the slice. With frequency weights (``count``, shape (n_rows,)) a row stands for
-    ``count`` rows: its sums count it that many times, and so does the jackknife (grouped over the units,
-    :func:`disaggregated_eval.intervals.grouped_jackknife_acceleration`), as on the expanded rows.
+    :func:`disaggregated_eval.intervals.jackknife_acceleration`'s formula per slice
+    (:func:`disaggregated_eval.intervals.ratio_jackknife_acceleration`: three passes over the rows per
+    family). Rows of weight 0 are not part of the slice. With frequency weights (``count``) a row stands
+    for ``count`` rows: its sums count it that many times, and so does the jackknife (grouped over the
+    units, :func:`disaggregated_eval.intervals.grouped_jackknife_acceleration`), as on the expanded rows.
+
+    Parameters
+    ----------
+    metric_ok : ndarray of shape (n_models, n_metrics), bool, optional
+        Whether each model reports each metric (a model of hard predictions has no score metrics): the
+        others are not computed (NaN).
+    count : ndarray of shape (n_rows,), int, optional
+        Rows each row stands for (frequency weights); None: one each.
 
     Returns
     -------
@@ -71,21 +82,27 @@ def jackknife_accelerations(
     """
     n = y.shape[0]
     w = np.ones(n) if weight is None else weight
+    inside = w > 0
     out = np.full((len(scores), plan.n_slices, len(metrics)), np.nan)
     for q, metric in enumerate(metrics):
         if metric not in RATIOS_OF_SUMS:
             continue
         for m, r in enumerate(scores):
+            if metric_ok is not None and not metric_ok[m, q]:
+                continue
             a, b = ratio_of_sums_values(metric, y, r, threshold=threshold, odds=odds)
+            numerator, denominator = w * a, w * b
             for family in plan.families:
-                codes = family.codes
-                k = family.n_slices
-                inside = w > 0
-                rows = 1.0 if count is None else count
-                big_a = np.bincount(codes, weights=rows * w * a, minlength=k)
-                big_b = np.bincount(codes, weights=rows * w * b, minlength=k)
+                if count is None:
+                    out[m, family.slice_ids, q] = ratio_jackknife_acceleration(
+                        family.codes, numerator, denominator, inside, family.n_slices
+                    )
+                    continue
+                codes, k = family.codes, family.n_slices
+                big_a = np.bincount(codes, weights=count * w * a, minlength=k)
+                big_b = np.bincount(codes, weights=count * w * b, minlength=k)
                 with np.errstate(invalid="ignore", divide="ignore"):
-                    loo = (big_a[codes] - w * a) / (big_b[codes] - w * b)
+                    loo = (big_a[codes] - numerator) / (big_b[codes] - denominator)
                 loo = np.where(inside, loo, np.nan)
                 out[m, family.slice_ids, q] = grouped_jackknife_acceleration(loo, codes, k, count)
     return out

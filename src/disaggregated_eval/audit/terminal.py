@@ -29,6 +29,7 @@ from .. import verdicts as vocabulary_verdicts
 from .. import vocabulary
 from ..registry import FAIRNESS_RECORDS
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
+from .columns import BOOTSTRAP_Z
 from .decisions import flagged_rows, headline_metric
 from .text import terminal_text
 
@@ -302,7 +303,7 @@ def weight_note(options: Any) -> str | None:
 _ADJUST_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no"}
 
 
-def _adjust_text(options: Any) -> str:
+def _adjust_text(options: Any, comparisons: pd.DataFrame | None = None) -> str:
     if not options.n_permutations:
         return "no permutation tests"
     adjust = _ADJUST_NAMES.get(options.adjust, options.adjust)
@@ -313,6 +314,8 @@ def _adjust_text(options: Any) -> str:
         else f"permutation tests of each metric (exact for rates, else Monte Carlo with at most "
         f"{options.n_permutations:,} permutations)"
     )
+    if comparisons is not None and "test" in comparisons and (comparisons["test"] == BOOTSTRAP_Z).any():
+        tests += f", large comparisons by the bootstrap z-test (test '{BOOTSTRAP_Z}', see the notes)"
     return f"{tests}, {adjust} adjustment within each family (one model, {scope})"
 
 
@@ -535,7 +538,7 @@ def summary_text(
     seed_note = " (the default; change it with --seed)" if seed_is_default else ""
     lines.append(
         f"seed {options.seed}{seed_note}; {options.n_resamples:,} bootstrap resamples ({options.resampling}), "
-        f"{options.confidence:.0%} intervals; {_adjust_text(options)}; "
+        f"{options.confidence:.0%} intervals; {_adjust_text(options, result.comparisons)}; "
         f"slices with n < {options.min_group_size} are withheld"
     )
     weighted = weight_note(options)

@@ -43,7 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
+from scipy.stats import hypergeom
 
 from .resampling import as_seed_sequence, numba_threads, resample_seed
 from .sums import terms_for
@@ -102,30 +102,43 @@ def exact_count_pvalue(x: np.ndarray, n_first: np.ndarray, successes: np.ndarray
         ``P(|X - x0| >= |x - x0| - tol)`` for ``X ~ Hypergeometric(size, successes, n_first)`` and
         ``x0 = n_first successes / size``; NaN where the slice or its complement is empty in the
         universe (no test).
+
+    Notes
+    -----
+    The two tails ``X <= x0 - d`` and ``X >= x0 + d`` (``d = |x - x0| - tol``) are the hypergeometric
+    distribution's CDF and survival function at the integers that bound them (``scipy.stats.hypergeom``,
+    Boost's implementation: it sums the tail from its largest term until the terms stop counting), so
+    the cost is bounded by the spread of the distribution, not by the number of rows; the values agree
+    with 40-digit sums of the probabilities to about 1e-15 (``tests/test_engine_units.py``).
     """
     x, n_first, successes, size = (np.asarray(v, dtype=np.int64) for v in (x, n_first, successes, size))
-    out = np.full(np.broadcast(x, n_first, successes, size).shape, np.nan)
-    flat = [np.broadcast_to(v, out.shape).ravel() for v in (x, n_first, successes, size)]
-    result = out.ravel()
-    for i, (xi, ni, ki, mi) in enumerate(zip(*flat)):
-        if ni <= 0 or ni >= mi:
-            continue
-        lo, hi = max(0, ni - (mi - ki)), min(ni, ki)
-        support = np.arange(lo, hi + 1, dtype=np.float64)
+    shape = np.broadcast(x, n_first, successes, size).shape
+    x, n_first, successes, size = (np.broadcast_to(v, shape).ravel() for v in (x, n_first, successes, size))
+    out = np.full(x.shape, np.nan)
+    ok = (n_first > 0) & (n_first < size)
+    if ok.any():
+        xi, ni, ki, mi = x[ok], n_first[ok], successes[ok], size[ok]
         x0 = ni * ki / mi
-        observed = abs(xi - x0)
-        extreme = np.abs(support - x0) >= observed - TOLERANCE * max(1.0, observed)
-        result[i] = min(1.0, float(np.exp(_hypergeom_logpmf(support[extreme], mi, ki, ni)).sum()))
-    return result.reshape(out.shape)
+        observed = np.abs(xi - x0)
+        reach = observed - TOLERANCE * np.maximum(1.0, observed)
 
+        # The lower tail is the integers X <= x0 with x0 - X >= reach, the upper one those X > x0 with
+        # X - x0 >= reach; their bounds are found from x0 -/+ reach and checked against the condition
+        # itself as the table of probabilities checked it (an integer within rounding of a bound is
+        # where the condition puts it).
+        def extreme(value):
+            return np.abs(value - x0) >= reach
 
-def _log_choose(n: float, k: np.ndarray) -> np.ndarray:
-    return special.gammaln(n + 1.0) - special.gammaln(k + 1.0) - special.gammaln(n - k + 1.0)
-
-
-def _hypergeom_logpmf(x: np.ndarray, size: int, successes: int, draws: int) -> np.ndarray:
-    """log P(X = x) for ``X ~ Hypergeometric(size, successes, draws)`` (log-gamma; scipy's is far slower)."""
-    return _log_choose(successes, x) + _log_choose(size - successes, draws - x) - _log_choose(size, np.float64(draws))
+        below = np.floor(x0)
+        low = np.minimum(np.floor(x0 - reach), below)
+        low = np.where((low + 1.0 <= below) & extreme(low + 1.0), low + 1.0, low)
+        low = np.where(extreme(low), low, low - 1.0)
+        high = np.maximum(np.ceil(x0 + reach), below + 1.0)
+        high = np.where((high - 1.0 >= below + 1.0) & extreme(high - 1.0), high - 1.0, high)
+        high = np.where(extreme(high), high, high + 1.0)
+        tails = hypergeom.cdf(low, mi, ki, ni) + hypergeom.sf(high - 1.0, mi, ki, ni)
+        out[ok] = np.minimum(1.0, tails)
+    return out.reshape(shape)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -148,7 +161,8 @@ class PermutationSpace:
     stratum : ndarray of shape (U,), int64
         The stratum of each unit.
     row_count : ndarray of shape (M,), int64, or None
-        Rows each of the universe's rows stands for (frequency weights); None: one each.
+        Rows each of the universe's rows stands for (frequency weights, or the universe given as units);
+        None: one each.
     """
 
     layout: WalkLayout
@@ -199,8 +213,10 @@ def permutation_space(
     strata : ndarray of shape (M,), int, optional
         Stratum codes ``0..K-1`` (membership is permuted within each); None: one stratum.
     count : ndarray of shape (M,), int, optional
-        Rows each row stands for (frequency weights): the rows are always merged into units, with the
-        summed counts as multiplicities (:func:`.units.units_of_counts`), the universe of the expanded rows.
+        Rows each row stands for (frequency weights, or the universe given as units, e.g. the audit's
+        units of :func:`disaggregated_eval.audit.comparison_tests.model_units`): the rows are always merged into
+        units, with the summed counts as multiplicities (:func:`.units.units_of_counts`), the universe of
+        the expanded rows.
 
     Returns
     -------
