@@ -2,7 +2,7 @@
 
 The figure stage is what ``write_outputs`` spends on figures: drawing every forest plot and ``T_a``
 plot of an audit and saving each as PNG and SVG (``render_figures``). Today's code
-(``disaggregated_eval.audit.plots.render_figures``) is timed against the version of commit
+(``disaggregated_eval.audit.figure_rendering.render_figures``) is timed against the version of commit
 ``b24421a`` (``audit/plots.py`` and ``audit/report.py``, extracted with ``git show`` into a
 temporary package), on the same audit results, alternately, in one process; the statistics
 (``audit()`` itself) are timed on the same small file for scale. The goal (issue "Audits whose cost
@@ -125,7 +125,7 @@ def main() -> None:
     parser.add_argument("--baseline", default="b24421a")
     args = parser.parse_args()
 
-    from disaggregated_eval.audit import plots
+    from disaggregated_eval.audit import figure_rendering, plots
 
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"{len(os.sched_getaffinity(0))} CPUs available")  # fmt: skip
@@ -137,10 +137,10 @@ def main() -> None:
         for name, result in results.items():
             n_slices = result.slices["slice"].nunique()
             figures = plots.figure_specs(result)
-            baseline(result), plots.render_figures(result, n_jobs=1)  # warm up both (fonts, caches)
+            baseline(result), figure_rendering.render_figures(result, n_jobs=1)  # warm up both (fonts, caches)
             old = best_of(lambda r=result: baseline(r), args.repeats)
-            serial = best_of(lambda r=result: plots.render_figures(r, n_jobs=1), args.repeats)
-            parallel = best_of(lambda r=result: plots.render_figures(r), args.repeats)
+            serial = best_of(lambda r=result: figure_rendering.render_figures(r, n_jobs=1), args.repeats)
+            parallel = best_of(lambda r=result: figure_rendering.render_figures(r), args.repeats)
             print(f"{name}: {len(figures)} figures, {result.slices['model'].nunique()} model(s), {n_slices} slices; "
                   f"best of {args.repeats} (wall / CPU): baseline {old[0]:.2f} / {old[1]:.2f} s; "
                   f"today serial {serial[0]:.2f} / {serial[1]:.2f} s ({old[0] / serial[0]:.1f}x wall); "
@@ -148,8 +148,8 @@ def main() -> None:
             if name == "small":
                 print(f"  figure stage / statistics, wall: baseline {old[0] / stats[0]:.2f}, today {parallel[0] / stats[0]:.2f}; "
                       f"CPU: baseline {old[1] / stats[1]:.2f}, today {parallel[1] / stats[1]:.2f}")  # fmt: skip
-            first = plots.render_figures(result, n_jobs=1)
-            second = plots.render_figures(result)
+            first = figure_rendering.render_figures(result, n_jobs=1)
+            second = figure_rendering.render_figures(result)
             same = all(first[k][1] == second[k][1] for k in first) and list(first) == list(second)
             print(f"  same bytes (serial vs parallel, PNG and SVG): {'yes' if same else 'NO'}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -4,7 +4,7 @@ signs or private-use characters finishes with every table and figure (issue 22, 
 matplotlib's default font has no CJK glyph: measuring such a label with ``FT2Font.load_char`` raised
 ``RuntimeError: No glyphs have been loaded`` after all the work. Now every character is measured
 with the font that draws it (the house fonts, then the installed fonts of
-``plots.FALLBACK_FONTS``), one that no installed font has by an estimate; and a figure that fails
+``figure_layout.FALLBACK_FONTS``), one that no installed font has by an estimate; and a figure that fails
 for any reason is left out with a note, never failing the audit: the tables are written.
 """
 
@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from disaggregated_eval.audit import cli, plots
+from disaggregated_eval.audit import cli, figure_layout, figure_rendering
 
 CITY = "都市"  # a CJK column name
 LEVELS = ["東京", "大阪", "😀 emoji", "＝ fullwidth", "\ue000 private"]  # CJK, emoji, U+FF1D, U+E000
@@ -66,8 +66,8 @@ def test_an_audit_of_cjk_emoji_fullwidth_and_private_use_names_finishes(world_au
 def test_text_width_of_any_character_is_measured_without_error(text):
     import matplotlib as mpl
 
-    with mpl.rc_context(plots._style()):
-        width = plots._text_width(text, 10.0)
+    with mpl.rc_context(figure_layout.audit_style()):
+        width = figure_layout.text_width(text, 10.0)
     assert width > 0
     # A wide East Asian character (CJK, fullwidth) is about one em wide, drawn or estimated:
     # 10 pt = 10/72 inch per character, within 15% (Droid Sans Fallback's advance is exactly 1 em).
@@ -77,24 +77,24 @@ def test_text_width_of_any_character_is_measured_without_error(text):
 
 
 def test_missing_glyphs_names_only_characters_that_no_font_has():
-    missing = plots.missing_glyphs(["abc \ue000 x", "\ue000\U000f0000"])
+    missing = figure_layout.missing_glyphs(["abc \ue000 x", "\ue000\U000f0000"])
     assert missing == ["\ue000", "\U000f0000"]  # private use (BMP, plane 15): in no installed font
-    assert plots.missing_glyphs(["overall (n=1,234) & ñ"]) == []
+    assert figure_layout.missing_glyphs(["overall (n=1,234) & ñ"]) == []
 
 
 def test_a_figure_that_fails_leaves_the_tables_and_the_other_figures(world_audit, tmp_path, monkeypatch, capsys):
     """Any error while drawing a figure (here one raised on purpose) leaves that figure out, with a
     note in the manifest and on standard error; the audit exits 0 with every table."""
     path, _ = world_audit
-    real = plots._render
+    real = figure_rendering._render
 
     def failing(data, rc):
         if data.title.startswith("AUC"):
             raise RuntimeError("drawing failed on purpose")
         return real(data, rc)
 
-    monkeypatch.setattr(plots, "_render", failing)
-    monkeypatch.setattr(plots, "_renderers", lambda n, n_jobs: 1)  # in this process, so the patch applies
+    monkeypatch.setattr(figure_rendering, "_render", failing)
+    monkeypatch.setattr(figure_rendering, "_renderers", lambda n, n_jobs: 1)  # in this process, so the patch applies
     out = tmp_path / "out"
     code = cli.main(["audit", str(path), "--label", "y", "--score", "リスク", "--group", CITY, *FAST,
                      "--out", str(out)])  # fmt: skip

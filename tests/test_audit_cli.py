@@ -26,6 +26,7 @@ import yaml
 
 from disaggregated_eval.audit import cli
 from disaggregated_eval.audit.options import DEFAULT_SEED, AuditOptions
+from disaggregated_eval.audit.progress import StderrProgress
 
 REPO = Path(__file__).resolve().parents[1]
 COMPAS = REPO / "examples" / "data" / "compas.csv"
@@ -122,7 +123,7 @@ def test_version(capsys):
 # ---- option resolution: defaults < --config < flags ------------------------------------------------
 def resolve(argv):
     args = cli.build_parser().parse_args(["audit", *map(str, argv)])
-    return cli.resolve_options(args)
+    return cli.command_options(args)
 
 
 def test_flags_win_over_the_config_file_and_the_file_over_defaults(tmp_path):
@@ -433,7 +434,7 @@ class _Stream(io.StringIO):
 
 def test_progress_is_plain_lines_every_tenth_when_not_a_terminal():
     stream = _Stream(tty=False)
-    progress = cli._Progress(stream)
+    progress = StderrProgress(stream)
     progress.message("read f.csv: 10 rows", hold=True)
     assert stream.getvalue() == ""  # held until the engine reports (it has accepted the data)
     for done in range(0, 1001, 50):
@@ -447,7 +448,7 @@ def test_progress_is_a_tqdm_bar_on_a_terminal():
     import tqdm  # noqa: F401 - a dependency of the package (progress bars); fails loudly if missing
 
     stream = _Stream(tty=True)
-    progress = cli._Progress(stream)
+    progress = StderrProgress(stream)
     for done in range(0, 101, 10):
         progress("permutations", done, 100)
     text = stream.getvalue()
@@ -457,7 +458,7 @@ def test_progress_is_a_tqdm_bar_on_a_terminal():
 
 def test_quiet_prints_no_progress():
     stream = _Stream(tty=False)
-    progress = cli._Progress(stream, quiet=True)
+    progress = StderrProgress(stream, quiet=True)
     progress.message("x")
     progress("bootstrap", 1, 1)
     assert stream.getvalue() == ""
@@ -533,11 +534,11 @@ TINY = ["--label", "y", "--score", "p", "--group", "g", "--n-resamples", "200", 
 
 
 def test_options_are_validated_once_per_run(tmp_path, capsys, monkeypatch):
-    from disaggregated_eval.audit import inputs
+    from disaggregated_eval.audit import options
 
     calls = []
-    original = inputs.check_resample_count
-    monkeypatch.setattr(inputs, "check_resample_count", lambda *a: calls.append(a) or original(*a))
+    original = options.check_resample_count
+    monkeypatch.setattr(options, "check_resample_count", lambda *a: calls.append(a) or original(*a))
     code, _, err = run(["audit", tiny_csv(tmp_path / "t.csv"), *TINY, "--out", tmp_path / "o", "--quiet"], capsys)
     assert code == 0, err
     assert calls == [(200, 0.95)]  # the CLI resolves the options once; the engine trusts the resolved object

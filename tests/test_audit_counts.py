@@ -26,7 +26,7 @@ from disaggregated_eval.audit.aggregate import (
     counts_query,
 )
 from disaggregated_eval.audit.cli import main
-from disaggregated_eval.audit.inputs import AuditInputError
+from disaggregated_eval.audit.errors import AuditInputError
 from disaggregated_eval.calibration import expanded_quantile
 from disaggregated_eval.engine.units import find_units, units_of_counts
 from disaggregated_eval.intervals import grouped_jackknife_acceleration

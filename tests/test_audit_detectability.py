@@ -106,7 +106,7 @@ def test_mdd_is_undefined_where_no_difference_can_reach_the_power():
 
 def test_audit_detectability_table_reads_the_counts_and_the_families():
     from disaggregated_eval.audit import audit
-    from disaggregated_eval.audit.summary import flagged_rows
+    from disaggregated_eval.audit.decisions import flagged_rows
 
     rng = np.random.default_rng(seeds.seed_sequence(20250101, "test", "detectability-audit"))
     n = 3000

@@ -67,14 +67,14 @@ def test_options_table_lists_every_option_with_its_flag_and_default():
 
 
 def test_column_tables_match_the_result_constants():
-    from disaggregated_eval.audit.columns import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS, SUMMARY_TABLES
+    from disaggregated_eval.audit.columns import ANALYSIS_TABLES, COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS
 
     tables = [
         ("`slices`:", SLICE_COLUMNS),
         ("`comparisons`:", COMPARISON_COLUMNS),
         ("`controlled`:", CONTROLLED_COLUMNS),
     ]
-    tables += [(f"`{name}`:", columns) for name, columns in SUMMARY_TABLES.items()]
+    tables += [(f"`{name}`:", columns) for name, columns in ANALYSIS_TABLES.items()]
     for heading, columns in tables:
         documented = []
         for row in doc_table(heading):

@@ -707,10 +707,9 @@ def test_controlled_x_accepts_numeric_and_string_features():
     assert set(ctl["control"]) == {"X"} and set(ctl["slice"]) == {"sex=F", "sex=M"}
     assert ctl.loc[ctl["reported"], "M_a"].notna().all()
     from disaggregated_eval.audit import inputs
+    from disaggregated_eval.audit.options import resolve_options
 
-    opts = inputs.resolve_options(
-        None, dict(label="y", scores=["p"], groups=["sex"], controls=["X"], features=["age", "job"])
-    )
+    opts = resolve_options(None, dict(label="y", scores=["p"], groups=["sex"], controls=["X"], features=["age", "job"]))
     prepared = inputs.prepare_input(df, opts)
     assert prepared.categorical == ("job",)
     job = prepared.features["job"].to_numpy()
@@ -764,7 +763,7 @@ def test_controlled_differences_without_overlap_are_withheld():
 
 
 def test_poor_balance_is_marked_in_the_summary_table():
-    from disaggregated_eval.audit.summary import controlled_table
+    from disaggregated_eval.audit.terminal import controlled_table
 
     rows = pd.DataFrame(
         {

@@ -65,7 +65,7 @@ def audits():
 
 @pytest.fixture(scope="module")
 def rendered(audits):
-    from disaggregated_eval.audit.plots import render_figures
+    from disaggregated_eval.audit.figure_rendering import render_figures
 
     return {name: render_figures(result) for name, result in audits.items()}
 
@@ -159,7 +159,7 @@ def test_every_figure_carries_every_slice_model_metric_and_control_label(audits,
 @pytest.mark.slow
 def test_the_label_test_fails_when_a_label_is_missing(audits):
     # The reader above is not vacuous: drop one slice label from a rendered SVG and it is missed.
-    from disaggregated_eval.audit.plots import render_figures
+    from disaggregated_eval.audit.figure_rendering import render_figures
 
     result = audits["two_models"]
     _, images = render_figures(result, n_jobs=1)["forest_auc"]
@@ -176,15 +176,17 @@ def test_the_label_test_fails_when_a_label_is_missing(audits):
 def test_labels_stay_inside_the_figure_and_clear_of_the_panels(audits, name):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from disaggregated_eval.audit import plots
+    from disaggregated_eval.audit import forest_figures, line_figures
 
     result = audits[name]
-    figures = [plots.plot_forest(result, metric=m) for m in AUDITS[name]["metrics"]]
-    figures += [plots.plot_controlled(result, control=c, model=s) for c in AUDITS[name]["controls"]
+    figures = [forest_figures.plot_forest(result, metric=m) for m in AUDITS[name]["metrics"]]
+    figures += [forest_figures.plot_controlled(result, control=c, model=s) for c in AUDITS[name]["controls"]
                 for s in AUDITS[name]["scores"]]  # fmt: skip
-    figures += [plots.plot_calibration(result, family=f) for f in AUDITS[name]["groups"]]
+    figures += [line_figures.plot_calibration(result, family=f) for f in AUDITS[name]["groups"]]
     if "thresholds" in AUDITS[name]:
-        figures += [plots.plot_thresholds(result, family=AUDITS[name]["groups"][-1], model=AUDITS[name]["scores"][-1])]
+        figures += [
+            line_figures.plot_thresholds(result, family=AUDITS[name]["groups"][-1], model=AUDITS[name]["scores"][-1])
+        ]
     for fig in figures:
         canvas = FigureCanvasAgg(fig)
         canvas.draw()
@@ -228,7 +230,7 @@ def test_the_figure_grows_with_the_slices_and_the_models(rendered):
 
 @pytest.mark.slow
 def test_rendering_is_deterministic_in_any_process(audits):
-    from disaggregated_eval.audit.plots import render_figures
+    from disaggregated_eval.audit.figure_rendering import render_figures
 
     result = audits["two_models"]
     serial = render_figures(result, n_jobs=1)
@@ -243,7 +245,7 @@ def test_rendering_is_deterministic_in_any_process(audits):
 
 
 def test_n_jobs_is_checked():
-    from disaggregated_eval.audit.plots import _renderers
+    from disaggregated_eval.audit.figure_rendering import _renderers
 
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="n_jobs must be a positive number"):

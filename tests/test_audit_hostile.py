@@ -192,8 +192,8 @@ def test_svg_figures_are_xml_without_script(hostile):
 
 def test_figure_labels_with_dollars_and_escapes_are_drawn_as_text():
     from disaggregated_eval.audit import audit
-    from disaggregated_eval.audit.plots import plot_forest
-    from disaggregated_eval.audit.report import figure_bytes
+    from disaggregated_eval.audit.figure_rendering import figure_bytes
+    from disaggregated_eval.audit.forest_figures import plot_forest
 
     rng = np.random.default_rng(5)
     levels = np.array(["$\\frac{1}{0}$", "$5", TERMINAL])

@@ -7,22 +7,18 @@ view of the same checks is in tests/test_audit_cli.py.
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from disaggregated_eval.audit import AuditInputError, audit, inputs
-from disaggregated_eval.audit.inputs import (
-    MAX_PAIRWISE_COMPARISONS,
-    AuditWarning,
-    check_comparison_count,
-    check_resample_count,
-    min_resamples,
-    prepare_input,
-    resolve_options,
-)
+from disaggregated_eval.audit import AuditInputError, audit
+from disaggregated_eval.audit import options as options_module
+from disaggregated_eval.audit.errors import AuditWarning
+from disaggregated_eval.audit.inputs import MAX_PAIRWISE_COMPARISONS, check_comparison_count, prepare_input
+from disaggregated_eval.audit.options import check_resample_count, min_resamples, resolve_options
 
 FAST = dict(metrics=["accuracy"], n_resamples=200, n_permutations=0)
 
@@ -134,15 +130,17 @@ def test_a_thousand_levels_are_refused_by_the_api_before_any_work(monkeypatch):
 # ---- validated once per public call (issue 11 item 3) ---------------------------------------------------------
 def test_resolved_options_are_trusted_until_changed(monkeypatch):
     calls = []
-    original = inputs.check_resample_count
-    monkeypatch.setattr(inputs, "check_resample_count", lambda *a: calls.append(a) or original(*a))
+    original = options_module.check_resample_count
+    monkeypatch.setattr(options_module, "check_resample_count", lambda *a: calls.append(a) or original(*a))
     resolved = resolve_options(None, dict(label="y", scores=["p"], groups=["g"], **FAST))
     assert resolve_options(resolved, {}) is resolved and len(calls) == 1  # no second validation
     audit(frame(), options=resolved)
     assert len(calls) == 1
-    resolved.n_resamples = 0  # changed after resolution: checked again
+    with pytest.raises(dataclasses.FrozenInstanceError):  # resolved options cannot change unchecked
+        resolved.n_resamples = 0
     with pytest.raises(AuditInputError, match=r"n_resamples must be an integer in 1\.\.1000000; got 0"):
-        audit(frame(), options=resolved)
+        audit(frame(), options=resolved, n_resamples=0)  # a change goes through the validation again
+    assert len(calls) == 1  # the bad value is refused before the resample check
 
 
 # ---- hard predictions, features (item 1) --------------------------------------------------------------------------

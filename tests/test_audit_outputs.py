@@ -131,10 +131,10 @@ def test_out_may_be_a_symbolic_link_to_a_folder(result, tmp_path):
 # ---- interrupted writes leave no litter (issue item 2) ------------------------------------------------------------
 WRAPPER = """
 import sys, time
-from disaggregated_eval.audit import plots
+from disaggregated_eval.audit import figure_rendering
 from disaggregated_eval.audit.cli import main
 
-start = plots.start_rendering
+start = figure_rendering.start_rendering
 
 def start_then_wait(*args, **kwargs):
     rendering = start(*args, **kwargs)
@@ -149,7 +149,7 @@ def start_then_wait(*args, **kwargs):
     rendering.result = result_then_wait
     return rendering
 
-plots.start_rendering = start_then_wait
+figure_rendering.start_rendering = start_then_wait
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -262,10 +262,10 @@ def test_model_names_that_are_not_file_names_give_safe_distinct_figure_names(tmp
 
 KILLED_WHILE_RENDERING = """
 import multiprocessing, sys, time
-from disaggregated_eval.audit import plots
+from disaggregated_eval.audit import figure_rendering
 from disaggregated_eval.audit.cli import main
 
-start = plots.start_rendering
+start = figure_rendering.start_rendering
 
 def start_then_wait(*args, **kwargs):
     rendering = start(*args, **kwargs)  # the renderers are forked here
@@ -273,7 +273,7 @@ def start_then_wait(*args, **kwargs):
     print("WORKERS " + " ".join(map(str, pids)), file=sys.stderr, flush=True)
     time.sleep(3600)
 
-plots.start_rendering = start_then_wait
+figure_rendering.start_rendering = start_then_wait
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -318,9 +318,9 @@ def _concurrent_writer(result, out: str, log: str, barrier, slow: float) -> None
     check of the folder (start and end times), the warnings and the outcome."""
     import warnings
 
-    from disaggregated_eval.audit import outputs, plots
+    from disaggregated_eval.audit import figure_rendering, outputs
 
-    plots._renderers = lambda n, n_jobs: 1  # draw in this process: four writers on two cores
+    figure_rendering._renderers = lambda n, n_jobs: 1  # draw in this process: four writers on two cores
     real = outputs._check_replaceable
 
     def slow_check(out_dir, dest):

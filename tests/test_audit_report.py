@@ -20,7 +20,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from disaggregated_eval.audit import summary as summary_module
+from disaggregated_eval.audit import decisions
+from disaggregated_eval.audit import terminal as terminal_module
 from disaggregated_eval.audit.loading import load_table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -270,11 +271,11 @@ def test_forest_plot_draws_withheld_slices_without_a_point(compas_result):
 
 # ---- formatting units (small hand-written tables; no audit) ----------------------------------------
 def test_format_estimate_and_interval():
-    assert summary_module.format_estimate(0.12345) == "0.123"
-    assert summary_module.format_estimate(float("nan")) == "-"
-    assert summary_module.format_estimate(0.05, signed=True) == "+0.050"
-    assert summary_module.format_interval(0.1, 0.25) == "[0.100, 0.250]"
-    assert summary_module.format_interval(float("nan"), 0.2) == "[-]"
+    assert terminal_module.format_estimate(0.12345) == "0.123"
+    assert terminal_module.format_estimate(float("nan")) == "-"
+    assert terminal_module.format_estimate(0.05, signed=True) == "+0.050"
+    assert terminal_module.format_interval(0.1, 0.25) == "[0.100, 0.250]"
+    assert terminal_module.format_interval(float("nan"), 0.2) == "[-]"
 
 
 def _tiny_tables():
@@ -294,7 +295,7 @@ def _tiny_tables():
 
 def test_slice_table_layout_and_flags():
     slices, comparisons = _tiny_tables()
-    lines = summary_module.slice_table(slices, comparisons, model="m", metric="auc").splitlines()
+    lines = terminal_module.slice_table(slices, comparisons, model="m", metric="auc").splitlines()
     assert lines[0].split() == ["slice", "n", "estimate", "95%", "CI", "width", "verdict"]
     assert lines[1].split() == ["overall", "100", "0.700", "[0.650,", "0.750]", "0.100"]
     assert lines[2].split()[:6] == ["g=a", "80", "0.800", "[0.740,", "0.860]", "0.120"]
@@ -309,16 +310,16 @@ def test_slice_table_layout_and_flags():
 def test_slice_table_without_p_values_flags_by_the_interval():
     slices, comparisons = _tiny_tables()
     comparisons[["p_value", "p_adjusted"]] = np.nan  # --n-permutations 0
-    line = summary_module.slice_table(slices, comparisons, model="m", metric="auc").splitlines()[2]
+    line = terminal_module.slice_table(slices, comparisons, model="m", metric="auc").splitlines()[2]
     assert line.endswith("above overall")
     comparisons.loc[0, "ci_low"] = -0.01  # interval now contains 0
-    line = summary_module.slice_table(slices, comparisons, model="m", metric="auc").splitlines()[2]
+    line = terminal_module.slice_table(slices, comparisons, model="m", metric="auc").splitlines()[2]
     assert line.rstrip().endswith("0.120")  # no flag
 
 
 def test_metric_digest_counts_reported_slices_only():
     slices, comparisons = _tiny_tables()
-    text = summary_module.metric_digest(slices, comparisons, model="m", metric="auc", alpha=0.05)
+    text = terminal_module.metric_digest(slices, comparisons, model="m", metric="auc", alpha=0.05)
     assert text == "AUC-ROC: 1 of 1 reported slices differ from overall: g=a (+0.100); 1 withheld"
 
 
@@ -328,7 +329,7 @@ def test_model_digest_reads_vs_model_rows():
         "difference": [0.05, 0.08, -0.01], "ci_low": [0.01, 0.02, -0.06], "ci_high": [0.09, 0.14, 0.04],
         "p_value": np.nan, "p_adjusted": np.nan, "reported": [True, True, True],
     })  # fmt: skip
-    text = summary_module.model_digest(comparisons, model="b", reference="a", metric="auc")
+    text = terminal_module.model_digest(comparisons, model="b", reference="a", metric="auc")
     assert text == "b - a, AUC-ROC: overall +0.050 [+0.010, +0.090]; the interval excludes 0 on 1 of 2 reported slices"
 
 
@@ -340,21 +341,23 @@ def _fake_result(metrics_present, metrics_option):
     return SimpleNamespace(slices=slices, options=SimpleNamespace(metrics=list(metrics_option)))
 
 
+def _headline(result):
+    return decisions.headline_metric(result.slices, result.options.metrics)
+
+
 def test_headline_metric_leads_with_an_error_rate_not_log_loss():
     from disaggregated_eval import vocabulary
 
     default = list(vocabulary.AUDIT_METRICS)  # the audit's default metric list
     assert default[0] == "log_loss"  # the canonical order starts with log loss ...
-    assert (
-        summary_module.headline_metric(_fake_result(default, default)) == "false_positive_rate"
-    )  # ... the summary does not
+    assert _headline(_fake_result(default, default)) == "false_positive_rate"  # ... the summary does not
     # without the error rates (not computed), the next of the documented order
-    assert summary_module.headline_metric(_fake_result(["log_loss", "auc", "accuracy"], default)) == "accuracy"
-    assert summary_module.headline_metric(_fake_result(["log_loss", "auc"], default)) == "auc"
+    assert _headline(_fake_result(["log_loss", "auc", "accuracy"], default)) == "accuracy"
+    assert _headline(_fake_result(["log_loss", "auc"], default)) == "auc"
     # metrics given explicitly: the first one given, as documented for --metrics
-    assert summary_module.headline_metric(_fake_result(["auc", "log_loss"], ["log_loss", "auc"])) == "log_loss"
-    assert summary_module.headline_metric(_fake_result([], default)) is None
-    assert set(summary_module.HEADLINE_ORDER) == set(default)  # every default metric has a place in the order
+    assert _headline(_fake_result(["auc", "log_loss"], ["log_loss", "auc"])) == "log_loss"
+    assert _headline(_fake_result([], default)) is None
+    assert set(vocabulary.HEADLINE_ORDER) == set(default)  # every default metric has a place in the order
 
 
 @pytest.fixture(scope="module")

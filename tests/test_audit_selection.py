@@ -20,8 +20,8 @@ import pytest
 from disaggregated_eval import selection
 from disaggregated_eval.audit import audit
 from disaggregated_eval.audit.columns import SELECTION_COLUMNS
-from disaggregated_eval.audit.inputs import AuditInputError
-from disaggregated_eval.audit.summary import summary_text
+from disaggregated_eval.audit.errors import AuditInputError
+from disaggregated_eval.audit.terminal import summary_text
 
 REPO = Path(__file__).resolve().parents[1]
 COMPAS = REPO / "examples" / "data" / "compas.csv"

@@ -18,7 +18,7 @@ from statsmodels.stats.proportion import proportion_confint
 from disaggregated_eval import seeds, vocabulary
 from disaggregated_eval.audit import AuditWarning, audit
 from disaggregated_eval.audit.calibration_table import score_bins
-from disaggregated_eval.audit.comparisons import PERMUTATION_DESIGNS, SCORE_STRATA
+from disaggregated_eval.audit.comparison_tests import PERMUTATION_DESIGNS, SCORE_STRATA
 from disaggregated_eval.engine.permutation import (
     SEQUENTIAL_EXCEEDANCES,
     exact_count_pvalue,

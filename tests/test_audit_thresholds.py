@@ -8,7 +8,7 @@ import pytest
 from statsmodels.stats.proportion import proportion_confint
 
 from disaggregated_eval import seeds
-from disaggregated_eval.audit.thresholds import MAX_THRESHOLDS, parse_thresholds
+from disaggregated_eval.audit.options import MAX_THRESHOLDS, parse_thresholds
 
 FAST = dict(n_resamples=200, n_permutations=0)
 RATES = ["predicted_positive_rate", "sensitivity", "false_positive_rate"]
@@ -79,12 +79,12 @@ def test_bad_thresholds_are_refused_by_the_audit_before_any_work(data):
 
 
 def test_the_command_line_reads_lists_and_grids():
-    from disaggregated_eval.audit.cli import build_parser, resolve_options
+    from disaggregated_eval.audit.cli import build_parser, command_options
 
     args = build_parser().parse_args(["audit", "f.csv", "--label", "y", "--score", "r", "--group", "g",
                                       "--thresholds", "0.1,0.2", "0.3:0.5:0.1", "--detect-gap", "0.05",
                                       "--reference", "g=a", "--calibration-bins", "5", "--power", "0.9"])  # fmt: skip
-    _, _, options, _ = resolve_options(args)
+    _, _, options, _ = command_options(args)
     assert options["thresholds"] == ["0.1", "0.2", "0.3:0.5:0.1"]
     assert (options["detect_gap"], options["reference"], options["calibration_bins"], options["power"]) == (
         0.05, ["g=a"], 5, 0.9)  # fmt: skip

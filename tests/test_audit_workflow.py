@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from disaggregated_eval.audit.options import UsageError
+from disaggregated_eval.audit.errors import UsageError
 from disaggregated_eval_workflow.audit_runs import audit_runs
 
 REPO = Path(__file__).resolve().parents[1]

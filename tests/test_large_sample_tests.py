@@ -4,10 +4,10 @@
   error: its value on constructed replicates, its level by simulation, and, for the AUC, a standard error
   equal to DeLong's within Monte-Carlo error (DeLong, DeLong and Clarke-Pearson, 1988; the fast algorithm
   of Sun and Xu, 2014, by midranks);
-* :func:`disaggregated_eval.audit.comparisons.plan_tests` (the switch rule): a test is large-sample when its
+* :func:`disaggregated_eval.audit.comparison_tests.plan_tests` (the switch rule): a test is large-sample when its
   Monte-Carlo bound exceeds ``LARGE_SAMPLE_WORK`` and each side has ``LARGE_SAMPLE_MIN_ROWS`` rows in each
   outcome category, at the boundaries; ``test_method`` forces either;
-* the tests read the units found once per audit (:func:`~disaggregated_eval.audit.comparisons.model_units`)
+* the tests read the units found once per audit (:func:`~disaggregated_eval.audit.comparison_tests.model_units`)
   and give the p-values of permuting the rows, bit for bit, where rows merge (deciles, hard predictions,
   few weights, the observed/expected ratio's quantile strata);
 * an audit of continuous scores with large slices switches, says so in a note, and keeps exact tests for
@@ -27,17 +27,10 @@ import pandas as pd
 import pytest
 from scipy import special, stats
 
-from disaggregated_eval.audit import audit, comparisons
-from disaggregated_eval.audit.comparisons import (
-    BOOTSTRAP_Z,
-    EXACT,
-    LARGE_SAMPLE_MIN_ROWS,
-    LARGE_SAMPLE_WORK,
-    MONTE_CARLO,
-    enumerate_comparisons,
-    model_units,
-    plan_tests,
-)
+from disaggregated_eval.audit import audit, comparison_tests
+from disaggregated_eval.audit.columns import BOOTSTRAP_Z, EXACT, MONTE_CARLO
+from disaggregated_eval.audit.comparison_families import enumerate_comparisons
+from disaggregated_eval.audit.comparison_tests import LARGE_SAMPLE_MIN_ROWS, LARGE_SAMPLE_WORK, model_units, plan_tests
 from disaggregated_eval.audit.slices import Attribute, plan_slices
 from disaggregated_eval.audit.tallies import tally_slices
 from disaggregated_eval.derived import Replicated, bootstrap_z_pvalue
@@ -185,11 +178,11 @@ def test_tests_on_units_found_once_equal_permuting_the_rows(monkeypatch, values,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with_units = audit(data, **kwargs).comparisons
-        assert comparisons.model_units(
+        assert comparison_tests.model_units(
             plan_slices((Attribute("r", ("x", "y"), np.repeat([0, 1], 5)),), intersections=1),
             np.zeros(10), [np.full(10, 0.3)], None, 0.5,
         )[0].units is not None  # fmt: skip
-        monkeypatch.setattr(comparisons, "find_units", lambda *args, **kw: None)
+        monkeypatch.setattr(comparison_tests, "find_units", lambda *args, **kw: None)
         with_rows = audit(data, **kwargs).comparisons
     assert (with_units["test"] == MONTE_CARLO).any()
     pd.testing.assert_frame_equal(with_units, with_rows, check_exact=True)

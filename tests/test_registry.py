@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from disaggregated_eval import registry, vocabulary
-from disaggregated_eval.audit.comparisons import PERMUTATION_DESIGNS
+from disaggregated_eval.audit.comparison_tests import PERMUTATION_DESIGNS
 from disaggregated_eval.audit.fairness import FAIRNESS_METRICS
 from disaggregated_eval.audit.withheld import DENOMINATOR
 from disaggregated_eval.engine import sums

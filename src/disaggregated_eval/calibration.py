@@ -51,6 +51,7 @@ __all__ = [
     "CALIBRATION_COLUMNS",
     "calibration_curve",
     "calibration_table",
+    "quantile_bins",
     "stack_calibration_tables",
     "BinnedErrors",
     "binned_error_sums",
@@ -112,9 +113,26 @@ def expanded_quantile(values: np.ndarray, count: np.ndarray, levels: np.ndarray)
     return np.where(t >= 0.5, b - difference * (1 - t), a + difference * t)
 
 
-def _quantile_bins(scores: np.ndarray, n_bins: int, count: np.ndarray | None = None) -> np.ndarray:
-    """Bin index of every score under the module's binning rule (possibly with empty bins); with ``count``
-    (rows each score stands for), the bins of the expanded rows (:func:`expanded_quantile`)."""
+def quantile_bins(scores: np.ndarray, n_bins: int, count: np.ndarray | None = None) -> np.ndarray:
+    """Bin index of every score under the module's quantile binning rule (as :func:`pandas.qcut`).
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n_samples,)
+        Scores in [0, 1].
+    n_bins : int
+        Requested number of quantile bins (at least 1).
+    count : ndarray of shape (n_samples,), optional
+        Rows each score stands for (a counts table): the bins of the expanded rows
+        (:func:`expanded_quantile`).
+
+    Returns
+    -------
+    ndarray of int of shape (n_samples,)
+        Bin of each score, 0-based, in increasing score order; bins may be empty when scores tie (the
+        module docstring gives the exact edge rule). Used by :func:`calibration_curve` and the audit's
+        calibration table (:mod:`disaggregated_eval.audit.calibration_table`).
+    """
     levels = np.linspace(0.0, 1.0, n_bins + 1)
     # As pandas.qcut: round levels that are not exact in binary up to the next float, so that an
     # edge that should equal a data point is not interpolated one ulp below it.
@@ -127,7 +145,7 @@ def _quantile_bins(scores: np.ndarray, n_bins: int, count: np.ndarray | None = N
 
 
 def _curve(y: np.ndarray, scores: np.ndarray, n_bins: int, confidence: float) -> pd.DataFrame:
-    raw = _quantile_bins(scores, n_bins)
+    raw = quantile_bins(scores, n_bins)
     used, bins = np.unique(raw, return_inverse=True)  # drops empty bins, renumbers 0..B-1
     n_used = used.shape[0]
     n = np.bincount(bins, minlength=n_used)

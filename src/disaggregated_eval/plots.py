@@ -50,6 +50,7 @@ from disaggregated_eval.io import atomic_path
 
 __all__ = [
     "DATASET_LABELS",
+    "house_style",
     "SETTING_LABELS",
     "MODEL_LABELS",
     "CONTROL_LABELS",
@@ -123,8 +124,9 @@ _STAR_SIZE = 5.0
 _STAR_OFFSET = 5.0  # points right of the interval's upper end
 
 
-def _style() -> dict:
-    """rc parameters used while building and saving a figure: white "ticks" style, small fonts."""
+def house_style() -> dict:
+    """The house style: matplotlib rc parameters used while building and saving every figure of the
+    study and of the audit (white "ticks" style, small fonts); use with :func:`matplotlib.rc_context`."""
     return {
         "figure.facecolor": "white",
         "axes.facecolor": "white",
@@ -539,7 +541,7 @@ def plot_controlled_differences(
     _check_unique(rows, ["dataset", "model", "control", "group"], context)
     groups = _group_order(rows["group"], include_overall=False)
     metric_label = METRIC_LABELS.get(metric, metric)
-    with mpl.rc_context(_style()):
+    with mpl.rc_context(house_style()):
         fig = _forest_grid(
             rows,
             row_col="model", row_levels=models, row_labels=[MODEL_LABELS.get(m, m) for m in models],
@@ -615,7 +617,7 @@ def plot_weighted_population(
     entries = ["Subgroup", *(CONTROL_LABELS[c] for c in _CONTROLS)]
     # Legend: the unweighted subgroup metric, then M_a for each control variable.
     entry_labels = ["Subgroup (unweighted)", *(f"$M_a$ ({CONTROL_LABELS[c]})" for c in _CONTROLS)]
-    with mpl.rc_context(_style()):
+    with mpl.rc_context(house_style()):
         fig = _forest_grid(
             rows,
             row_col="dataset", row_levels=order, row_labels=[DATASET_LABELS.get(s, s) for s in order],
@@ -685,7 +687,7 @@ def plot_shared_space(
     rows = rows[rows["dataset"].isin(order) & rows["control"].isin(controls)]
     _check_unique(rows, ["dataset", "model", "control", "group"], context)
     groups = _group_order(rows["group"], include_overall=False)
-    with mpl.rc_context(_style()):
+    with mpl.rc_context(house_style()):
         fig = _forest_grid(
             rows,
             row_col="dataset", row_levels=order, row_labels=[DATASET_LABELS.get(s, s) for s in order],
@@ -766,7 +768,7 @@ def plot_relative_performance(
         refs = list(pd.unique(rows.loc[rows["model"] == m, "reference"])) if "reference" in rows.columns else []
         ref_text = " / ".join(MODEL_LABELS.get(r, r) for r in refs) if refs else "reference"
         row_labels.append(f"{MODEL_LABELS.get(m, m)}\nminus {ref_text}")
-    with mpl.rc_context(_style()):
+    with mpl.rc_context(house_style()):
         fig = _forest_grid(
             rows,
             row_col="model", row_levels=models, row_labels=row_labels,
@@ -827,7 +829,7 @@ def plot_calibration_curves(
     colors = _palette(groups)
     nrows, ncols = len(models), len(order)
     width = ncols * _CAL_PANEL + 1.3
-    with mpl.rc_context({**_style(), "axes.grid.axis": "both"}):
+    with mpl.rc_context({**house_style(), "axes.grid.axis": "both"}):
         fig = Figure(figsize=(width, nrows * _CAL_PANEL + _MARGIN_H), layout="constrained")
         axes = fig.subplots(nrows, ncols, sharex=True, sharey=True, squeeze=False)
         for i, model in enumerate(models):
@@ -971,7 +973,7 @@ def plot_coverage(
     rows = rows.assign(_degenerate=False if degenerate_cells is None else degenerate_cells)
     panel_h = max(_PANEL_H_MIN, 0.5 + _COVERAGE_ROW_H * len(metric_order))
     width = len(_CONTROLS) * _PANEL_W + _MARGIN_W
-    with mpl.rc_context(_style()):
+    with mpl.rc_context(house_style()):
         fig = Figure(figsize=(width, len(panel_rows) * panel_h + _MARGIN_H + 0.6), layout="constrained")
         axes = fig.subplots(len(panel_rows), len(_CONTROLS), sharex=True, sharey=True, squeeze=False)
         for i, (model, source) in enumerate(panel_rows):
@@ -1112,7 +1114,7 @@ def plot_selection_bounds(
     columns = [(s, "metric") for s in slices] + [(s, "difference") for s in slices if s != _OVERALL]
     columns = [c for c in columns if ((rows["slice"] == c[0]) & (rows["quantity"] == c[1])).any()]
     merged = rows.merge(truth, on=["slice", "metric", "quantity"], how="left")
-    with mpl.rc_context(_style()):
+    with mpl.rc_context(house_style()):
         fig = Figure(figsize=(2.2 * len(columns) + 1.2, 1.6 * len(metric_order) + 1.2), layout="constrained")
         axes = fig.subplots(len(metric_order), len(columns), sharex=True, squeeze=False)
         for i, metric in enumerate(metric_order):

@@ -226,7 +226,7 @@ DATASET_LABELS: dict[str, str] = {**SETTING_LABELS, **TASK_LABELS}
 RESAMPLING_SCHEMES: tuple[str, ...] = ("population", "within_group")
 #: Tests of the audit's comparisons without an exact test (option ``test_method``): ``auto`` (Monte-Carlo
 #: permutations, or the large-sample z-test with the paired bootstrap's standard error where permutations
-#: would cost too much and the comparison is large: ``audit.comparisons.plan_tests``), ``permutation``
+#: would cost too much and the comparison is large: ``audit.comparison_tests.plan_tests``), ``permutation``
 #: (always permutations) and ``bootstrap`` (always the large-sample test).
 TEST_METHODS: tuple[str, ...] = ("auto", "permutation", "bootstrap")
 

@@ -7,7 +7,7 @@ attribute, each intersection) with intervals, comparisons with p-values, and con
 """
 
 from .core import audit
-from .inputs import AuditInputError, AuditWarning
+from .errors import AuditInputError, AuditWarning
 from .options import AuditOptions
 from .result import AuditResult
 

@@ -1,7 +1,7 @@
-"""The summary analyses of an audit, run after its core tables: fairness, calibration, thresholds, detectability.
+"""The analyses of an audit after its core tables: fairness, calibration, thresholds, detectability, selection.
 
-:func:`summary_analyses` is called once by :func:`disaggregated_eval.audit.audit`, after the slices,
-comparisons and controlled tables, and returns the tables of :data:`.columns.SUMMARY_TABLES`:
+:func:`run_analyses` is called once by :func:`disaggregated_eval.audit.audit`, after the slices,
+comparisons and controlled tables, and returns the tables of :data:`.columns.ANALYSIS_TABLES`:
 
 * ``fairness`` (:mod:`.fairness`): on the audit's own paired bootstrap when it computed the selection
   rate, the false positive rate and the true (or false negative) rate; otherwise on a bootstrap of
@@ -15,13 +15,15 @@ comparisons and controlled tables, and returns the tables of :data:`.columns.SUM
   bootstrap;
 * ``selection`` (:mod:`.selection_table`): with the options ``population_margins`` or
   ``selection_sensitivity``, on a bootstrap of its own (seed path ``("audit", "selection")``).
+
+It reads the audit's resolved options (:class:`.options.ResolvedOptions`) and hands each analysis the
+values it needs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -31,9 +33,10 @@ from .. import seeds
 from ..engine.resampling import strata_for
 from ..engine.sums import PROPORTIONS, metric_slots
 from ..memory import check_bytes
-from ..verdicts import parse_tolerance
 from .calibration_table import calibration_analysis
+from .decisions import flagged_rows, headline_metric
 from .detectability import MAX_SEARCHED_ROWS, detectability_table
+from .errors import AuditInputError
 from .estimates import AuditEstimates, estimate_all, n_outputs
 from .fairness import (
     FAIRNESS_METRICS,
@@ -43,29 +46,34 @@ from .fairness import (
     reference_notes,
     resolve_references,
 )
-from .inputs import AuditInput, AuditInputError
-from .options import AuditOptions
-from .selection_table import selection_table
+from .inputs import AuditInput
+from .options import ResolvedOptions
+from .selection_table import MarginCells, selection_table
 from .slices import SlicePlan
-from .summary import flagged_rows, headline_metric
 from .tallies import SliceTallies
-from .thresholds import parse_thresholds, thresholds_table
+from .thresholds import thresholds_table
 
-__all__ = ["SummaryAnalyses", "check_references", "summary_analyses"]
+__all__ = ["AnalysisTables", "check_references", "run_analyses"]
 
 Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
-class SummaryAnalyses:
-    """The tables of the summary analyses (keyword arguments of :class:`.result.AuditResult`) and notes."""
+class AnalysisTables:
+    """The tables of the analyses (keyword arguments of :class:`.result.AuditResult`) and their notes."""
 
     tables: dict[str, pd.DataFrame]
     notes: list[str] = field(default_factory=list)
 
 
-def check_references(plan: SlicePlan, options: AuditOptions) -> dict[int, int]:
+def check_references(plan: SlicePlan, references: Sequence[str]) -> dict[int, int]:
     """The reference slice of each family named by the option ``reference`` (family -> slice index).
+
+    Parameters
+    ----------
+    plan : SlicePlan
+    references : sequence of str
+        The option ``reference`` (slice names, :func:`.options.parse_references`).
 
     Raises
     ------
@@ -73,7 +81,7 @@ def check_references(plan: SlicePlan, options: AuditOptions) -> dict[int, int]:
         For a reference that is not a slice of the data (the message lists the family's slices).
     """
     try:
-        return resolve_references(plan, options.reference)
+        return resolve_references(plan, references)
     except ValueError as error:
         raise AuditInputError(str(error)) from None
 
@@ -82,10 +90,10 @@ def _stage(progress: Progress | None, name: str):
     return None if progress is None else (lambda done, total: progress(name, done, total))
 
 
-def summary_analyses(
+def run_analyses(
     plan: SlicePlan,
     prepared: AuditInput,
-    options: AuditOptions,
+    options: ResolvedOptions,
     *,
     estimates: AuditEstimates,
     tallies: SliceTallies,
@@ -95,10 +103,11 @@ def summary_analyses(
     metric_ok: np.ndarray,
     model_names: Sequence[str],
     reasons_for: Callable[[AuditEstimates, list[str]], np.ndarray],
+    margins: MarginCells | None,
     max_bytes: float,
     progress: Progress | None = None,
-) -> SummaryAnalyses:
-    """Every summary analysis of an audit (module docstring).
+) -> AnalysisTables:
+    """Every analysis of an audit after its core tables (module docstring).
 
     Parameters
     ----------
@@ -110,6 +119,8 @@ def summary_analyses(
     model_names : sequence of str
     reasons_for : callable
         ``reasons_for(estimates, metrics)``: the withholding reasons of another bootstrap's metrics.
+    margins : MarginCells or None
+        The option ``population_margins`` mapped onto the rows (:func:`.selection_table.margin_cells`).
     max_bytes : float
         Largest size of a bootstrap's replicates.
     progress : callable, optional
@@ -117,12 +128,12 @@ def summary_analyses(
 
     Returns
     -------
-    SummaryAnalyses
+    AnalysisTables
     """
-    references = check_references(plan, options)
+    references = check_references(plan, options.reference)
     metrics = list(options.metrics)
     scores = [prepared.scores[m] for m in model_names]
-    odds = options.preference_threshold / (1.0 - options.preference_threshold)
+    odds = options.preference_odds
     notes: list[str] = []
 
     # ---- fairness summary ----------------------------------------------------------------------
@@ -159,10 +170,9 @@ def summary_analyses(
             f"positive rates and false negative rate were bootstrapped for it separately (seed path audit/fairness): "
             f"its intervals are paired among themselves, not with the slices table's"
         )
-    frame = SimpleNamespace(slices=slices, options=options)
-    headline = [headline_metric(frame, model) for model in model_names]
+    headline = [headline_metric(slices, metrics, model) for model in model_names]
     fairness = fairness_table(plan, sources, model_names, headline=headline, references=references,
-                              confidence=options.confidence, tolerance=parse_tolerance(options.tolerance))  # fmt: skip
+                              confidence=options.confidence, tolerance=options.parsed_tolerance)  # fmt: skip
     notes += reference_notes(plan, sources, model_names, references)
 
     # ---- calibration per slice -------------------------------------------------------------------
@@ -197,7 +207,7 @@ def summary_analyses(
         prepared.y,
         scores,
         prepared.weight,
-        parse_thresholds(options.thresholds),
+        np.asarray(options.threshold_values, dtype=np.float64),
         model_names,
         confidence=options.confidence,
         min_group_size=options.min_group_size,
@@ -233,7 +243,21 @@ def summary_analyses(
                 f"{options.detect_gap:g} away would leave [0, 1]"
             )
     # ---- evaluation under selection (population margins, sensitivity bounds) -------------------------
-    selection, selection_notes = selection_table(plan, prepared, options, list(model_names))
+    selection, selection_notes = selection_table(
+        plan,
+        prepared,
+        list(model_names),
+        margins=margins,
+        gammas=list(options.selection_sensitivity),
+        metrics=metrics,
+        n_resamples=options.n_resamples,
+        min_group_size=options.min_group_size,
+        seed=options.seed,
+        confidence=options.confidence,
+        threshold=options.threshold,
+        preference_threshold=options.preference_threshold,
+        resampling=options.resampling,
+    )
     notes += selection_notes
     tables: dict[str, Any] = dict(
         selection=selection,
@@ -243,4 +267,4 @@ def summary_analyses(
         thresholds=thresholds,
         detectability=detectability,
     )
-    return SummaryAnalyses(tables=tables, notes=notes)
+    return AnalysisTables(tables=tables, notes=notes)

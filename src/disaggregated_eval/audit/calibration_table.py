@@ -50,7 +50,7 @@ import pandas as pd
 from scipy import sparse
 
 from .. import seeds, vocabulary
-from ..calibration import BIN_SUMS, _quantile_bins, binned_error_sums, binned_errors, calibration_error_interval
+from ..calibration import BIN_SUMS, binned_error_sums, binned_errors, calibration_error_interval, quantile_bins
 from ..derived import Replicated, difference, summarise
 from ..engine.resampling import UNIT_BLOCK, default_batch_size, make_strata, run_batches, strata_for, unit_blocks
 from ..engine.sums import keyed_draw_sums
@@ -78,7 +78,7 @@ def score_bins(
 
     One bin per distinct score when there are at most ``n_bins`` of them, else the library's quantile
     bins (module docstring). Used by the calibration table and by the observed/expected ratio's test,
-    which permutes within these bins (:mod:`.comparisons`). With ``count`` (rows each score stands for,
+    which permutes within these bins (:mod:`.comparison_tests`). With ``count`` (rows each score stands for,
     frequency weights) the quantile bins are those of the expanded rows.
 
     Returns
@@ -88,7 +88,7 @@ def score_bins(
         Smallest and largest score of the rows of each bin.
     """
     values, by_value = np.unique(scores, return_inverse=True)
-    raw = by_value.ravel() if values.shape[0] <= n_bins else _quantile_bins(scores, n_bins, count)
+    raw = by_value.ravel() if values.shape[0] <= n_bins else quantile_bins(scores, n_bins, count)
     used, bins = np.unique(raw, return_inverse=True)
     k = used.shape[0]
     low = np.full(k, np.inf)

@@ -4,70 +4,53 @@ The options and their defaults come from :class:`disaggregated_eval.audit.option
 (one home): every field becomes a flag (``min_group_size`` -> ``--min-group-size``; the list
 fields ``scores``, ``groups``, ``controls`` are spelled ``--score``, ``--group``, ``--control``),
 and a YAML file given with ``--config`` uses the field names as keys. Flags win over the file, the
-file over the defaults; an unknown key is an error naming it.
+file over the defaults; an unknown key is an error naming it. The parser collects the flags' text; it is
+converted once (:func:`.options.options_from_flags`, :func:`.options.read_config_file`) and the merged
+options are checked once (:func:`.options.resolve_options`), before the file is read; the audit trusts
+the resolved options.
 
 Streams and exit codes (``docs/audit.md``): results go to files under ``--out``; a short summary
-goes to standard output; progress (a tqdm bar on a terminal, plain lines otherwise) and warnings go
-to standard error, every text from the data escaped (:func:`~disaggregated_eval.audit.text.terminal_text`).
-Exit status 0 on success, 2 on bad usage or bad input (one line naming the problem, before any
-work), 1 on any other failure, 130 when interrupted (Ctrl-C), 143 when terminated (SIGTERM, which
-unwinds like Ctrl-C so that no temporary folder is left behind).
-
-The options, their conversion from text and YAML, and ``--config`` files are read by
-:mod:`disaggregated_eval.audit.options` (one home); import them from there.
+goes to standard output; progress and warnings go to standard error (:mod:`.progress`). Exit status 0
+on success, 2 on bad usage or bad input (one line naming the problem, before any work), 1 on any other
+failure, 130 when interrupted (Ctrl-C), 143 when terminated (SIGTERM, which unwinds like Ctrl-C so that
+no temporary folder is left behind: :mod:`.signals`).
 """
 
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import textwrap
 import time
 import traceback
 import typing
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import vocabulary
+from .errors import AuditInputError, UsageError
 from .options import (
     AGGREGATE_CHOICES,
     AUTO_AGGREGATE_ROWS,
     FLAG_NAMES,
     OPTION_SECTIONS,
     REQUIRED_OPTIONS,
-    UsageError,
-    convert_option,
-    convert_scalar,
     flag_of,
     option_choices,
     option_default,
     option_fields,
     option_kind,
+    options_from_flags,
     read_config_file,
     split_list,
 )
+from .progress import PROG, StderrProgress, one_line, show_warning
+from .signals import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, Terminated, sigterm_unwinds
 from .text import terminal_text
 
-__all__ = [
-    "PROG",
-    "EXIT_OK",
-    "EXIT_FAILURE",
-    "EXIT_USAGE",
-    "EXIT_INTERRUPTED",
-    "EXIT_TERMINATED",
-    "build_parser",
-    "resolve_options",
-    "main",
-]
-
-PROG = "disagg-eval"
-#: Exit statuses (docs/audit.md, "Exit codes and bad input"): 128 + the signal's number when stopped by one.
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
-EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: Ctrl-C
-EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: kill, timeout, docker stop, a cluster's pre-emption
+__all__ = ["build_parser", "command_options", "main"]
 _AUDIT_DESCRIPTION = (
     "Disaggregated and controlled evaluation of the predictions in FILE: every metric for every level "
     "of every --group attribute and their intersections, with paired bootstrap intervals, comparisons "
@@ -121,30 +104,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Extend(argparse.Action):
-    """``nargs="+"`` values (each possibly comma-separated, ``\\,`` a literal comma; converted to a list)
-    appended to the list."""
+    """``nargs="+"`` values, each split at its commas (``\\,`` a literal comma: :func:`.options.split_list`),
+    appended to the list (converted later, with the other values, by :func:`.options.options_from_flags`)."""
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         current = list(getattr(namespace, self.dest, None) or [])
         for value in values:
-            current.extend(value if isinstance(value, list) else [value])
+            current.extend(split_list(value))
         setattr(namespace, self.dest, current)
-
-
-def _argparse_type(field_) -> Callable[[str], Any]:
-    where = flag_of(field_.name)
-    kind, element, optional = option_kind(field_.name)
-
-    def convert(text: str) -> Any:
-        try:
-            if kind == "list":
-                return [convert_scalar(v, element, where, optional=False) for v in split_list(text)]
-            return convert_scalar(text, element, where, optional=optional)
-        except UsageError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{where} ")) from None
-
-    convert.__name__ = element.__name__
-    return convert
 
 
 def _add_option(group, field_) -> None:
@@ -166,8 +133,7 @@ def _add_option(group, field_) -> None:
         group.add_argument(*names, dest=field_.name, action=argparse.BooleanOptionalAction,
                            default=argparse.SUPPRESS, help=help_text)  # fmt: skip
         return
-    kwargs: dict[str, Any] = dict(dest=field_.name, default=argparse.SUPPRESS, help=help_text,
-                                  type=_argparse_type(field_), metavar=metavar)  # fmt: skip
+    kwargs: dict[str, Any] = dict(dest=field_.name, default=argparse.SUPPRESS, help=help_text, metavar=metavar)
     if kind == "list":
         kwargs.update(nargs="+", action=_Extend)
     group.add_argument(*names, **kwargs)
@@ -217,21 +183,24 @@ def build_parser() -> argparse.ArgumentParser:
 # ----------------------------------------------------------------------------------------------
 # resolution: defaults < --config < flags
 # ----------------------------------------------------------------------------------------------
-def resolve_options(args: argparse.Namespace) -> tuple[Path, Path, dict[str, Any], bool]:
-    """File, output folder, option values and whether the seed is the default.
+def command_options(args: argparse.Namespace) -> tuple[Path, Path, dict[str, Any], bool]:
+    """File, output folder, option values (converted, not yet checked) and whether the seed is the default.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``build_parser().parse_args(...)`` of an ``audit`` command.
 
     Raises
     ------
     UsageError
-        If the file, the label, a score or a group column is missing, or the ``--config`` file is bad.
+        If a flag's value cannot be read (naming the flag), the file, the label, a score or a group column
+        is missing, or the ``--config`` file is bad.
     """
-    known = {f.name: f for f in option_fields()}
-    given = {}
-    for key, value in vars(args).items():
-        if key in known:  # lists again through the checks of choices and repeats
-            value = convert_option(known[key], value, flag_of(key))
-        if key not in ("command", "config", "quiet", "aggregate"):
-            given[key] = value
+    known = {f.name for f in option_fields()}
+    flags = {key: value for key, value in vars(args).items() if key in known}
+    given = {key: value for key, value in vars(args).items() if key in ("file", "out")}
+    given.update(options_from_flags(flags))  # each value converted once, naming its flag
     from_file = read_config_file(args.config) if args.config else {}
     merged = {**from_file, **given}
     file = merged.pop("file", None)
@@ -261,104 +230,8 @@ def _stem(path: Path) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# progress and warnings on standard error
-# ----------------------------------------------------------------------------------------------
-class _Progress:
-    """``progress(stage, done, total)``: a tqdm bar per stage on a terminal; plain lines otherwise.
-
-    Plain lines are written at most every 10% of a stage (and at its end), so logs stay short. Stage
-    names and messages may carry column and level names: they are printed through
-    :func:`~disaggregated_eval.audit.text.terminal_text`.
-    """
-
-    def __init__(self, stream, *, quiet: bool = False) -> None:
-        self.stream = stream
-        self.quiet = quiet
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        if self.tty:
-            try:
-                import tqdm  # noqa: F401
-            except ImportError:  # plain lines without tqdm
-                self.tty = False
-        self.bars: dict[str, Any] = {}
-        self.last: dict[str, int] = {}
-        self.pending: list[str] = []
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if self.quiet:
-            return
-        if self.pending:  # held back until the engine has accepted the data
-            for text in self.pending:
-                self._print(text)
-            self.pending.clear()
-        stage = terminal_text(stage)
-        if self.tty:
-            from tqdm import tqdm
-
-            bar = self.bars.get(stage)
-            if bar is None:
-                bar = self.bars[stage] = tqdm(total=total, desc=stage, file=self.stream, leave=False,
-                                              dynamic_ncols=True)  # fmt: skip
-            bar.total = total
-            bar.n = done
-            bar.refresh()
-            if done >= total:
-                bar.close()
-                self.bars.pop(stage, None)
-            return
-        tenth = int(10 * done / total) if total else 10
-        if tenth > self.last.get(stage, -1) or done >= total:
-            if done >= total and self.last.get(stage) == 10:
-                return
-            self.last[stage] = tenth
-            print(f"{PROG}: {stage} {done:,}/{total:,}", file=self.stream, flush=True)
-
-    def message(self, text: str, *, hold: bool = False) -> None:
-        """A plain line on stderr; with ``hold``, only once the next progress report arrives."""
-        if self.quiet:
-            return
-        if hold:
-            self.pending.append(text)
-        else:
-            self._print(text)
-
-    def _print(self, text: str) -> None:
-        text = terminal_text(text)
-        if self.tty and self.bars:
-            from tqdm import tqdm
-
-            tqdm.write(f"{PROG}: {text}", file=self.stream)
-        else:
-            print(f"{PROG}: {text}", file=self.stream, flush=True)
-
-    def close(self) -> None:
-        for bar in self.bars.values():
-            bar.close()
-        self.bars.clear()
-
-
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"{PROG}: warning: {_one_line(message)}", file=sys.stderr, flush=True)
-
-
-# ----------------------------------------------------------------------------------------------
 # main
 # ----------------------------------------------------------------------------------------------
-class Terminated(BaseException):
-    """Raised in the main thread on SIGTERM, so that it unwinds like Ctrl-C (temporary files removed)."""
-
-
-def _on_sigterm(signum, frame) -> typing.NoReturn:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
-    raise Terminated(signum)
-
-
-def _one_line(exc: BaseException | str) -> str:
-    """A message on one line, with control characters of data-derived text escaped."""
-    text = terminal_text(" ".join(str(exc).split()))
-    return text or type(exc).__name__
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``disagg-eval`` (``[project.scripts]``); returns the exit status.
 
@@ -373,7 +246,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         0 success, 2 bad usage or input, 1 other failure, 130 interrupted (Ctrl-C), 143 terminated
         (SIGTERM). On 1, 130 and 143 nothing is written to ``--out`` and no temporary is left behind.
     """
-    from .inputs import AuditInputError
     from .loading import InputFileError
     from .outputs import OutputDirError
 
@@ -382,23 +254,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     progress = None
     old_showwarning = warnings.showwarning
-    warnings.showwarning = _show_warning
-    try:  # SIGTERM unwinds like Ctrl-C (only the main thread may install a handler)
-        old_sigterm = signal.signal(signal.SIGTERM, _on_sigterm)
-    except ValueError:
-        old_sigterm = None
+    warnings.showwarning = show_warning
     try:
-        try:
-            args = parser.parse_args(argv)
-        except SystemExit as exc:  # --help and --version exit 0 through argparse
-            return int(exc.code or 0)
-        if args.command is None:
-            parser.print_help(sys.stderr)
-            return EXIT_USAGE
-        file, out, options, seed_is_default = resolve_options(args)
-        progress = _Progress(sys.stderr, quiet=args.quiet)
-        return _audit_command(file, out, options, seed_is_default, progress=progress, quiet=args.quiet,
-                              aggregate=args.aggregate)  # fmt: skip
+        with sigterm_unwinds():
+            try:
+                args = parser.parse_args(argv)
+            except SystemExit as exc:  # --help and --version exit 0 through argparse
+                return int(exc.code or 0)
+            if args.command is None:
+                parser.print_help(sys.stderr)
+                return EXIT_USAGE
+            file, out, options, seed_is_default = command_options(args)
+            progress = StderrProgress(sys.stderr, quiet=args.quiet)
+            return _audit_command(file, out, options, seed_is_default, progress=progress, quiet=args.quiet,
+                                  aggregate=args.aggregate)  # fmt: skip
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -406,35 +275,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: terminated (SIGTERM); nothing was written", file=sys.stderr)
         return EXIT_TERMINATED
     except input_errors as exc:
-        print(f"{PROG} audit: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"{PROG} audit: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
-        print(f"{PROG} audit: failed: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        print(f"{PROG} audit: failed: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
         return EXIT_FAILURE
     finally:
-        if old_sigterm is not None:
-            signal.signal(signal.SIGTERM, old_sigterm)
         warnings.showwarning = old_showwarning
         if progress is not None:
             progress.close()
 
 
 def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_default: bool, *,
-                   progress: _Progress, quiet: bool, aggregate: str = "auto") -> int:  # fmt: skip
+                   progress: StderrProgress, quiet: bool, aggregate: str = "auto") -> int:  # fmt: skip
+    from dataclasses import replace
+
     from .core import audit
-    from .inputs import resolve_options as check_options
     from .loading import load_input, required_columns
+    from .options import resolve_options
     from .outputs import check_out_dir, write_outputs
-    from .summary import summary_text
+    from .terminal import summary_text
 
     # Everything that needs no data is checked before the file is read: the output folder, then
     # every option value (once: the resolved options go to the engine as they are).
     check_out_dir(out)
-    resolved = check_options(None, options)
+    resolved = resolve_options(None, options)
     columns = required_columns(resolved)
     started = time.monotonic()
-    data, resolved, read = load_input(file, resolved, columns, aggregate=aggregate)
+    data, counts, read = load_input(file, columns, frequency_weight=resolved.frequency_weight,
+                                    memory_limit_mb=resolved.memory_limit_mb, aggregate=aggregate)  # fmt: skip
+    if counts != resolved.frequency_weight:  # aggregated by DuckDB: its count column (checked by load_input)
+        resolved = replace(resolved, frequency_weight=counts)
     progress.message(read, hold=True)
     result = audit(data, options=resolved, progress=progress)
     # The report shows the summary without the output folder, so that the same audit gives the same

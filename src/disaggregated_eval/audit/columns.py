@@ -27,7 +27,7 @@ __all__ = [
     "THRESHOLD_COLUMNS",
     "DETECTABILITY_COLUMNS",
     "SELECTION_COLUMNS",
-    "SUMMARY_TABLES",
+    "ANALYSIS_TABLES",
     "empty_table",
 ]
 
@@ -220,8 +220,6 @@ DETECTABILITY_COLUMNS: tuple[str, ...] = (
     "reason",
 )
 
-#: The tables of the summary analyses (fields of :class:`AuditResult` after the three core tables)
-#: and their columns.
 #: Columns of :attr:`AuditResult.selection` (evaluation under selection: margins and sensitivity bounds;
 #: :mod:`.selection_table`), in order: ``model`` and ``attribute`` around the columns of
 #: :data:`disaggregated_eval.selection.RESULT_COLUMNS`.
@@ -246,7 +244,9 @@ SELECTION_COLUMNS: tuple[str, ...] = (
     "n_undefined",
 )
 
-SUMMARY_TABLES: dict[str, tuple[str, ...]] = {
+#: The tables of the analyses after the core tables (:mod:`.analyses`; fields of :class:`AuditResult` after the
+#: three core tables) and their columns.
+ANALYSIS_TABLES: dict[str, tuple[str, ...]] = {
     "fairness": FAIRNESS_COLUMNS,
     "calibration": CALIBRATION_BIN_COLUMNS,
     "calibration_summary": CALIBRATION_SUMMARY_COLUMNS,

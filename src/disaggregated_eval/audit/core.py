@@ -10,7 +10,7 @@ The steps, each in its own module:
 5. the slices table: estimates, percentile intervals, minimum-size rules (:mod:`.withheld`),
    simultaneous bands (:mod:`disaggregated_eval.intervals`);
 6. the comparisons table: paired intervals, permutation p-values, adjusted p-values
-   (:mod:`.comparisons`, :mod:`disaggregated_eval.engine.permutation`);
+   (:mod:`.comparison_families`, :mod:`.comparison_tests`, :mod:`.comparisons`, :mod:`disaggregated_eval.engine.permutation`);
 7. the controlled table: ``M_a``, ``T_a`` and shared-space metrics per attribute and control
    variable (:mod:`.controlled`), derived from the same replicates.
 
@@ -32,35 +32,18 @@ from ..engine.permutation import min_permutations
 from ..engine.resampling import strata_for
 from ..engine.sums import FN, FP, PROPORTIONS, TP, metric_slots
 from ..memory import audit_peak_bytes, check_bytes, default_memory_limit_mb
-from ..verdicts import parse_tolerance
-from . import controlled as _controlled
 from .aggregate import compress_frame
-from .analyses import summary_analyses
-from .comparisons import (
-    ComparisonTests,
-    ModelUnits,
-    comparison_table,
-    enumerate_comparisons,
-    family_sizes,
-    model_units,
-    pairwise_notes,
-    plan_tests,
-    test_notes,
-    test_pvalues,
-)
+from .analyses import run_analyses
+from .comparison_families import enumerate_comparisons, family_sizes, pairwise_notes
+from .comparison_tests import ComparisonTests, ModelUnits, model_units, plan_tests, test_notes, test_pvalues
+from .comparisons import comparison_table
+from .controlled import controlled_table
+from .controlled_weights import ControlledPlan, fit_controlled_weights, plan_controlled, weight_notes
+from .errors import AuditInputError, AuditWarning
 from .estimates import AuditEstimates, estimate_all, n_outputs
-from .inputs import (
-    PERMUTATION_WORK_WARNING,
-    AuditInput,
-    AuditInputError,
-    AuditWarning,
-    as_pandas,
-    expand_input,
-    prepare_input,
-    resolve_options,
-)
+from .inputs import PERMUTATION_WORK_WARNING, AuditInput, as_pandas, expand_input, prepare_input
 from .loading import required_columns
-from .options import AuditOptions
+from .options import AuditOptions, ResolvedOptions, resolve_options
 from .result import AuditResult
 from .selection_table import margin_cells
 from .slice_table import jackknife_accelerations, slice_table
@@ -83,7 +66,12 @@ def _stage(progress: Progress | None, name: str) -> Callable[[int, int], None] |
 
 
 def audit(
-    data: pd.DataFrame, /, *, options: AuditOptions | None = None, progress: Progress | None = None, **kwargs: Any
+    data: pd.DataFrame,
+    /,
+    *,
+    options: AuditOptions | ResolvedOptions | None = None,
+    progress: Progress | None = None,
+    **kwargs: Any,
 ) -> AuditResult:
     """Disaggregated and controlled evaluation of predictions held in a data frame.
 
@@ -93,8 +81,10 @@ def audit(
         One row per person (or unit): the label, one score column per model, the protected
         attributes, optionally features (control X) and a sample-weight column (a polars frame is
         converted to pandas at the boundary).
-    options : AuditOptions, optional
-        All options at once (e.g. from the command line or a YAML file).
+    options : AuditOptions or ResolvedOptions, optional
+        All options at once (e.g. from a YAML file). Resolved options
+        (:func:`disaggregated_eval.audit.options.resolve_options`, as the command line makes them) are
+        used as they are, without a second check.
     progress : callable, optional
         ``progress(stage, done, total)`` during long steps (stages ``bootstrap``, ``permutations``,
         ``weights <attribute> V=<control>``, ``controlled <attribute>``).
@@ -130,11 +120,15 @@ def audit(
         # the weight models P(A | V) are cross-fitted in folds of rows: on the rows the counts stand for
         prepared = expand_input(prepared, reason="the controlled evaluation's cross-fitting of P(A | V)")
     count = prepared.count
-    plan = _plan(prepared, opts)
-    margin_cells(prepared, opts)  # the population margins against the data, before any work
-    controlled_plan = _controlled.plan_controlled(prepared, plan, opts)  # checks sizes before any work
-    _check_memory(plan, controlled_plan, opts)
-    peak_note = _check_peak(prepared, plan, controlled_plan, opts)
+    plan = _plan(prepared, opts.intersections)
+    margins = margin_cells(prepared, opts.margins, source=opts.population_margins)  # against the data, before any work
+    controlled_plan = plan_controlled(
+        prepared, plan, controls=opts.controls, crossfit_folds=opts.crossfit_folds, cv_folds=opts.cv_folds
+    )  # checks sizes before any work
+    _check_memory(plan, controlled_plan, n_models=len(opts.scores), n_metrics=len(opts.metrics),
+                  n_resamples=opts.n_resamples)  # fmt: skip
+    peak_note = _check_peak(prepared, plan, controlled_plan, n_models=len(opts.scores), n_metrics=len(opts.metrics),
+                            n_resamples=opts.n_resamples, memory_limit_mb=opts.memory_limit_mb)  # fmt: skip
     model_names = list(opts.scores)
     scores = [prepared.scores[m] for m in model_names]
     tallies = tally_slices(plan, prepared.y, scores, prepared.weight, opts.threshold, count)
@@ -149,9 +143,19 @@ def audit(
 
     metrics = list(opts.metrics)
     slots = metric_slots(metrics)
-    odds = opts.preference_threshold / (1.0 - opts.preference_threshold)
-    weights = _controlled.fit_controlled_weights(controlled_plan, prepared, plan, opts, progress=progress)
-    notes += _controlled.weight_notes(weights, plan, opts)
+    odds = opts.preference_odds
+    weights = fit_controlled_weights(
+        controlled_plan,
+        prepared,
+        plan,
+        grid=opts.max_leaf_nodes,
+        cv_folds=opts.cv_folds,
+        crossfit_folds=opts.crossfit_folds,
+        n_threads=opts.n_threads,
+        seed=opts.seed,
+        progress=progress,
+    )
+    notes += weight_notes(weights, plan, model_names)
     seed = seeds.seed_sequence(opts.seed, "audit", "bootstrap")
     estimates = estimate_all(
         plan,
@@ -223,12 +227,15 @@ def audit(
         confidence=opts.confidence,
         adjust_method=opts.adjust,
         adjust_scope=opts.adjust_scope,
-        tolerance=parse_tolerance(opts.tolerance),
+        tolerance=opts.parsed_tolerance,
     )
-    controlled = _controlled.controlled_table(
+    controlled = controlled_table(
         controlled_plan,
         plan,
-        opts,
+        model_names=model_names,
+        metrics=metrics,
+        controls=opts.controls,
+        confidence=opts.confidence,
         estimates=estimates,
         reasons=reasons,
         metric_ok=metric_ok,
@@ -236,8 +243,9 @@ def audit(
         comparisons=comparison_frame,
         weights=weights,
     )
-    # Summary analyses (audit/analyses.py): fairness summary, calibration per slice, thresholds, detectability.
-    analyses = summary_analyses(
+    # The analyses after the core tables (audit/analyses.py): fairness summary, calibration per slice,
+    # thresholds, detectability, evaluation under selection.
+    analyses = run_analyses(
         plan,
         prepared,
         opts,
@@ -249,6 +257,7 @@ def audit(
         metric_ok=metric_ok,
         model_names=model_names,
         reasons_for=lambda other, names: _reasons(_slice_point(other), tallies, names, opts)[0],
+        margins=margins,
         max_bytes=MAX_REPLICATE_BYTES,
         progress=progress,
     )
@@ -263,7 +272,7 @@ def audit(
     )
 
 
-def _prepare(data: Any, opts: AuditOptions) -> AuditInput:
+def _prepare(data: Any, opts: ResolvedOptions) -> AuditInput:
     """The coded input: of the frame's counts table when it has far fewer distinct rows than rows and
     the audit reads no row on its own (:func:`.aggregate.compress_frame`), else of its rows.
 
@@ -302,23 +311,23 @@ def _slice_point(estimates: AuditEstimates) -> np.ndarray:
     return point
 
 
-def _plan(prepared: AuditInput, opts: AuditOptions) -> SlicePlan:
+def _plan(prepared: AuditInput, intersections: int) -> SlicePlan:
     try:
-        return plan_slices(prepared.attributes, intersections=opts.intersections, count=prepared.count)
+        return plan_slices(prepared.attributes, intersections=intersections, count=prepared.count)
     except ValueError as error:
         raise AuditInputError(str(error)) from None
 
 
-def _check_memory(plan: SlicePlan, cplan: _controlled.ControlledPlan, opts: AuditOptions) -> None:
+def _check_memory(plan: SlicePlan, cplan: ControlledPlan, *, n_models: int, n_metrics: int, n_resamples: int) -> None:
     """Refuse, before any work, a bootstrap whose replicates would not fit in memory."""
     levels = [len(fc.labels) for fc in cplan.families for _ in cplan.weighted]
-    outputs = n_outputs(plan, len(opts.scores), levels)
-    size = 8 * opts.n_resamples * outputs * len(opts.metrics)
+    outputs = n_outputs(plan, n_models, levels)
+    size = 8 * n_resamples * outputs * n_metrics
     check_bytes(
         size,
         MAX_REPLICATE_BYTES,
-        what=f"the bootstrap would hold {size / 2**30:.1f} GiB of replicates (n_resamples {opts.n_resamples} x "
-        f"{outputs} slices, rests and weighted populations of {len(opts.scores)} model(s) x {len(opts.metrics)} "
+        what=f"the bootstrap would hold {size / 2**30:.1f} GiB of replicates (n_resamples {n_resamples} x "
+        f"{outputs} slices, rests and weighted populations of {n_models} model(s) x {n_metrics} "
         f"metrics x 8 bytes)",
         advice="give fewer n_resamples, intersections, controls or metrics",
         error=AuditInputError,
@@ -330,7 +339,14 @@ PEAK_NOTE_BYTES = 2**30
 
 
 def _check_peak(
-    prepared: AuditInput, plan: SlicePlan, cplan: _controlled.ControlledPlan, opts: AuditOptions
+    prepared: AuditInput,
+    plan: SlicePlan,
+    cplan: ControlledPlan,
+    *,
+    n_models: int,
+    n_metrics: int,
+    n_resamples: int,
+    memory_limit_mb: float | None,
 ) -> list[str]:
     """Refuse, before any work, an audit whose estimated peak memory exceeds the limit; a note on a large one.
 
@@ -339,10 +355,10 @@ def _check_peak(
     ``memory_limit_mb``, or 80% of the machine's memory.
     """
     levels = [len(fc.labels) for fc in cplan.families for _ in cplan.weighted]
-    sizes = dict(n_models=len(opts.scores), n_families=len(plan.families), n_resamples=opts.n_resamples,
-                 n_outputs=n_outputs(plan, len(opts.scores), levels), n_metrics=len(opts.metrics))  # fmt: skip
+    sizes = dict(n_models=n_models, n_families=len(plan.families), n_resamples=n_resamples,
+                 n_outputs=n_outputs(plan, n_models, levels), n_metrics=n_metrics)  # fmt: skip
     estimate = audit_peak_bytes(n_rows=prepared.n_rows, n_units=prepared.n, **sizes)
-    limit_mb = opts.memory_limit_mb if opts.memory_limit_mb is not None else default_memory_limit_mb()
+    limit_mb = memory_limit_mb if memory_limit_mb is not None else default_memory_limit_mb()
     held = f"{prepared.n:,} rows" + (
         f" (the distinct rows of {prepared.n_rows:,})" if prepared.n < prepared.n_rows else ""
     )
@@ -366,11 +382,11 @@ def _check_peak(
 def _plan_permutations(
     plan: SlicePlan,
     prepared: AuditInput,
-    opts: AuditOptions,
+    opts: ResolvedOptions,
     tallies: SliceTallies,
     comparisons: list,
     metric_ok: np.ndarray,
-) -> tuple[AuditOptions, list[str], list[ModelUnits] | None, ComparisonTests | None]:
+) -> tuple[ResolvedOptions, list[str], list[ModelUnits] | None, ComparisonTests | None]:
     """The tests of the comparisons, decided before any work, with a note for each decision.
 
     Monte-Carlo tests (metrics that are not proportions, or any metric under sample weights) have
@@ -380,17 +396,17 @@ def _plan_permutations(
     The sequential rule makes the larger cap cost only where a p-value is small.
 
     A Monte-Carlo test walks both sides of the distinct units of its universe (rows equal in cell,
-    label, score and weight, found once: :func:`.comparisons.model_units`) once per permutation; the
+    label, score and weight, found once: :func:`.comparison_tests.model_units`) once per permutation; the
     sequential rule stops a test whose p-value is clearly large after a few dozen permutations, but one
     whose p-value is small draws all ``n_permutations``. Where that bound is large and the comparison is
     large too, the test is the large-sample z-test of the difference with the paired bootstrap's standard
-    error instead (:func:`.comparisons.plan_tests`, option ``test_method``), with a note. When the tests
+    error instead (:func:`.comparison_tests.plan_tests`, option ``test_method``), with a note. When the tests
     that stay Monte Carlo may walk more than :data:`.inputs.PERMUTATION_WORK_WARNING` rows in all, an
     :class:`AuditWarning` gives the bound and the options that lower it.
 
     Returns
     -------
-    options : AuditOptions
+    options : ResolvedOptions
         With ``n_permutations`` raised where a Monte-Carlo test needs it.
     notes : list of str
     units : list of ModelUnits or None
@@ -440,7 +456,7 @@ def _plan_permutations(
     return opts, notes, units, test_plan
 
 
-def _reasons(point: np.ndarray, tallies: SliceTallies, metrics: list[str], opts: AuditOptions):
+def _reasons(point: np.ndarray, tallies: SliceTallies, metrics: list[str], opts: ResolvedOptions):
     """Why each (model, slice, metric) estimate, and each rest's, is withheld ('' when reported)."""
     n_models, n_slices = point.shape[:2]
     reasons = np.empty((n_models, n_slices, len(metrics)), dtype=object)

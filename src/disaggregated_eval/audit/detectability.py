@@ -277,7 +277,7 @@ def detectability_table(
     comparisons : pandas.DataFrame
         The comparisons table (``vs_overall`` rows give the difference and the family size).
     flagged : pandas.Series of bool
-        Aligned with ``comparisons``: whether each row carries a flag (:func:`.summary.flagged_rows`).
+        Aligned with ``comparisons``: whether each row carries a flag (:func:`.decisions.flagged_rows`).
     confidence, power : float
     detect_gap : float or None
     adjusted : bool

@@ -31,7 +31,6 @@ summary is false is at most ``1 - confidence``. Definitions: ``docs/method.md``,
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -61,8 +60,6 @@ from .slices import FAMILY_SEPARATOR, SlicePlan
 __all__ = [
     "FAIRNESS_METRICS",
     "MetricSource",
-    "parse_references",
-    "check_reference_levels",
     "resolve_references",
     "slice_values",
     "metric_sources",
@@ -121,106 +118,10 @@ class MetricSource:
 
 
 # ----------------------------------------------------------------------------------------------
-# the option ``reference``
+# the reference slices (the option ``reference``, parsed by :func:`.options.parse_references`)
 # ----------------------------------------------------------------------------------------------
-def _terms(item: str, names: Sequence[str]) -> list[tuple[str, str]]:
-    """``attribute=level`` terms of a slice name (attributes among ``names``), split at `` & `` only
-    where an attribute name and ``=`` follow (a level may hold ``&``)."""
-    alternation = "|".join(re.escape(g) for g in sorted(names, key=len, reverse=True))
-    split = re.compile(r"\s*&\s*(?=(?:" + alternation + r")\s*=)")
-    out = []
-    for part in split.split(item.strip()):
-        attribute, sep, level = part.partition("=")
-        attribute = attribute.strip()
-        if not sep or attribute not in names:
-            raise ValueError(
-                f"reference {item!r}: {part.strip()!r} is not <attribute>=<level> with an attribute among the "
-                f"group columns {list(names)}"
-            )
-        out.append((attribute, level.strip()))
-    return out
-
-
-def check_reference_levels(references: Sequence[str], attributes: Sequence[Any]) -> None:
-    """Check, before any work, that every level a reference names is a level of its attribute.
-
-    Parameters
-    ----------
-    references : sequence of str
-        From :func:`parse_references`.
-    attributes : sequence of Attribute
-        The audit's coded attributes (name and level names).
-
-    Raises
-    ------
-    ValueError
-        Naming the reference, the level and the attribute's levels.
-    """
-    levels = {a.name: [str(v) for v in a.levels] for a in attributes}
-    for name in references:
-        for attribute, level in _terms(name, list(levels)):
-            if level not in levels[attribute]:
-                shown = levels[attribute][:12] + (["..."] if len(levels[attribute]) > 12 else [])
-                raise ValueError(
-                    f"reference {name!r}: {level!r} is not a level of {attribute!r}; its levels are {shown}"
-                )
-
-
-def parse_references(items: Sequence[str], *, groups: Sequence[str], intersections: int) -> list[str]:
-    """Check the option ``reference`` and write each item as the audit names the slice.
-
-    Parameters
-    ----------
-    items : sequence of str
-        Slice names, ``attribute=level`` or ``a=x & b=y`` (attributes in any order; spaces around
-        ``=`` and ``&`` are ignored, the level is taken without surrounding spaces).
-    groups : sequence of str
-        The attribute columns, in the order given (the order of the parts of a slice name).
-    intersections : int
-        Largest number of attributes crossed.
-
-    Returns
-    -------
-    list of str
-        The slice names (``race=Caucasian & sex=Male``), in the order given.
-
-    Raises
-    ------
-    ValueError
-        For an item that is not ``attribute=level`` terms, names an attribute that is not a group
-        column or names one twice, crosses more attributes than ``intersections``, or gives a second
-        reference for a family (the message names the item and what was expected).
-    """
-    names = [str(g) for g in groups]
-    out: list[str] = []
-    seen: dict[tuple[str, ...], str] = {}
-    for item in items:
-        if not isinstance(item, str) or not item.strip():
-            raise ValueError(f"reference must name slices such as {names[0]}=<level>; got {item!r}")
-        terms: dict[str, str] = {}
-        for attribute, level in _terms(item, names):
-            if attribute in terms:
-                raise ValueError(f"reference {item!r} names the attribute {attribute!r} twice")
-            terms[attribute] = level
-        if len(terms) > intersections:
-            raise ValueError(
-                f"reference {item!r} crosses {len(terms)} attributes, but intersections is {intersections}: "
-                f"there is no such family of slices"
-            )
-        family = tuple(g for g in names if g in terms)
-        name = FAMILY_SEPARATOR.join(f"{g}={terms[g]}" for g in family)
-        if family in seen:
-            raise ValueError(
-                f"reference gives two slices of the family {FAMILY_SEPARATOR.join(family)!r} ({seen[family]!r} and "
-                f"{name!r}); give at most one per family"
-            )
-        seen[family] = name
-        out.append(name)
-    return out
-
-
 def resolve_references(plan: SlicePlan, references: Sequence[str]) -> dict[int, int]:
-    """Family index -> slice index of each reference slice (from :func:`parse_references`'s names).
+    """Family index -> slice index of each reference slice (from :func:`.options.parse_references`'s names).
 
     Raises
     ------

@@ -1,15 +1,15 @@
-"""Checking and coding the input of an audit: the options and the data frame.
+"""The audit's input: the data frame checked against the resolved options and coded.
 
-Everything is checked before any computation. Each error is an :class:`AuditInputError` (a
-``ValueError``) whose message names the option or column, shows the offending values (the first few)
-and says what was expected, e.g. ``label column 'y' must hold 0/1 values; got values {2, 3} in 14
-rows (first at row 7); give positive_label when the label has two other values such as yes/no``.
+Everything is checked before any computation. Each error is an :class:`~.errors.AuditInputError` (a
+``ValueError``) whose message names the column, shows the offending values (the first few) and says
+what was expected, e.g. ``label column 'y' must hold 0/1 values; got values {2, 3} in 14 rows (first at
+row 7); give positive_label when the label has two other values such as yes/no``. The options themselves
+are checked once before, by :func:`.options.resolve_options`.
 
-Limits on the work an audit may ask for are named constants here, each checked by one function, before
-any work: :data:`MAX_PERMUTATIONS`, :data:`MIN_TAIL_REPLICATES` (:func:`check_resample_count`) and
-:data:`MAX_PAIRWISE_COMPARISONS` (:func:`check_comparison_count`). Values that work but weaken the
-audit give an :class:`AuditWarning`, and so does work that may take hours
-(:data:`PERMUTATION_WORK_WARNING`, checked in :mod:`.core` once the slices are planned).
+Limits on the work the data may ask for are named constants here, each checked by one function before any
+work: :data:`MAX_PAIRWISE_COMPARISONS` (:func:`check_comparison_count`); work that may take hours gives an
+:class:`~.errors.AuditWarning` (:data:`PERMUTATION_WORK_WARNING`, checked in :mod:`.core` once the slices
+are planned).
 
 The frame may be a pandas or a polars ``DataFrame`` (converted with ``to_pandas`` at the boundary;
 polars is never imported here). Text levels of the group columns are stripped of surrounding spaces
@@ -29,37 +29,26 @@ import math
 import numbers
 import sys
 import unicodedata
-import warnings
-from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import astuple, dataclass, fields, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
-import numba
 import numpy as np
 import pandas as pd
 
 from .. import vocabulary
-from .._validation import brief, check_choice, check_int, check_open_unit, check_seed, format_values, show_value
-from ..memory import MAX_CALIBRATION_BINS, MAX_RESAMPLES
-from ..metrics import check_metric_names
-from .options import AuditOptions
+from .._validation import brief, format_values, show_value
+from .errors import AuditInputError
+from .options import ResolvedOptions, check_reference_levels
 from .slices import FAMILY_SEPARATOR, Attribute
 
 __all__ = [
-    "AuditInputError",
-    "AuditWarning",
     "AuditInput",
-    "resolve_options",
     "prepare_input",
     "MISSING_LEVEL",
-    "MAX_PERMUTATIONS",
-    "MIN_TAIL_REPLICATES",
     "MAX_PAIRWISE_COMPARISONS",
     "PERMUTATION_WORK_WARNING",
-    "min_resamples",
-    "check_resample_count",
     "check_comparison_count",
     "frequency_counts",
     "as_pandas",
@@ -73,12 +62,6 @@ MISSING_LEVEL = "missing"
 _MAX_CATEGORY_CODE = 254
 #: How many offending values an error message shows.
 _SHOW = 5
-#: Most permutations per test: p-values down to 1e-6, far below any adjusted significance level.
-MAX_PERMUTATIONS = 1_000_000
-#: Fewest bootstrap replicates beyond each bound of a percentile interval without a warning: with fewer,
-#: the bound is (nearly) an extreme replicate, which says more about the number of resamples than the data
-#: (with fewer than one, the interval is refused: :func:`check_resample_count`).
-MIN_TAIL_REPLICATES = 5
 #: Most pairwise comparisons of slices (per model and metric, over every attribute and intersection):
 #: each has a bootstrap interval and a permutation test, so the work grows with the square of the levels.
 MAX_PAIRWISE_COMPARISONS = 20_000
@@ -92,21 +75,6 @@ _MIN_WEIGHT_RATIO = 1e-150
 #: Spellings of true and false for a boolean label's positive_label.
 _TRUE_TEXT = ("true", "yes", "1", "1.0")
 _FALSE_TEXT = ("false", "no", "0", "0.0")
-#: Most folds of a grid search or of the cross-fitting (each fold refits every weight model).
-_MAX_FOLDS = 100
-#: Largest ``max_leaf_nodes`` of a weight model (HistGradientBoosting grows trees of at most this many
-#: leaves; beyond the rows of a file it changes nothing but the time).
-_MAX_LEAF_NODES = 100_000
-#: Attribute on the per-object record of :func:`resolve_options`: the values it checked.
-_CHECKED = "_checked_values"
-
-
-class AuditInputError(ValueError):
-    """Bad input to an audit: an option or a column of the data frame (checked before any work)."""
-
-
-class AuditWarning(UserWarning):
-    """An option or input that works but weakens the audit (e.g. too few resamples for the level)."""
 
 
 @dataclass(frozen=True)
@@ -161,259 +129,8 @@ class AuditInput:
 
 
 # ----------------------------------------------------------------------------------------------
-# Options
+# Limits
 # ----------------------------------------------------------------------------------------------
-
-
-def _as_list(value: Any, name: str) -> list:
-    """A list of option values; a single string (or number) is a list of one."""
-    if isinstance(value, (str, numbers.Number)):
-        return [value]
-    if value is None:
-        raise AuditInputError(f"{name} must be a list; got None")
-    try:
-        return list(value)
-    except TypeError:
-        raise AuditInputError(f"{name} must be a list; got {brief(value)}") from None
-
-
-def _names(value: Any, name: str, *, allow_empty: bool = True) -> list[str]:
-    values = _as_list(value, name)
-    bad = [v for v in values if not isinstance(v, str) or not v]
-    if bad:
-        raise AuditInputError(f"{name} must be column names (non-empty strings); got {brief(bad)}")
-    counts = Counter(values)
-    repeated = sorted(v for v, k in counts.items() if k > 1)
-    if repeated:
-        raise AuditInputError(f"{name} must be distinct; {brief(repeated)} appear more than once")
-    if not values and not allow_empty:
-        raise AuditInputError(f"{name} must name at least one column")
-    return values
-
-
-def _wrap(check, *args, **kwargs):
-    try:
-        return check(*args, **kwargs)
-    except (TypeError, ValueError) as error:
-        raise AuditInputError(str(error)) from None
-
-
-def resolve_options(options: AuditOptions | None, overrides: Mapping[str, Any]) -> AuditOptions:
-    """Merge ``overrides`` into ``options`` (or the defaults) and check every option.
-
-    Returns
-    -------
-    AuditOptions
-        Normalised options: lists are lists, ``intersections`` is the integer used.
-
-    Raises
-    ------
-    AuditInputError
-        Unknown option names or any invalid value (the message names the option).
-    """
-    if options is None:
-        options = AuditOptions()
-    elif not isinstance(options, AuditOptions):
-        raise AuditInputError(f"options must be an AuditOptions; got {type(options).__name__}")
-    if not overrides and getattr(options, _CHECKED, None) == astuple(options):
-        return options  # resolved by this function and unchanged since: validated once per call
-    known = {f.name for f in fields(AuditOptions)}
-    unknown = sorted(set(overrides) - known)
-    if unknown:
-        raise AuditInputError(f"unknown option(s) {unknown}; the options are {sorted(known)}")
-    o = replace(options, **dict(overrides))
-
-    if not isinstance(o.label, str) or not o.label:
-        raise AuditInputError(f"label must name the label column; got {brief(o.label)}")
-    scores = _names(o.scores, "scores", allow_empty=False)
-    groups = _names(o.groups, "groups", allow_empty=False)
-    features = _names(o.features, "features")
-    for group in groups:
-        for mark in ("=", FAMILY_SEPARATOR):
-            if mark in group:
-                raise AuditInputError(
-                    f"group column names must not contain {mark!r} (it separates the parts of slice names); "
-                    f"got {brief(group)}; rename the column"
-                )
-    if vocabulary.OVERALL in groups:
-        raise AuditInputError(
-            f"a group column must not be called {vocabulary.OVERALL!r} (it names the whole population)"
-        )
-    if o.positive_label is not None and not isinstance(o.positive_label, (str, numbers.Number)):
-        raise AuditInputError(f"positive_label must be a value of the label column; got {brief(o.positive_label)}")
-    intersections = o.intersections
-    if intersections is None:
-        intersections = len(groups)
-    else:
-        intersections = _wrap(check_int, intersections, "intersections", minimum=1, maximum=len(groups))
-    min_group_size = _wrap(check_int, o.min_group_size, "min_group_size", minimum=0)
-    min_denominator = _wrap(check_int, o.min_denominator, "min_denominator", minimum=0)
-    threshold = _wrap(check_open_unit, o.threshold, "threshold")
-    preference_threshold = (
-        threshold
-        if o.preference_threshold is None
-        else _wrap(check_open_unit, o.preference_threshold, "preference_threshold")
-    )
-    confidence = _wrap(check_open_unit, o.confidence, "confidence")
-    metrics = list(_wrap(check_metric_names, _as_list(o.metrics, "metrics"), "metrics"))
-    n_resamples = _wrap(check_int, o.n_resamples, "n_resamples", minimum=1, maximum=MAX_RESAMPLES)
-    resampling = _wrap(check_choice, o.resampling, "resampling", vocabulary.RESAMPLING_SCHEMES)
-    seed = _wrap(check_seed, o.seed, "seed")
-    adjust = _wrap(check_choice, o.adjust, "adjust", ("holm", "bh", "none"))
-    adjust_scope = _wrap(check_choice, o.adjust_scope, "adjust_scope", ("metric", "model"))
-    pairwise_max_levels = o.pairwise_max_levels
-    if pairwise_max_levels is not None:
-        pairwise_max_levels = _wrap(check_int, pairwise_max_levels, "pairwise_max_levels", minimum=0)
-    check_resample_count(n_resamples, confidence)
-    n_permutations = _wrap(check_int, o.n_permutations, "n_permutations", minimum=0)
-    if n_permutations > MAX_PERMUTATIONS:
-        raise AuditInputError(
-            f"n_permutations {n_permutations:,} is more than the limit of {MAX_PERMUTATIONS:,} permutations per "
-            f"test (p-values down to {1 / (1 + MAX_PERMUTATIONS):.0e}); give fewer (--n-permutations)"
-        )
-    test_method = _wrap(check_choice, o.test_method, "test_method", vocabulary.TEST_METHODS)
-    controls = _as_list(o.controls, "controls")
-    bad = [c for c in controls if c not in vocabulary.CONTROLS]
-    if bad:
-        raise AuditInputError(f"controls must be among {list(vocabulary.CONTROLS)}; got {brief(bad)}")
-    if len(set(controls)) != len(controls):
-        raise AuditInputError(f"controls must be distinct; got {brief(controls)}")
-    controls = [c for c in vocabulary.CONTROLS if c in controls]
-    if "X" in controls and not features:
-        raise AuditInputError("control X needs feature columns: give features (--features col1 col2 ...)")
-    if o.sample_weight is not None and (not isinstance(o.sample_weight, str) or not o.sample_weight):
-        raise AuditInputError(f"sample_weight must name a column or be None; got {brief(o.sample_weight)}")
-    if o.frequency_weight is not None and (not isinstance(o.frequency_weight, str) or not o.frequency_weight):
-        raise AuditInputError(f"frequency_weight must name a column or be None; got {brief(o.frequency_weight)}")
-    missing_group = _wrap(check_choice, o.missing_group, "missing_group", ("level", "drop"))
-    if not isinstance(o.strip_levels, (bool, np.bool_)):
-        raise AuditInputError(f"strip_levels must be True or False; got {brief(o.strip_levels)}")
-    grid = _as_list(o.max_leaf_nodes, "max_leaf_nodes")
-    grid = [_wrap(check_int, v, "max_leaf_nodes entries", minimum=2, maximum=_MAX_LEAF_NODES) for v in grid]
-    if not grid or len(set(grid)) != len(grid):
-        raise AuditInputError(f"max_leaf_nodes must be a non-empty list of distinct integers >= 2; got {brief(grid)}")
-    cv_folds = _wrap(check_int, o.cv_folds, "cv_folds", minimum=2, maximum=_MAX_FOLDS)
-    crossfit_folds = _wrap(check_int, o.crossfit_folds, "crossfit_folds", minimum=2, maximum=_MAX_FOLDS)
-    n_threads = _wrap(check_int, o.n_threads, "n_threads", minimum=1, maximum=numba.config.NUMBA_NUM_THREADS)
-    memory_limit_mb = o.memory_limit_mb
-    if memory_limit_mb is not None:
-        if isinstance(memory_limit_mb, bool) or not isinstance(memory_limit_mb, numbers.Real):
-            raise AuditInputError(f"memory_limit_mb must be a number of MB or None; got {brief(memory_limit_mb)}")
-        if not (math.isfinite(memory_limit_mb) and memory_limit_mb > 0):
-            raise AuditInputError(f"memory_limit_mb must be a positive number of MB; got {brief(memory_limit_mb)}")
-        memory_limit_mb = float(memory_limit_mb)
-    summary_options = _summary_options(o, groups=groups, intersections=intersections)
-    resolved = replace(
-        o,
-        strip_levels=bool(o.strip_levels),
-        scores=scores,
-        groups=groups,
-        features=features,
-        intersections=intersections,
-        min_group_size=min_group_size,
-        min_denominator=min_denominator,
-        threshold=threshold,
-        preference_threshold=preference_threshold,
-        confidence=confidence,
-        metrics=metrics,
-        n_resamples=n_resamples,
-        resampling=resampling,
-        seed=seed,
-        adjust=adjust,
-        adjust_scope=adjust_scope,
-        pairwise_max_levels=pairwise_max_levels,
-        n_permutations=n_permutations,
-        test_method=test_method,
-        controls=controls,
-        missing_group=missing_group,
-        max_leaf_nodes=grid,
-        cv_folds=cv_folds,
-        crossfit_folds=crossfit_folds,
-        n_threads=n_threads,
-        memory_limit_mb=memory_limit_mb,
-        **summary_options,
-    )
-    object.__setattr__(resolved, _CHECKED, astuple(resolved))
-    return resolved
-
-
-def _check_reference_levels(references: list[str], attributes: tuple[Attribute, ...]) -> None:
-    """Every level the option ``reference`` names is a level of the data (before any work)."""
-    from .fairness import check_reference_levels
-
-    _wrap(check_reference_levels, references, attributes)
-
-
-def _summary_options(o: AuditOptions, *, groups: list[str], intersections: int) -> dict[str, Any]:
-    """The checked options of the summary analyses (fairness reference, thresholds, calibration bins,
-    detectability); the checks themselves live with each analysis."""
-    from ..verdicts import parse_tolerance
-    from .fairness import parse_references
-    from .thresholds import parse_thresholds
-
-    reference = _wrap(parse_references, _as_list(o.reference, "reference"), groups=groups, intersections=intersections)
-    thresholds = [str(t) if not isinstance(t, str) else t for t in _as_list(o.thresholds, "thresholds")]
-    _wrap(parse_thresholds, thresholds)
-    calibration_bins = _wrap(check_int, o.calibration_bins, "calibration_bins", minimum=1, maximum=MAX_CALIBRATION_BINS)
-    detect_gap = None if o.detect_gap is None else _wrap(check_open_unit, o.detect_gap, "detect_gap")
-    power = _wrap(check_open_unit, o.power, "power")
-    tolerance = _wrap(parse_tolerance, _as_list(o.tolerance, "tolerance")).items()
-    from .selection_table import check_selection_options  # the margins file read and checked, the Gammas
-
-    selection_sensitivity = check_selection_options(
-        o.population_margins, _as_list(o.selection_sensitivity, "selection_sensitivity"), groups=groups
-    )
-    population_margins = None if o.population_margins is None else str(o.population_margins)
-    return dict(reference=reference, thresholds=thresholds, calibration_bins=calibration_bins, detect_gap=detect_gap,
-                power=power, tolerance=tolerance, selection_sensitivity=selection_sensitivity,
-                population_margins=population_margins)  # fmt: skip
-
-
-def min_resamples(confidence: float) -> int:
-    """Fewest bootstrap resamples whose percentile interval at ``confidence`` has
-    :data:`MIN_TAIL_REPLICATES` replicates beyond each bound (200 at 0.95, 1,000 at 0.99)."""
-    tail = (1.0 - confidence) / 2.0
-    return max(1, math.ceil(MIN_TAIL_REPLICATES / tail - 1e-9))
-
-
-def check_resample_count(n_resamples: int, confidence: float) -> None:
-    """Refuse, or warn about, a number of resamples too small for the interval's level.
-
-    The bounds of a percentile interval are the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2``
-    quantiles of the replicates; with ``B`` resamples ``B (1 - confidence) / 2`` replicates lie
-    beyond each bound. With fewer than one the bounds are the smallest and largest replicate (with
-    one resample a "95% interval" is a single point): refused. With fewer than
-    :data:`MIN_TAIL_REPLICATES` the bounds rest on a few extreme replicates and move from seed to seed:
-    an :class:`AuditWarning`.
-
-    Raises
-    ------
-    AuditInputError
-        Giving the smallest sufficient ``n_resamples`` (:func:`min_resamples`).
-
-    Warns
-    -----
-    AuditWarning
-        Giving the same value.
-    """
-    need = min_resamples(confidence)
-    if n_resamples >= need:
-        return
-    beyond = n_resamples * (1.0 - confidence) / 2.0
-    text = (
-        f"n_resamples {n_resamples:,} is too few for {confidence:g} intervals: {beyond:.3g} resamples lie beyond "
-        f"each bound of a percentile interval"
-    )
-    advice = f"give n_resamples >= {need:,} (--n-resamples {need}) or a lower confidence"
-    if beyond < 1.0 - 1e-9:
-        raise AuditInputError(f"{text}, so its bounds would be the extreme replicates; {advice}")
-    warnings.warn(
-        f"{text} (fewer than {MIN_TAIL_REPLICATES}), so its bounds rest on a few extreme replicates; {advice}",
-        AuditWarning,
-        stacklevel=3,
-    )
-
-
 def check_comparison_count(
     attributes: Sequence[tuple[str, int]], intersections: int, pairwise_max_levels: int | None = None
 ) -> None:
@@ -421,7 +138,7 @@ def check_comparison_count(
 
     Every family of slices (each attribute, each intersection of up to ``intersections``
     attributes, all combinations of levels) of at most ``pairwise_max_levels`` slices compares each
-    pair of its slices (:mod:`.comparisons`), so such an attribute with ``L`` levels gives
+    pair of its slices (:mod:`.comparison_families`), so such an attribute with ``L`` levels gives
     ``L (L - 1) / 2`` comparisons per model and metric.
 
     Parameters
@@ -894,14 +611,14 @@ def as_pandas(data: Any) -> pd.DataFrame:
     raise AuditInputError(f"data must be a pandas DataFrame (or a polars one); got {type(data).__name__}")
 
 
-def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
+def prepare_input(data: Any, options: ResolvedOptions) -> AuditInput:
     """Check the frame against the (resolved) options and code it (module docstring).
 
     Parameters
     ----------
     data : pandas.DataFrame or polars.DataFrame of shape (n_rows, n_columns)
-    options : AuditOptions
-        As returned by :func:`resolve_options`.
+    options : ResolvedOptions
+        As returned by :func:`.options.resolve_options`.
 
     Raises
     ------
@@ -1004,7 +721,7 @@ def prepare_input(data: Any, options: AuditOptions) -> AuditInput:
     for a in attributes:
         notes += _lookalike_notes(a.name, a.levels)
     check_comparison_count([(a.name, len(a.levels)) for a in attributes], o.intersections, o.pairwise_max_levels)
-    _check_reference_levels(o.reference, attributes)
+    check_reference_levels(o.reference, attributes)
     features, categorical = None, ()
     if "X" in o.controls:
         features, categorical, feature_notes = _features(sub, o.features)

@@ -405,8 +405,13 @@ def load_table(path: str | os.PathLike[str], *, columns: Sequence[str] | None = 
 
 
 def load_input(
-    path: str | os.PathLike[str], options: Any, columns: Sequence[str], *, aggregate: str = "auto"
-) -> tuple[pd.DataFrame, Any, str]:
+    path: str | os.PathLike[str],
+    columns: Sequence[str],
+    *,
+    frequency_weight: str | None = None,
+    memory_limit_mb: float | None = None,
+    aggregate: str = "auto",
+) -> tuple[pd.DataFrame, str | None, str]:
     """The command line's input: the rows of a table file, or the counts of a Parquet file or folder.
 
     A Parquet folder (hive partitions), and with ``aggregate="auto"`` a Parquet file of more than
@@ -418,17 +423,20 @@ def load_input(
     Parameters
     ----------
     path : path-like
-    options : AuditOptions
-        Resolved options.
     columns : sequence of str
         The columns the audit reads (:func:`required_columns`).
+    frequency_weight : str, optional
+        The audit's option of that name (a column of row counts of the file).
+    memory_limit_mb : float, optional
+        The audit's option of that name (default: 80% of the machine's memory).
     aggregate : {"auto", "yes", "no"}
 
     Returns
     -------
     data : pandas.DataFrame
-    options : AuditOptions
-        ``options``, with ``frequency_weight`` naming the count column when the input was aggregated.
+    frequency_weight : str or None
+        The column of row counts of ``data``: the count column when the input was aggregated, else
+        ``frequency_weight``.
     message : str
         What was read, for the progress line.
 
@@ -438,8 +446,6 @@ def load_input(
         As :func:`load_table`; for ``aggregate="yes"`` with a file that is not Parquet, ``"no"`` with a
         folder, or a Parquet input DuckDB cannot aggregate (naming the file and the column).
     """
-    from dataclasses import replace
-
     from .aggregate import COUNT_COLUMN, AggregationError, aggregate_parquet, parquet_rows
     from .options import AUTO_AGGREGATE_ROWS
 
@@ -454,7 +460,7 @@ def load_input(
         raise InputFileError(
             f"{_name_of(path)}: is a folder; a folder of Parquet files is read only aggregated (--aggregate auto or yes)"
         )
-    wanted = [c for c in columns if c != options.frequency_weight]
+    wanted = [c for c in columns if c != frequency_weight]
     if parquet and aggregate != "no":
         try:
             n_rows, _ = parquet_rows(path)
@@ -465,7 +471,7 @@ def load_input(
             while count in wanted:
                 count = "_" + count
             try:
-                table = aggregate_parquet(path, wanted, frequency_weight=options.frequency_weight, count_column=count)
+                table = aggregate_parquet(path, wanted, frequency_weight=frequency_weight, count_column=count)
             except AggregationError as exc:
                 raise InputFileError(str(exc)) from None
             if len(table) == 0:
@@ -474,10 +480,10 @@ def load_input(
                 f"read {path}: {n_rows:,} rows of {len(wanted)} columns, aggregated by DuckDB to {len(table):,} "
                 f"distinct rows with their counts"
             )
-            return table, replace(options, frequency_weight=count), message
-    _check_frame_memory(path, len(columns), options.memory_limit_mb)
+            return table, count, message
+    _check_frame_memory(path, len(columns), memory_limit_mb)
     data = load_table(path, columns=list(columns))
-    return data, options, f"read {path}: {len(data):,} rows, {len(columns)} columns"
+    return data, frequency_weight, f"read {path}: {len(data):,} rows, {len(columns)} columns"
 
 
 #: Bytes per row and column of a table read into pandas (a float64 or a short text per value), and the

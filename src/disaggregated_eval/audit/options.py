@@ -1,16 +1,18 @@
-"""Options of ``disagg-eval audit`` and how they are read: one home for the Python function, the CLI
-and YAML files.
+"""Options of ``disagg-eval audit``: their definition, how they are read, and their one resolution.
 
-Every option is a field of :class:`AuditOptions` with its default and its help text; the command
-line (:mod:`disaggregated_eval.audit.cli`) builds its ``--help`` from these fields, a YAML file given
-with ``--config`` carries the same names, and :func:`disaggregated_eval.audit.audit` takes them as
-keyword arguments. See ``docs/audit.md``.
+One home for every option rule, used by the Python function, the command line, ``--config`` files and a
+workflow's ``audit`` section alike (``docs/audit.md``):
 
-This module also reads option values written as text or YAML (the command line, a ``--config`` file,
-a workflow's ``audit`` section): :func:`options_from_mapping` converts and checks the types, the
-choices and repeats of a mapping, :func:`read_config_file` reads a YAML file (refusing a key given
-twice). Ranges and cross-option rules are checked once, by
-:func:`disaggregated_eval.audit.inputs.resolve_options`.
+* :class:`AuditOptions`: every option as a field, with its default, its help text and its section of
+  ``--help`` (the command line, :mod:`.cli`, builds its flags from these fields);
+* reading text and YAML: :func:`options_from_mapping` (a ``--config`` file, a workflow entry) and
+  :func:`options_from_flags` (the command line's values) convert each value once to its type and check
+  its choices and repeats; :func:`read_config_file` reads a YAML file (refusing a key given twice);
+* :func:`resolve_options`: the one validation of an audit's options, ranges and cross-option rules,
+  which also parses the options written as text (the ``reference`` slices, the ``thresholds`` grid, the
+  ``tolerance``, the ``population_margins`` file and its Gammas) and returns a :class:`ResolvedOptions`
+  (frozen). :func:`disaggregated_eval.audit.audit` resolves what it is given once and trusts a
+  :class:`ResolvedOptions` as it is: an audit's options are parsed and checked once per call.
 
 List values: a YAML list is taken item by item, verbatim (a column name may hold a comma); a single
 text value, in YAML or on the command line, is split at commas, where ``\\,`` stands for a literal
@@ -20,24 +22,36 @@ comma (``--group 'income\\, annual'``; Helm's ``--set`` convention).
 from __future__ import annotations
 
 import difflib
+import math
+import numbers
 import os
 import re
 import types
 import typing
+import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from .. import vocabulary
-from .._validation import brief, check_nesting
+from .._validation import brief, check_choice, check_int, check_nesting, check_open_unit, check_seed
+from ..memory import MAX_CALIBRATION_BINS, MAX_RESAMPLES
+from ..registry import check_metric_names
+from .errors import AuditInputError, AuditWarning, UsageError
+from .slices import FAMILY_SEPARATOR, slice_name
+from .text import terminal_text
 
 __all__ = [
     "AuditOptions",
+    "ResolvedOptions",
+    "resolve_options",
     "DEFAULT_SEED",
     "option_help",
-    "UsageError",
     "FLAG_NAMES",
     "CLI_KEYS",
     "AGGREGATE_CHOICES",
@@ -52,8 +66,20 @@ __all__ = [
     "convert_scalar",
     "convert_option",
     "options_from_mapping",
+    "options_from_flags",
     "read_config_file",
     "OPTION_SECTIONS",
+    "MAX_PERMUTATIONS",
+    "MIN_TAIL_REPLICATES",
+    "MAX_THRESHOLDS",
+    "SHARE_COLUMN",
+    "LABEL_RATE_COLUMN",
+    "min_resamples",
+    "check_resample_count",
+    "parse_references",
+    "check_reference_levels",
+    "parse_thresholds",
+    "read_margins",
 ]
 
 #: Seed used when none is given (printed by the CLI and written to the manifest).
@@ -61,7 +87,7 @@ DEFAULT_SEED = 20250101
 
 
 #: Sections of ``disagg-eval audit --help``, in order; every option names its own (``section`` metadata).
-OPTION_SECTIONS = ("columns", "slices", "metrics", "intervals and tests", "summary analyses",
+OPTION_SECTIONS = ("columns", "slices", "metrics", "intervals and tests", "analyses",
                    "controlled evaluation", "computation")  # fmt: skip
 
 
@@ -195,7 +221,7 @@ class AuditOptions:
         "reference slice of a family for the disparity ratios of the fairness summary, by its slice name "
         "(race=Caucasian; race=Caucasian & sex=Male for an intersection), at most one per family "
         "(default: each family's largest slice)",
-        section="summary analyses",
+        section="analyses",
         metavar="SLICE",
     )
     tolerance: list[str] = _opt(
@@ -210,27 +236,27 @@ class AuditOptions:
         [],
         "decision thresholds of the threshold analysis (selection rate, TPR and FPR per slice at each): values "
         "(0.1,0.2,0.3) and/or grids start:stop:step (0.05:0.95:0.05, both ends included); none: no threshold analysis",
-        section="summary analyses",
+        section="analyses",
         metavar="T",
     )
     calibration_bins: int = _opt(
         10,
         "bins of each model's score (over the whole file) of the calibration table and of the ECE: one per value "
         "for a score with at most B values, else quantile bins",
-        section="summary analyses",
+        section="analyses",
         metavar="B",
     )
     detect_gap: float | None = _opt(
         None,
         "a difference from overall in the metric's units (e.g. 0.05): the detectability table gives the rows each "
         "slice would need to detect it",
-        section="summary analyses",
+        section="analyses",
         metavar="GAP",
     )
     power: float = _opt(
         0.8,
         "power of the minimum detectable differences (and of the rows needed for detect_gap)",
-        section="summary analyses",
+        section="analyses",
         metavar="POWER",
     )
     population_margins: str | None = _opt(
@@ -238,7 +264,7 @@ class AuditOptions:
         "CSV of the target population's shares: one column per modelled group column, 'share' (summing to 1) and "
         "optionally 'label_rate' (prevalence by group); the rows are weighted to it (post-stratification, with "
         "the weights re-estimated in every resample) in the table 'selection'",
-        section="summary analyses",
+        section="analyses",
         metavar="FILE",
     )
     selection_sensitivity: list[float] = _opt(
@@ -246,7 +272,7 @@ class AuditOptions:
         "values of Gamma >= 1 (e.g. 1.5,2,3): bounds of every metric and difference from overall when the true "
         "selection weights may differ from the (margin) weights by up to a factor Gamma (marginal sensitivity "
         "model), and the Gamma at which each flagged difference is explained away (table 'selection')",
-        section="summary analyses",
+        section="analyses",
         metavar="GAMMA",
     )
     controls: list[str] = _opt(
@@ -328,10 +354,6 @@ _LIST_CHOICES: dict[str, tuple[str, ...]] = {"metrics": vocabulary.METRICS, "con
 _HINTS = typing.get_type_hints(AuditOptions)
 #: A comma not preceded by a backslash: the separator of a list written as one text value.
 _COMMA = re.compile(r"(?<!\\),")
-
-
-class UsageError(ValueError):
-    """Bad command line, ``--config`` file or workflow entry: printed as one line, exit status 2."""
 
 
 def option_fields() -> list:
@@ -613,3 +635,642 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     if data is None:
         return {}
     return options_from_mapping(data, source=f"--config {source}")
+
+
+def options_from_flags(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Convert the command line's option values (as :mod:`.cli`'s parser collects them).
+
+    Parameters
+    ----------
+    values : mapping
+        Keys are :class:`AuditOptions` field names; values as the parser gives them: text for a scalar
+        option, a boolean for a yes/no flag, a list of text items for a list option (each value already
+        split at its commas, :func:`split_list`).
+
+    Returns
+    -------
+    dict
+        Converted values, only the keys present.
+
+    Raises
+    ------
+    UsageError
+        Naming the flag (``--n-resamples must be an integer; got 'many'``) and the value.
+    """
+    known = {f.name: f for f in option_fields()}
+    return {key: convert_option(known[key], value, flag_of(key)) for key, value in values.items()}
+
+
+# ----------------------------------------------------------------------------------------------
+# Limits on the work an audit may ask for (each checked by one function, before any work)
+# ----------------------------------------------------------------------------------------------
+#: Most permutations per test: p-values down to 1e-6, far below any adjusted significance level.
+MAX_PERMUTATIONS = 1_000_000
+#: Fewest bootstrap replicates beyond each bound of a percentile interval without a warning: with fewer,
+#: the bound is (nearly) an extreme replicate, which says more about the number of resamples than the data
+#: (with fewer than one, the interval is refused: :func:`check_resample_count`).
+MIN_TAIL_REPLICATES = 5
+#: Most thresholds of one threshold analysis (each adds a row per model, slice and rate).
+MAX_THRESHOLDS = 200
+#: Most folds of a grid search or of the cross-fitting (each fold refits every weight model).
+_MAX_FOLDS = 100
+#: Largest ``max_leaf_nodes`` of a weight model (HistGradientBoosting grows trees of at most this many
+#: leaves; beyond the rows of a file it changes nothing but the time).
+_MAX_LEAF_NODES = 100_000
+
+
+def min_resamples(confidence: float) -> int:
+    """Fewest bootstrap resamples whose percentile interval at ``confidence`` has
+    :data:`MIN_TAIL_REPLICATES` replicates beyond each bound (200 at 0.95, 1,000 at 0.99)."""
+    tail = (1.0 - confidence) / 2.0
+    return max(1, math.ceil(MIN_TAIL_REPLICATES / tail - 1e-9))
+
+
+def check_resample_count(n_resamples: int, confidence: float) -> None:
+    """Refuse, or warn about, a number of resamples too small for the interval's level.
+
+    The bounds of a percentile interval are the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2``
+    quantiles of the replicates; with ``B`` resamples ``B (1 - confidence) / 2`` replicates lie
+    beyond each bound. With fewer than one the bounds are the smallest and largest replicate (with
+    one resample a "95% interval" is a single point): refused. With fewer than
+    :data:`MIN_TAIL_REPLICATES` the bounds rest on a few extreme replicates and move from seed to seed:
+    an :class:`AuditWarning`.
+
+    Raises
+    ------
+    AuditInputError
+        Giving the smallest sufficient ``n_resamples`` (:func:`min_resamples`).
+
+    Warns
+    -----
+    AuditWarning
+        Giving the same value.
+    """
+    need = min_resamples(confidence)
+    if n_resamples >= need:
+        return
+    beyond = n_resamples * (1.0 - confidence) / 2.0
+    text = (
+        f"n_resamples {n_resamples:,} is too few for {confidence:g} intervals: {beyond:.3g} resamples lie beyond "
+        f"each bound of a percentile interval"
+    )
+    advice = f"give n_resamples >= {need:,} (--n-resamples {need}) or a lower confidence"
+    if beyond < 1.0 - 1e-9:
+        raise AuditInputError(f"{text}, so its bounds would be the extreme replicates; {advice}")
+    warnings.warn(
+        f"{text} (fewer than {MIN_TAIL_REPLICATES}), so its bounds rest on a few extreme replicates; {advice}",
+        AuditWarning,
+        stacklevel=3,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Options written as text: reference slices, thresholds, the margins file
+# ----------------------------------------------------------------------------------------------
+def _terms(item: str, names: Sequence[str]) -> list[tuple[str, str]]:
+    """``attribute=level`` terms of a slice name (attributes among ``names``), split at `` & `` only
+    where an attribute name and ``=`` follow (a level may hold ``&``)."""
+    alternation = "|".join(re.escape(g) for g in sorted(names, key=len, reverse=True))
+    split = re.compile(r"\s*&\s*(?=(?:" + alternation + r")\s*=)")
+    out = []
+    for part in split.split(item.strip()):
+        attribute, sep, level = part.partition("=")
+        attribute = attribute.strip()
+        if not sep or attribute not in names:
+            raise ValueError(
+                f"reference {item!r}: {part.strip()!r} is not <attribute>=<level> with an attribute among the "
+                f"group columns {list(names)}"
+            )
+        out.append((attribute, level.strip()))
+    return out
+
+
+def parse_references(items: Sequence[str], *, groups: Sequence[str], intersections: int) -> list[str]:
+    """Check the option ``reference`` and write each item as the audit names the slice.
+
+    Parameters
+    ----------
+    items : sequence of str
+        Slice names, ``attribute=level`` or ``a=x & b=y`` (attributes in any order; spaces around
+        ``=`` and ``&`` are ignored, the level is taken without surrounding spaces).
+    groups : sequence of str
+        The attribute columns, in the order given (the order of the parts of a slice name).
+    intersections : int
+        Largest number of attributes crossed.
+
+    Returns
+    -------
+    list of str
+        The slice names (``race=Caucasian & sex=Male``, :func:`.slices.slice_name`), in the order given.
+
+    Raises
+    ------
+    ValueError
+        For an item that is not ``attribute=level`` terms, names an attribute that is not a group
+        column or names one twice, crosses more attributes than ``intersections``, or gives a second
+        reference for a family (the message names the item and what was expected).
+    """
+    names = [str(g) for g in groups]
+    out: list[str] = []
+    seen: dict[tuple[str, ...], str] = {}
+    for item in items:
+        if not isinstance(item, str) or not item.strip():
+            raise ValueError(f"reference must name slices such as {names[0]}=<level>; got {item!r}")
+        terms: dict[str, str] = {}
+        for attribute, level in _terms(item, names):
+            if attribute in terms:
+                raise ValueError(f"reference {item!r} names the attribute {attribute!r} twice")
+            terms[attribute] = level
+        if len(terms) > intersections:
+            raise ValueError(
+                f"reference {item!r} crosses {len(terms)} attributes, but intersections is {intersections}: "
+                f"there is no such family of slices"
+            )
+        family = tuple(g for g in names if g in terms)
+        name = slice_name(family, [terms[g] for g in family])
+        if family in seen:
+            raise ValueError(
+                f"reference gives two slices of the family {FAMILY_SEPARATOR.join(family)!r} ({seen[family]!r} and "
+                f"{name!r}); give at most one per family"
+            )
+        seen[family] = name
+        out.append(name)
+    return out
+
+
+def check_reference_levels(references: Sequence[str], attributes: Sequence[Any]) -> None:
+    """Check, before any work, that every level a reference names is a level of its attribute.
+
+    Parameters
+    ----------
+    references : sequence of str
+        From :func:`parse_references`.
+    attributes : sequence of Attribute
+        The audit's coded attributes (name and level names).
+
+    Raises
+    ------
+    AuditInputError
+        Naming the reference, the level and the attribute's levels.
+    """
+    levels = {a.name: [str(v) for v in a.levels] for a in attributes}
+    for name in references:
+        for attribute, level in _terms(name, list(levels)):
+            if level not in levels[attribute]:
+                shown = levels[attribute][:12] + (["..."] if len(levels[attribute]) > 12 else [])
+                raise AuditInputError(
+                    f"reference {name!r}: {level!r} is not a level of {attribute!r}; its levels are {shown}"
+                )
+
+
+def _threshold(text: str, item: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(
+            f"thresholds item {item!r}: {text.strip()!r} is not a number; give values such as 0.1,0.2,0.3 or a grid "
+            f"start:stop:step such as 0.05:0.95:0.05"
+        ) from None
+
+
+def parse_thresholds(items: Sequence[str | float]) -> np.ndarray:
+    """The thresholds of the option ``thresholds``: values and grids, sorted, without repeats.
+
+    Parameters
+    ----------
+    items : sequence of str or float
+        Each a value (``0.3``) or a grid ``start:stop:step`` (``0.05:0.95:0.05``: start, start + step,
+        ... up to stop included, within 1e-9 steps; values rounded to 12 decimals so that the grid
+        gives 0.15, not 0.15000000000000002).
+
+    Returns
+    -------
+    ndarray of shape (n_thresholds,), float64
+        Increasing, each in (0, 1); empty for no items.
+
+    Raises
+    ------
+    ValueError
+        For an item that is not a number or a grid, a grid whose start or stop is not in (0, 1) (NaN
+        and infinities included), whose step is not a finite positive number or whose stop is below
+        its start, a threshold outside (0, 1), or more than :data:`MAX_THRESHOLDS` thresholds (the
+        message names the option and the item).
+    """
+    values: list[float] = []
+    texts = []
+    for item in items:
+        if isinstance(item, bool):
+            raise ValueError(f"thresholds must be numbers or grids start:stop:step; got {item!r}")
+        texts += [part for part in str(item).split(",") if part.strip()]  # "0.1,0.2" given as one text
+    for text in texts:
+        text = text.strip()
+        if ":" in text:
+            parts = text.split(":")
+            if len(parts) != 3:
+                raise ValueError(f"thresholds item {text!r}: a grid is start:stop:step (e.g. 0.05:0.95:0.05)")
+            start, stop, step = (_threshold(p, text) for p in parts)
+            outside = [f"{name} {v:g}" for name, v in (("start", start), ("stop", stop)) if not 0.0 < v < 1.0]
+            if outside:  # NaN and infinities included
+                raise ValueError(
+                    f"thresholds item {text!r}: a grid's start and stop must lie in (0, 1) (score >= threshold is "
+                    f"predicted positive); got {', '.join(outside)}"
+                )
+            if not (step > 0 and np.isfinite(step)) or stop < start:
+                raise ValueError(
+                    f"thresholds item {text!r}: a grid start:stop:step needs a finite step > 0 and stop >= start; "
+                    f"got step {step:g}, start {start:g}, stop {stop:g}"
+                )
+            count = np.floor((stop - start) / step + 1e-9) + 1  # a float: it may be astronomically large
+            if count > MAX_THRESHOLDS:
+                raise ValueError(
+                    f"thresholds item {text!r} has {count:.3g} values, more than {MAX_THRESHOLDS}; give a larger step "
+                    f"(at least {(stop - start) / (MAX_THRESHOLDS - 1):.3g})"
+                )
+            values.extend(np.round(start + step * np.arange(int(count)), 12).tolist())
+        else:
+            values.append(_threshold(text, text))
+    out = np.unique(np.asarray(values, dtype=np.float64))
+    bad = out[~((out > 0.0) & (out < 1.0))]
+    if bad.size:
+        raise ValueError(
+            f"thresholds must lie in (0, 1) (score >= threshold is predicted positive); got {bad.tolist()}"
+        )
+    if out.size > MAX_THRESHOLDS:
+        raise ValueError(f"thresholds gives {out.size} thresholds, more than {MAX_THRESHOLDS}")
+    return out
+
+
+#: Column of the margins file holding each group's share of the target population.
+SHARE_COLUMN = "share"
+#: Optional column of the margins file holding each group's label rate (prevalence) in the target.
+LABEL_RATE_COLUMN = "label_rate"
+
+
+def read_margins(path: str | Path, groups: list[str]) -> pd.DataFrame:
+    """Read and check the option ``population_margins``'s file (not yet against the data).
+
+    Parameters
+    ----------
+    path : path
+        A CSV with one column per modelled attribute (a subset of the audit's group columns), the
+        column ``share`` (the target's share of each combination of their levels) and optionally
+        ``label_rate`` (its label rate in the target).
+    groups : list of str
+        The audit's group columns.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The attribute columns as text, ``share`` and (if given) ``label_rate`` as floats.
+
+    Raises
+    ------
+    AuditInputError
+        Naming the file and the bad value: unreadable, no ``share``, an unknown column, a share that is
+        not a number > 0, shares not summing to 1, a label rate outside (0, 1), a combination twice.
+    """
+    from ..selection import SHARE_TOLERANCE
+
+    source = f"population_margins {brief(str(path))}"
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise AuditInputError(f"{source}: no such file") from None
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise AuditInputError(f"{source}: cannot be read as CSV ({brief(str(error))})") from None
+    columns = [str(c) for c in frame.columns]
+    if SHARE_COLUMN not in columns:
+        raise AuditInputError(f"{source} has no column {SHARE_COLUMN!r}; its columns are {brief(columns)}")
+    attributes = [c for c in columns if c not in (SHARE_COLUMN, LABEL_RATE_COLUMN)]
+    unknown = [c for c in attributes if c not in groups]
+    if unknown:
+        raise AuditInputError(
+            f"{source}: column(s) {brief(unknown)} are not group columns of the audit {brief(groups)}; a margins "
+            f"file holds group columns, {SHARE_COLUMN!r} and optionally {LABEL_RATE_COLUMN!r}"
+        )
+    if not attributes:
+        raise AuditInputError(f"{source} names no group column; give at least one of {brief(groups)}")
+    if frame.empty:
+        raise AuditInputError(f"{source} has no rows")
+    frame.columns = columns
+    names = [terminal_text(slice_name(attributes, row)) for row in frame[attributes].itertuples(index=False)]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise AuditInputError(f"{source} gives {terminal_text(repeated[0])} more than once; give each combination once")
+    for column in [SHARE_COLUMN] + ([LABEL_RATE_COLUMN] if LABEL_RATE_COLUMN in columns else []):
+        values = pd.to_numeric(frame[column].str.strip(), errors="coerce").to_numpy(dtype=np.float64)
+        for name, text, value in zip(names, frame[column], values, strict=True):
+            if not math.isfinite(value):
+                raise AuditInputError(f"{source}: {column} of {name} must be a number; got {brief(text)}")
+            if column == SHARE_COLUMN and value <= 0:
+                raise AuditInputError(
+                    f"{source}: the share of {name} is {value:g}; every share must be > 0 (a group of the data "
+                    f"with no share cannot be weighted, and one the target lacks should not be audited as part of it)"
+                )
+            if column == LABEL_RATE_COLUMN and not 0 < value < 1:
+                raise AuditInputError(
+                    f"{source}: the label rate of {name} is {value:g}; it must lie strictly between 0 and 1"
+                )
+        frame[column] = values
+    total = float(frame[SHARE_COLUMN].sum())
+    if abs(total - 1.0) > SHARE_TOLERANCE:
+        raise AuditInputError(
+            f"{source}: the shares sum to {total:.6g}; they must sum to 1 (within {SHARE_TOLERANCE:g})"
+        )
+    return frame
+
+
+def _selection_options(population_margins: Any, selection_sensitivity: Any, *, groups: list[str]):
+    """The options of the evaluation under selection alone (before the data are read): the margins file
+    read and checked (:func:`read_margins`), the Gammas increasing (1 is implied)."""
+    from .. import selection
+
+    margins = None
+    if population_margins is not None:
+        if not isinstance(population_margins, (str, Path)) or not str(population_margins):
+            raise AuditInputError(f"population_margins must be a path to a CSV file; got {brief(population_margins)}")
+        margins = read_margins(population_margins, groups)
+    values = list(selection_sensitivity or [])
+    if not values:
+        return margins, []
+    try:
+        gammas = selection.check_gammas(values, "selection_sensitivity")
+    except ValueError as error:
+        raise AuditInputError(str(error)) from None
+    if gammas[-1] > selection.GAMMA_MAX:
+        raise AuditInputError(
+            f"selection_sensitivity values must be at most {selection.GAMMA_MAX:g}; got {gammas[-1]:g}"
+        )
+    return margins, [float(g) for g in gammas]
+
+
+# ----------------------------------------------------------------------------------------------
+# The resolved options: checked once, frozen
+# ----------------------------------------------------------------------------------------------
+def _record(self) -> dict[str, Any]:
+    """The options as the audit ran with them, by name, in the order of :class:`AuditOptions` (the
+    text forms of ``thresholds`` and ``tolerance``; the manifest's and the report's ``options``)."""
+    return {f.name: getattr(self, f.name) for f in option_fields()}
+
+
+def _preference_odds(self) -> float:
+    """``t / (1 - t)`` of the preference threshold ``t``: the weight of a false positive in the net benefit."""
+    return self.preference_threshold / (1.0 - self.preference_threshold)
+
+
+_RESOLVED_DOC = """Every option of an audit, checked and converted once by :func:`resolve_options` (frozen).
+
+The fields of :class:`AuditOptions`, each with its checked value (lists as lists, ``intersections`` the
+number of attributes crossed, ``preference_threshold`` a number, ``controls`` in the order of
+``vocabulary.CONTROLS``, ``reference`` the slice names, ``tolerance`` its text form): :meth:`record` gives
+them by name. Besides them, the values parsed from options written as text, so that no later step parses
+them again:
+
+Attributes
+----------
+parsed_tolerance : Tolerance
+    The option ``tolerance`` (:func:`disaggregated_eval.verdicts.parse_tolerance`).
+threshold_values : tuple of float
+    The thresholds of the option ``thresholds`` (:func:`parse_thresholds`), increasing; empty without it.
+margins : pandas.DataFrame or None
+    The option ``population_margins``'s file, read and checked (:func:`read_margins`).
+preference_odds : float
+    ``preference_threshold / (1 - preference_threshold)`` (a property).
+
+Code that changes a value after the resolution (the audit raises ``n_permutations``; an input counted
+by DuckDB names its count column as ``frequency_weight``) makes new options with
+:func:`dataclasses.replace`, which checks nothing: it is for values already checked.
+"""
+
+#: The options of an audit after :func:`resolve_options` (class docstring above). Built from the fields of
+#: :class:`AuditOptions`, so that an option is declared once.
+ResolvedOptions = make_dataclass(
+    "ResolvedOptions",
+    [(f.name, typing.get_type_hints(AuditOptions)[f.name]) for f in fields(AuditOptions)]
+    + [
+        ("parsed_tolerance", Any, field(compare=False)),
+        ("threshold_values", tuple, field(compare=False)),
+        ("margins", Any, field(compare=False, repr=False)),
+    ],
+    frozen=True,
+    namespace={"__doc__": _RESOLVED_DOC, "record": _record, "preference_odds": property(_preference_odds)},
+)
+ResolvedOptions.__module__ = __name__  # make_dataclass's ``module`` argument is Python 3.12+
+
+
+def _as_list(value: Any, name: str) -> list:
+    """A list of option values; a single string (or number) is a list of one."""
+    if isinstance(value, (str, numbers.Number)):
+        return [value]
+    if value is None:
+        raise AuditInputError(f"{name} must be a list; got None")
+    try:
+        return list(value)
+    except TypeError:
+        raise AuditInputError(f"{name} must be a list; got {brief(value)}") from None
+
+
+def _names(value: Any, name: str, *, allow_empty: bool = True) -> list[str]:
+    values = _as_list(value, name)
+    bad = [v for v in values if not isinstance(v, str) or not v]
+    if bad:
+        raise AuditInputError(f"{name} must be column names (non-empty strings); got {brief(bad)}")
+    counts = Counter(values)
+    repeated = sorted(v for v, k in counts.items() if k > 1)
+    if repeated:
+        raise AuditInputError(f"{name} must be distinct; {brief(repeated)} appear more than once")
+    if not values and not allow_empty:
+        raise AuditInputError(f"{name} must name at least one column")
+    return values
+
+
+def _wrap(check, *args, **kwargs):
+    try:
+        return check(*args, **kwargs)
+    except (TypeError, ValueError) as error:
+        raise AuditInputError(str(error)) from None
+
+
+def resolve_options(options: AuditOptions | ResolvedOptions | None, overrides: Mapping[str, Any]) -> ResolvedOptions:
+    """Merge ``overrides`` into ``options`` (or the defaults), check every option and parse the text ones.
+
+    The one validation of an audit's options (module docstring), for the Python function, the command
+    line and a workflow's ``audit`` section alike.
+
+    Parameters
+    ----------
+    options : AuditOptions, ResolvedOptions or None
+        The options (None: the defaults). A :class:`ResolvedOptions` without ``overrides`` is returned as
+        it is (it was checked when it was made).
+    overrides : mapping of str to value
+        Options by name (the fields of :class:`AuditOptions`); they win over ``options``.
+
+    Returns
+    -------
+    ResolvedOptions
+
+    Raises
+    ------
+    AuditInputError
+        Unknown option names or any invalid value (the message names the option and the value).
+
+    Warns
+    -----
+    AuditWarning
+        Too few resamples for the intervals' level (:func:`check_resample_count`).
+    """
+    if isinstance(options, ResolvedOptions):
+        if not overrides:
+            return options
+        options = AuditOptions(**options.record())
+    elif options is None:
+        options = AuditOptions()
+    elif not isinstance(options, AuditOptions):
+        raise AuditInputError(f"options must be an AuditOptions; got {type(options).__name__}")
+    known = {f.name for f in fields(AuditOptions)}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise AuditInputError(f"unknown option(s) {unknown}; the options are {sorted(known)}")
+    o = AuditOptions(**{**{f.name: getattr(options, f.name) for f in fields(AuditOptions)}, **dict(overrides)})
+
+    if not isinstance(o.label, str) or not o.label:
+        raise AuditInputError(f"label must name the label column; got {brief(o.label)}")
+    scores = _names(o.scores, "scores", allow_empty=False)
+    groups = _names(o.groups, "groups", allow_empty=False)
+    features = _names(o.features, "features")
+    for group in groups:
+        for mark in ("=", FAMILY_SEPARATOR):
+            if mark in group:
+                raise AuditInputError(
+                    f"group column names must not contain {mark!r} (it separates the parts of slice names); "
+                    f"got {brief(group)}; rename the column"
+                )
+    if vocabulary.OVERALL in groups:
+        raise AuditInputError(
+            f"a group column must not be called {vocabulary.OVERALL!r} (it names the whole population)"
+        )
+    if o.positive_label is not None and not isinstance(o.positive_label, (str, numbers.Number)):
+        raise AuditInputError(f"positive_label must be a value of the label column; got {brief(o.positive_label)}")
+    intersections = o.intersections
+    if intersections is None:
+        intersections = len(groups)
+    else:
+        intersections = _wrap(check_int, intersections, "intersections", minimum=1, maximum=len(groups))
+    min_group_size = _wrap(check_int, o.min_group_size, "min_group_size", minimum=0)
+    min_denominator = _wrap(check_int, o.min_denominator, "min_denominator", minimum=0)
+    threshold = _wrap(check_open_unit, o.threshold, "threshold")
+    preference_threshold = (
+        threshold
+        if o.preference_threshold is None
+        else _wrap(check_open_unit, o.preference_threshold, "preference_threshold")
+    )
+    confidence = _wrap(check_open_unit, o.confidence, "confidence")
+    metrics = list(_wrap(check_metric_names, _as_list(o.metrics, "metrics"), "metrics"))
+    n_resamples = _wrap(check_int, o.n_resamples, "n_resamples", minimum=1, maximum=MAX_RESAMPLES)
+    resampling = _wrap(check_choice, o.resampling, "resampling", vocabulary.RESAMPLING_SCHEMES)
+    seed = _wrap(check_seed, o.seed, "seed")
+    adjust = _wrap(check_choice, o.adjust, "adjust", ("holm", "bh", "none"))
+    adjust_scope = _wrap(check_choice, o.adjust_scope, "adjust_scope", ("metric", "model"))
+    pairwise_max_levels = o.pairwise_max_levels
+    if pairwise_max_levels is not None:
+        pairwise_max_levels = _wrap(check_int, pairwise_max_levels, "pairwise_max_levels", minimum=0)
+    check_resample_count(n_resamples, confidence)
+    n_permutations = _wrap(check_int, o.n_permutations, "n_permutations", minimum=0)
+    if n_permutations > MAX_PERMUTATIONS:
+        raise AuditInputError(
+            f"n_permutations {n_permutations:,} is more than the limit of {MAX_PERMUTATIONS:,} permutations per "
+            f"test (p-values down to {1 / (1 + MAX_PERMUTATIONS):.0e}); give fewer (--n-permutations)"
+        )
+    test_method = _wrap(check_choice, o.test_method, "test_method", vocabulary.TEST_METHODS)
+    controls = _as_list(o.controls, "controls")
+    bad = [c for c in controls if c not in vocabulary.CONTROLS]
+    if bad:
+        raise AuditInputError(f"controls must be among {list(vocabulary.CONTROLS)}; got {brief(bad)}")
+    if len(set(controls)) != len(controls):
+        raise AuditInputError(f"controls must be distinct; got {brief(controls)}")
+    controls = [c for c in vocabulary.CONTROLS if c in controls]
+    if "X" in controls and not features:
+        raise AuditInputError("control X needs feature columns: give features (--features col1 col2 ...)")
+    if o.sample_weight is not None and (not isinstance(o.sample_weight, str) or not o.sample_weight):
+        raise AuditInputError(f"sample_weight must name a column or be None; got {brief(o.sample_weight)}")
+    if o.frequency_weight is not None and (not isinstance(o.frequency_weight, str) or not o.frequency_weight):
+        raise AuditInputError(f"frequency_weight must name a column or be None; got {brief(o.frequency_weight)}")
+    missing_group = _wrap(check_choice, o.missing_group, "missing_group", ("level", "drop"))
+    if not isinstance(o.strip_levels, (bool, np.bool_)):
+        raise AuditInputError(f"strip_levels must be True or False; got {brief(o.strip_levels)}")
+    grid = _as_list(o.max_leaf_nodes, "max_leaf_nodes")
+    grid = [_wrap(check_int, v, "max_leaf_nodes entries", minimum=2, maximum=_MAX_LEAF_NODES) for v in grid]
+    if not grid or len(set(grid)) != len(grid):
+        raise AuditInputError(f"max_leaf_nodes must be a non-empty list of distinct integers >= 2; got {brief(grid)}")
+    cv_folds = _wrap(check_int, o.cv_folds, "cv_folds", minimum=2, maximum=_MAX_FOLDS)
+    crossfit_folds = _wrap(check_int, o.crossfit_folds, "crossfit_folds", minimum=2, maximum=_MAX_FOLDS)
+    n_threads = _wrap(check_int, o.n_threads, "n_threads", minimum=1, maximum=_max_threads())
+    memory_limit_mb = o.memory_limit_mb
+    if memory_limit_mb is not None:
+        if isinstance(memory_limit_mb, bool) or not isinstance(memory_limit_mb, numbers.Real):
+            raise AuditInputError(f"memory_limit_mb must be a number of MB or None; got {brief(memory_limit_mb)}")
+        if not (math.isfinite(memory_limit_mb) and memory_limit_mb > 0):
+            raise AuditInputError(f"memory_limit_mb must be a positive number of MB; got {brief(memory_limit_mb)}")
+        memory_limit_mb = float(memory_limit_mb)
+    analyses = _analysis_options(o, groups=groups, intersections=intersections)
+    record = dict(
+        {f.name: getattr(o, f.name) for f in fields(AuditOptions)},
+        strip_levels=bool(o.strip_levels),
+        scores=scores,
+        groups=groups,
+        features=features,
+        intersections=intersections,
+        min_group_size=min_group_size,
+        min_denominator=min_denominator,
+        threshold=threshold,
+        preference_threshold=preference_threshold,
+        confidence=confidence,
+        metrics=metrics,
+        n_resamples=n_resamples,
+        resampling=resampling,
+        seed=seed,
+        adjust=adjust,
+        adjust_scope=adjust_scope,
+        pairwise_max_levels=pairwise_max_levels,
+        n_permutations=n_permutations,
+        test_method=test_method,
+        controls=controls,
+        missing_group=missing_group,
+        max_leaf_nodes=grid,
+        cv_folds=cv_folds,
+        crossfit_folds=crossfit_folds,
+        n_threads=n_threads,
+        memory_limit_mb=memory_limit_mb,
+        **analyses.pop("record"),
+    )
+    return ResolvedOptions(**record, **analyses)
+
+
+def _max_threads() -> int:
+    """The most threads numba may run (``NUMBA_NUM_THREADS``: the CPUs, or the environment's setting)."""
+    import numba
+
+    return int(numba.config.NUMBA_NUM_THREADS)
+
+
+def _analysis_options(o: AuditOptions, *, groups: list[str], intersections: int) -> dict[str, Any]:
+    """The checked options of the analyses after the core tables (fairness reference, thresholds,
+    calibration bins, detectability, tolerance, evaluation under selection), parsed once."""
+    from ..verdicts import parse_tolerance
+
+    reference = _wrap(parse_references, _as_list(o.reference, "reference"), groups=groups, intersections=intersections)
+    thresholds = [str(t) if not isinstance(t, str) else t for t in _as_list(o.thresholds, "thresholds")]
+    threshold_values = _wrap(parse_thresholds, thresholds)
+    calibration_bins = _wrap(check_int, o.calibration_bins, "calibration_bins", minimum=1, maximum=MAX_CALIBRATION_BINS)
+    detect_gap = None if o.detect_gap is None else _wrap(check_open_unit, o.detect_gap, "detect_gap")
+    power = _wrap(check_open_unit, o.power, "power")
+    tolerance = _wrap(parse_tolerance, _as_list(o.tolerance, "tolerance"))
+    margins, selection_sensitivity = _selection_options(
+        o.population_margins, _as_list(o.selection_sensitivity, "selection_sensitivity"), groups=groups
+    )
+    population_margins = None if o.population_margins is None else str(o.population_margins)
+    record = dict(reference=reference, thresholds=thresholds, calibration_bins=calibration_bins, detect_gap=detect_gap,
+                  power=power, tolerance=tolerance.items(), selection_sensitivity=selection_sensitivity,
+                  population_margins=population_margins)  # fmt: skip
+    return dict(record=record, parsed_tolerance=tolerance, threshold_values=tuple(threshold_values.tolist()),
+                margins=margins)  # fmt: skip

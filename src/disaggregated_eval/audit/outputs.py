@@ -48,7 +48,6 @@ import os
 import platform
 import shutil
 import warnings
-from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -56,7 +55,7 @@ from typing import Any
 import pandas as pd
 
 from .. import io as project_io
-from .columns import SUMMARY_TABLES
+from .columns import ANALYSIS_TABLES
 
 __all__ = [
     "OutputDirError",
@@ -76,9 +75,9 @@ __all__ = [
 
 #: Written into every manifest; marks a folder as an audit's output (safe to replace).
 TOOL = "disagg-eval audit"
-#: Tables written (each an attribute of AuditResult): the three core tables, then the summary analyses'
-#: (``columns.SUMMARY_TABLES``: fairness, calibration, calibration_summary, thresholds, detectability).
-TABLES = ("slices", "comparisons", "controlled", *SUMMARY_TABLES)
+#: Tables written (each an attribute of AuditResult): the three core tables, then the analyses'
+#: (``columns.ANALYSIS_TABLES``: fairness, calibration, calibration_summary, thresholds, detectability, selection).
+TABLES = ("slices", "comparisons", "controlled", *ANALYSIS_TABLES)
 #: First characters that make a spreadsheet read a CSV cell as a formula (OWASP, "CSV Injection").
 FORMULA_PREFIXES: tuple[str, ...] = ("=", "+", "-", "@", "\t", "\r")
 _PACKAGES = (
@@ -278,7 +277,7 @@ def input_record(input_path: str | os.PathLike[str] | None) -> dict | None:
 
 def build_manifest(result: Any, *, source: dict | None, files: dict[str, str]) -> dict:
     """The content of ``manifest.json`` (see :func:`write_outputs`); ``source`` from :func:`input_record`."""
-    options = _jsonable(asdict(result.options))
+    options = _jsonable(result.options.record())
     return {
         "tool": TOOL,
         "input": source,
@@ -294,10 +293,10 @@ def build_manifest(result: Any, *, source: dict | None, files: dict[str, str]) -
 
 def _table(result: Any, name: str) -> pd.DataFrame:
     """Table ``name`` of a result; an empty one with its columns when the result has none (an object built
-    before the summary analyses existed)."""
+    before the analyses' tables existed)."""
     table = getattr(result, name, None)
     if table is None:
-        return pd.DataFrame({c: [] for c in SUMMARY_TABLES[name]})
+        return pd.DataFrame({c: [] for c in ANALYSIS_TABLES[name]})
     return table
 
 
@@ -390,7 +389,7 @@ def write_outputs(
     input_path : path, optional
         The audited file: its path, size and SHA-256 go into ``manifest.json``.
     summary : str, optional
-        Terminal summary shown in the report; default :func:`disaggregated_eval.audit.summary.summary_text`.
+        Terminal summary shown in the report; default :func:`disaggregated_eval.audit.terminal.summary_text`.
     progress : callable, optional
         ``progress(stage, done, total)`` after each file group.
 
@@ -404,8 +403,8 @@ def write_outputs(
     OutputDirError
         If ``out_dir`` cannot be used (nothing is written; see :func:`check_out_dir`).
     """
-    from . import plots, report
-    from .summary import summary_text
+    from . import figure_rendering, report
+    from .terminal import summary_text
 
     target = check_out_dir(out_dir)
     dest = _destination(out_dir)
@@ -416,12 +415,12 @@ def write_outputs(
     tmp = _make_tmp_dir(dest)
     rendering = None
     try:
-        # Worker processes draw the figures while this process writes the tables (plots.start_rendering).
+        # Worker processes draw the figures while this process writes the tables (figure_rendering.start_rendering).
         # No figure ever fails an audit after its work: a figure that cannot be drawn is left out, with
         # a note in the report, the manifest and on standard error; the tables are written in any case.
         figure_notes: list[str] = []
         try:
-            rendering = plots.start_rendering(result)
+            rendering = figure_rendering.start_rendering(result)
         except Exception as exc:
             figure_notes.append(f"no figure could be drawn (the tables are complete): {type(exc).__name__}: {exc}")
         steps = len(TABLES) + 3

@@ -22,7 +22,6 @@ import html
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +30,12 @@ import pandas as pd
 from .. import verdicts, vocabulary
 from ..verdicts import parse_tolerance
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
-from .plots import figure_bytes, render_figures  # the figures' one home; re-exported for callers of this module
-from .summary import flagged_rows, format_estimate, format_interval, format_mdd, headline_metric, weight_note
+from .decisions import flagged_rows, headline_metric
+from .figure_rendering import render_figures
+from .terminal import format_estimate, format_interval, format_mdd, weight_note
 from .text import terminal_text
 
-__all__ = ["render_figures", "figure_bytes", "render_html", "write_report"]
+__all__ = ["render_html", "write_report"]
 
 _CSS = """
 body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 2em auto;
@@ -237,7 +237,7 @@ def _meta_table(result: Any, manifest: Mapping[str, Any] | None, input_path: Any
 
 
 def _options_table(result: Any) -> str:
-    values = asdict(result.options)
+    values = result.options.record()
     body = "".join(
         f'<tr><th class="text">{html.escape(k)}</th><td class="text">{html.escape(_option_text(v))}</td></tr>'
         for k, v in values.items()
@@ -376,7 +376,7 @@ def _headline_section(result: Any) -> str:
     detect = getattr(result, "detectability", None)
     parts = []
     for model in list(options.scores):
-        metric = headline_metric(result, model)
+        metric = headline_metric(result.slices, result.options.metrics, model)
         if metric is None:
             continue
         rows = result.slices[(result.slices["model"] == model) & (result.slices["metric"] == metric)]
@@ -541,9 +541,9 @@ def render_html(
     ----------
     result : AuditResult
     figures : mapping of name to (spec, {"png": bytes, "svg": bytes})
-        As returned by :func:`render_figures`.
+        As returned by :func:`.figure_rendering.render_figures`.
     summary : str
-        The terminal summary (:func:`disaggregated_eval.audit.summary.summary_text`), shown verbatim.
+        The terminal summary (:func:`disaggregated_eval.audit.terminal.summary_text`), shown verbatim.
     manifest : mapping, optional
         ``manifest.json``'s content (input SHA-256, package versions).
     input_path : path, optional
@@ -621,7 +621,7 @@ def write_report(
 ) -> Path:
     """Write ``report.html`` for ``result`` to ``path`` atomically (``AuditResult.to_html``).
 
-    Figures are rendered unless given (as from :func:`render_figures`).
+    Figures are rendered unless given (as from :func:`.figure_rendering.render_figures`).
 
     Returns
     -------
@@ -629,7 +629,7 @@ def write_report(
         The path written.
     """
     from ..io import atomic_path
-    from .summary import summary_text
+    from .terminal import summary_text
 
     figures = render_figures(result) if figures is None else figures
     page = render_html(result, figures=figures, summary=summary_text(result, input_path=input_path),

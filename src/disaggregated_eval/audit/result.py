@@ -12,13 +12,13 @@ one place (``docs/audit.md`` documents them):
 - ``controlled`` (:data:`CONTROLLED_COLUMNS`): the subgroup metric, the weighted population metric
   ``M_a``, the controlled difference ``T_a`` and the shared-space metric per slice and control
   variable (paper section 4.2, Supplementary A.1);
-- the summary analyses (:data:`SUMMARY_TABLES`): ``fairness`` (demographic parity, equalized odds,
+- the analyses after them (:data:`ANALYSIS_TABLES`): ``fairness`` (demographic parity, equalized odds,
   disparity ratios with the four-fifths rule), ``calibration`` and ``calibration_summary`` (per-slice
   calibration and expected calibration error), ``thresholds`` (rates across decision thresholds) and
   ``detectability`` (the smallest difference each slice can detect).
 
 The plotting, report, output and summary methods delegate to :mod:`.plots`, :mod:`.report`,
-:mod:`.outputs` and :mod:`.summary` (imported lazily: matplotlib is slow to import). In a notebook an
+:mod:`.outputs` and :mod:`.terminal` (imported lazily: matplotlib is slow to import). In a notebook an
 ``AuditResult`` shows itself as a compact HTML table of the headline metric per slice
 (``_repr_html_``), in a terminal as a few lines (``repr``); :meth:`AuditResult.wide` pivots a table
 to one row per slice without losing the withheld slices (pandas' ``pivot_table`` drops rows whose
@@ -44,7 +44,7 @@ from .columns import (
     THRESHOLD_COLUMNS,
     empty_table,
 )
-from .options import AuditOptions
+from .options import ResolvedOptions
 
 __all__ = ["AuditResult"]
 
@@ -72,8 +72,8 @@ class AuditResult:
         Columns :data:`COMPARISON_COLUMNS`; ``kind`` is one of :data:`COMPARISON_KINDS`.
     controlled : pandas.DataFrame
         Columns :data:`CONTROLLED_COLUMNS`.
-    options : AuditOptions
-        The options actually used (seed included).
+    options : ResolvedOptions
+        The options actually used (seed included), as checked by :func:`.options.resolve_options`.
     notes : list of str
         Human-readable notes (metrics left out for hard predictions, rows dropped, levels left out
         of a controlled evaluation, ...).
@@ -104,7 +104,7 @@ class AuditResult:
     slices: pd.DataFrame
     comparisons: pd.DataFrame
     controlled: pd.DataFrame
-    options: AuditOptions
+    options: ResolvedOptions
     notes: list[str] = field(default_factory=list)
     n_rows: int = 0
     fairness: pd.DataFrame = field(default_factory=lambda: empty_table(FAIRNESS_COLUMNS))
@@ -150,8 +150,8 @@ class AuditResult:
         return write_outputs(self, out_dir, input_path=input_path)
 
     def summary(self, metric: str | None = None) -> str:
-        """A short human-readable table of the result (:func:`.summary.summary_text`)."""
-        from .summary import summary_text
+        """A short human-readable table of the result (:func:`.terminal.summary_text`)."""
+        from .terminal import summary_text
 
         return summary_text(self, metric=metric)
 
@@ -177,7 +177,7 @@ class AuditResult:
 
     def __repr__(self) -> str:
         """A few lines: rows, models, slices, metrics, controls, table sizes, and where to look next."""
-        from .summary import weight_note
+        from .terminal import weight_note
 
         lines = self._overview()
         weighted = weight_note(self.options)
@@ -195,7 +195,8 @@ class AuditResult:
         ``withheld`` instead of an estimate, in grey, with their interval and the reason.
         """
         from .. import vocabulary
-        from .summary import format_estimate, format_interval, headline_metric, slice_flags, weight_note
+        from .decisions import headline_metric
+        from .terminal import format_estimate, format_interval, slice_flags, weight_note
 
         options = self.options
         alpha = 1.0 - float(options.confidence)
@@ -207,7 +208,7 @@ class AuditResult:
             f"{options.seed}" + (f"; <b>{esc(weight_note(options))}</b>" if weight_note(options) else "") + ".</p>",
         ]
         for model in list(options.scores) or list(pd.unique(self.slices["model"])):
-            metric = headline_metric(self, model)
+            metric = headline_metric(self.slices, options.metrics, model)
             if metric is None:
                 continue
             rows = self.slices[(self.slices["model"] == model) & (self.slices["metric"] == metric)]
@@ -250,7 +251,7 @@ class AuditResult:
     def _fairness_html(self, model: str) -> str:
         """The fairness summary's family statistics of ``model`` as a compact table (for ``_repr_html_``)."""
         from .. import vocabulary
-        from .summary import format_estimate, format_interval
+        from .terminal import format_estimate, format_interval
 
         esc = html.escape
         table = self.fairness
@@ -297,7 +298,7 @@ class AuditResult:
         ----------
         metric : str, optional
             Metric name; default the summary's headline metric
-            (:func:`disaggregated_eval.audit.summary.headline_metric`).
+            (:func:`disaggregated_eval.audit.decisions.headline_metric`).
         values : str or sequence of str, optional
             Column(s) of the table to spread: ``estimate`` (the default), ``ci_low``, ``reported``,
             ``n``, ... for ``slices``; ``T_a`` (the default), ``T_a_low``, ``M_a``, ... for
@@ -318,14 +319,14 @@ class AuditResult:
         ValueError
             For an unknown table, metric, value column or model.
         """
-        from .summary import headline_metric
+        from .decisions import headline_metric
 
         if table not in ("slices", "controlled"):
             raise ValueError(f"table must be 'slices' or 'controlled'; got {table!r}")
         frame = getattr(self, table)
         if values is None:
             values = "estimate" if table == "slices" else "T_a"
-        metric = headline_metric(self) if metric is None else metric
+        metric = headline_metric(self.slices, self.options.metrics) if metric is None else metric
         metrics = list(pd.unique(frame["metric"]))
         if metric not in metrics:
             raise ValueError(f"metric must be one of {metrics} (the {table} table); got {metric!r}")

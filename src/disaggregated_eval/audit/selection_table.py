@@ -1,12 +1,11 @@
 """The audit's evaluation under selection: the target's margins and the sensitivity bounds (table ``selection``).
 
 Options ``population_margins`` (a CSV of the target population's shares of the groups, optionally with
-the label rate of each group) and ``selection_sensitivity`` (values of Gamma); the method is
-:mod:`disaggregated_eval.selection` (``docs/method.md``, "Evaluation under selection"), its validation
-the selection study (``docs/audit.md``, "How far to trust the numbers").
+the label rate of each group; read and checked with the other options, :func:`.options.read_margins`) and
+``selection_sensitivity`` (values of Gamma); the method is :mod:`disaggregated_eval.selection`
+(``docs/method.md``, "Evaluation under selection"), its validation the selection study (``docs/audit.md``,
+"How far to trust the numbers").
 
-* :func:`check_selection_options`: the options alone (the file read and checked, the Gammas), from
-  :func:`disaggregated_eval.audit.inputs.resolve_options`;
 * :func:`margin_cells`: the margins against the data (every group of the data has a share and every
   share a group of the data), before any work;
 * :func:`selection_table`: per model, slice (reported size) and metric with bounds, the corrected
@@ -20,7 +19,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -31,27 +29,20 @@ from .._validation import brief
 from ..engine.resampling import strata_for
 from ..intervals import ROUNDING
 from .columns import SELECTION_COLUMNS
-from .inputs import AuditInput, AuditInputError
-from .options import AuditOptions
-from .slices import FAMILY_SEPARATOR, SlicePlan
+from .errors import AuditInputError
+from .inputs import AuditInput
+from .options import LABEL_RATE_COLUMN, SHARE_COLUMN
+from .slices import SlicePlan, slice_name
 from .text import terminal_text
 
 __all__ = [
-    "SHARE_COLUMN",
-    "LABEL_RATE_COLUMN",
     "MAX_SELECTION_RESAMPLES",
     "MarginCells",
-    "read_margins",
-    "check_selection_options",
     "margin_cells",
     "selection_table",
     "selection_lines",
 ]
 
-#: Column of the margins file holding each group's share of the target population.
-SHARE_COLUMN = "share"
-#: Optional column of the margins file holding each group's label rate (prevalence) in the target.
-LABEL_RATE_COLUMN = "label_rate"
 #: The selection table's bootstrap uses ``min(n_resamples, MAX_SELECTION_RESAMPLES)`` resamples: it
 #: holds a few resample-by-row arrays per slice (the study's intervals use 200).
 MAX_SELECTION_RESAMPLES = 2000
@@ -69,117 +60,16 @@ class MarginCells:
     with_label: bool
 
 
-def read_margins(path: str | Path, groups: list[str]) -> pd.DataFrame:
-    """Read and check a margins file (not yet against the data).
+def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: str | None) -> MarginCells | None:
+    """The margins mapped onto the audited rows, checked against the data (before any work).
 
     Parameters
     ----------
-    path : path
-        A CSV with one column per modelled attribute (a subset of the audit's group columns), the
-        column ``share`` (the target's share of each combination of their levels) and optionally
-        ``label_rate`` (its label rate in the target).
-    groups : list of str
-        The audit's group columns.
-
-    Returns
-    -------
-    pandas.DataFrame
-        The attribute columns as text, ``share`` and (if given) ``label_rate`` as floats.
-
-    Raises
-    ------
-    AuditInputError
-        Naming the file and the bad value: unreadable, no ``share``, an unknown column, a share that is
-        not a number > 0, shares not summing to 1, a label rate outside (0, 1), a combination twice.
-    """
-    source = f"population_margins {brief(str(path))}"
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except FileNotFoundError:
-        raise AuditInputError(f"{source}: no such file") from None
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise AuditInputError(f"{source}: cannot be read as CSV ({brief(str(error))})") from None
-    columns = [str(c) for c in frame.columns]
-    if SHARE_COLUMN not in columns:
-        raise AuditInputError(f"{source} has no column {SHARE_COLUMN!r}; its columns are {brief(columns)}")
-    attributes = [c for c in columns if c not in (SHARE_COLUMN, LABEL_RATE_COLUMN)]
-    unknown = [c for c in attributes if c not in groups]
-    if unknown:
-        raise AuditInputError(
-            f"{source}: column(s) {brief(unknown)} are not group columns of the audit {brief(groups)}; a margins "
-            f"file holds group columns, {SHARE_COLUMN!r} and optionally {LABEL_RATE_COLUMN!r}"
-        )
-    if not attributes:
-        raise AuditInputError(f"{source} names no group column; give at least one of {brief(groups)}")
-    if frame.empty:
-        raise AuditInputError(f"{source} has no rows")
-    frame.columns = columns
-    names = [terminal_text(_combination(attributes, row)) for row in frame[attributes].itertuples(index=False)]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise AuditInputError(f"{source} gives {terminal_text(repeated[0])} more than once; give each combination once")
-    for column in [SHARE_COLUMN] + ([LABEL_RATE_COLUMN] if LABEL_RATE_COLUMN in columns else []):
-        values = pd.to_numeric(frame[column].str.strip(), errors="coerce").to_numpy(dtype=np.float64)
-        for name, text, value in zip(names, frame[column], values, strict=True):
-            if not math.isfinite(value):
-                raise AuditInputError(f"{source}: {column} of {name} must be a number; got {brief(text)}")
-            if column == SHARE_COLUMN and value <= 0:
-                raise AuditInputError(
-                    f"{source}: the share of {name} is {value:g}; every share must be > 0 (a group of the data "
-                    f"with no share cannot be weighted, and one the target lacks should not be audited as part of it)"
-                )
-            if column == LABEL_RATE_COLUMN and not 0 < value < 1:
-                raise AuditInputError(
-                    f"{source}: the label rate of {name} is {value:g}; it must lie strictly between 0 and 1"
-                )
-        frame[column] = values
-    total = float(frame[SHARE_COLUMN].sum())
-    if abs(total - 1.0) > selection.SHARE_TOLERANCE:
-        raise AuditInputError(
-            f"{source}: the shares sum to {total:.6g}; they must sum to 1 (within {selection.SHARE_TOLERANCE:g})"
-        )
-    return frame
-
-
-def _combination(attributes: list[str] | tuple[str, ...], levels) -> str:
-    """The slice name of a combination of levels (``race=Black & sex=Female``)."""
-    return FAMILY_SEPARATOR.join(f"{a}={v}" for a, v in zip(attributes, levels, strict=True))
-
-
-def check_selection_options(population_margins: Any, selection_sensitivity: Any, *, groups: list[str]) -> list[float]:
-    """Check the options alone (before the data are read): the margins file and the Gammas.
-
-    Returns
-    -------
-    list of float
-        The Gammas, increasing (1 is implied).
-
-    Raises
-    ------
-    AuditInputError
-        As :func:`read_margins`, or a Gamma that is not a number >= 1 (at most
-        :data:`disaggregated_eval.selection.GAMMA_MAX`), repeated or out of order.
-    """
-    if population_margins is not None:
-        if not isinstance(population_margins, (str, Path)) or not str(population_margins):
-            raise AuditInputError(f"population_margins must be a path to a CSV file; got {brief(population_margins)}")
-        read_margins(population_margins, groups)
-    values = list(selection_sensitivity or [])
-    if not values:
-        return []
-    try:
-        gammas = selection.check_gammas(values, "selection_sensitivity")
-    except ValueError as error:
-        raise AuditInputError(str(error)) from None
-    if gammas[-1] > selection.GAMMA_MAX:
-        raise AuditInputError(
-            f"selection_sensitivity values must be at most {selection.GAMMA_MAX:g}; got {gammas[-1]:g}"
-        )
-    return [float(g) for g in gammas]
-
-
-def margin_cells(prepared: AuditInput, options: AuditOptions) -> MarginCells | None:
-    """The margins mapped onto the audited rows, checked against the data (before any work).
+    prepared : AuditInput
+    margins : pandas.DataFrame or None
+        The option ``population_margins``'s file as :func:`.options.read_margins` reads it.
+    source : str or None
+        The file's path, for messages.
 
     Returns
     -------
@@ -192,15 +82,15 @@ def margin_cells(prepared: AuditInput, options: AuditOptions) -> MarginCells | N
         If a combination of the data has no share in the file (naming it and its rows), or a share of
         the file has no row in the data (naming it and its share).
     """
-    if options.population_margins is None:
+    if margins is None:
         return None
-    frame = read_margins(options.population_margins, list(options.groups))
-    source = f"population_margins {brief(str(options.population_margins))}"
+    frame = margins
+    source = f"population_margins {brief(str(source))}"
     attributes = tuple(c for c in frame.columns if c not in (SHARE_COLUMN, LABEL_RATE_COLUMN))
     by_name = {a.name: a for a in prepared.attributes}
     row_levels = [np.asarray(by_name[c].levels, dtype=object)[by_name[c].codes] for c in attributes]
-    row_names = np.array([_combination(attributes, levels) for levels in zip(*row_levels, strict=True)], dtype=object)
-    file_names = [_combination(attributes, row) for row in frame[list(attributes)].itertuples(index=False)]
+    row_names = np.array([slice_name(attributes, levels) for levels in zip(*row_levels, strict=True)], dtype=object)
+    file_names = [slice_name(attributes, row) for row in frame[list(attributes)].itertuples(index=False)]
     index = {name: k for k, name in enumerate(file_names)}
     present, counts = np.unique(row_names, return_counts=True)
     missing = [(n, c) for n, c in zip(present, counts, strict=True) if n not in index]
@@ -237,37 +127,59 @@ def margin_cells(prepared: AuditInput, options: AuditOptions) -> MarginCells | N
 
 
 def selection_table(
-    plan: SlicePlan, prepared: AuditInput, options: AuditOptions, model_names: list[str]
+    plan: SlicePlan,
+    prepared: AuditInput,
+    model_names: list[str],
+    *,
+    margins: MarginCells | None,
+    gammas: list[float],
+    metrics: list[str],
+    n_resamples: int,
+    min_group_size: int,
+    seed: int,
+    confidence: float,
+    threshold: float,
+    preference_threshold: float,
+    resampling: str,
 ) -> tuple[pd.DataFrame, list[str]]:
     """The table ``selection`` (:data:`.columns.SELECTION_COLUMNS`) and its notes.
 
-    Empty without ``population_margins`` and ``selection_sensitivity``. Slices with fewer rows than
-    ``min_group_size`` are left out (a note says how many); the metrics are those of ``metrics`` that
-    have bounds (not the AUC; a model of hard predictions also has no score metrics). The bootstrap
-    (seed path ``("audit", "selection")``, the audit's resampling scheme) has
-    ``min(n_resamples, MAX_SELECTION_RESAMPLES)`` resamples, on which the margin weights are
-    re-estimated; ``overall`` is the reference of every difference.
+    Empty without margins and Gammas (the options ``population_margins`` and ``selection_sensitivity``).
+    Slices with fewer rows than ``min_group_size`` are left out (a note says how many); the metrics are
+    those of ``metrics`` that have bounds (not the AUC; a model of hard predictions also has no score
+    metrics). The bootstrap (seed path ``("audit", "selection")`` of the root ``seed``, the audit's
+    ``resampling`` scheme) has ``min(n_resamples, MAX_SELECTION_RESAMPLES)`` resamples, on which the margin
+    weights are re-estimated; ``overall`` is the reference of every difference.
+
+    Parameters
+    ----------
+    plan, prepared, model_names
+        The audit's slices, coded input and models.
+    margins : MarginCells or None
+        :func:`margin_cells` of the option ``population_margins``.
+    gammas : list of float
+        The option ``selection_sensitivity`` (increasing; empty: the margins only).
+    metrics : list of str
+    n_resamples, min_group_size, seed, confidence, threshold, preference_threshold, resampling
+        The audit's options of the same names.
     """
-    gammas = list(options.selection_sensitivity or [])
-    if options.population_margins is None and not gammas:
+    gammas = list(gammas or [])
+    if margins is None and not gammas:
         return pd.DataFrame({c: [] for c in SELECTION_COLUMNS}), []
-    margins = margin_cells(prepared, options)
-    n_resamples = min(int(options.n_resamples), MAX_SELECTION_RESAMPLES)
-    keep = [s for s in range(1, plan.n_slices) if plan.slice_mask(s).sum() >= max(options.min_group_size, 1)]
+    audit_resamples = n_resamples
+    n_resamples = min(int(n_resamples), MAX_SELECTION_RESAMPLES)
+    keep = [s for s in range(1, plan.n_slices) if plan.slice_mask(s).sum() >= max(min_group_size, 1)]
     notes = []
     left_out = plan.n_slices - 1 - len(keep)
     if left_out:
-        notes.append(
-            f"selection table: {left_out} slice(s) with fewer than {options.min_group_size} rows (or none) left out"
-        )
-    if n_resamples < options.n_resamples:
-        notes.append(f"selection table: {n_resamples:,} bootstrap resamples (of {options.n_resamples:,})")
+        notes.append(f"selection table: {left_out} slice(s) with fewer than {min_group_size} rows (or none) left out")
+    if n_resamples < audit_resamples:
+        notes.append(f"selection table: {n_resamples:,} bootstrap resamples (of {audit_resamples:,})")
     slices = {plan.names[s]: plan.slice_mask(s) for s in keep}
     tables = []
+    bounded = [m for m in metrics if m in selection.BOUNDED_METRICS]
     for model in model_names:
-        metrics = [m for m in options.metrics if m in selection.BOUNDED_METRICS]
-        if prepared.hard[model]:
-            metrics = [m for m in metrics if m not in vocabulary.SCORE_METRICS]
+        metrics = [m for m in bounded if not (prepared.hard[model] and m in vocabulary.SCORE_METRICS)]
         if not metrics:
             continue
         table = selection.selection_analysis(
@@ -279,12 +191,12 @@ def selection_table(
             target_shares=None if margins is None else margins.target,
             metrics=metrics,
             n_resamples=n_resamples,
-            seed=seeds.seed_sequence(options.seed, "audit", "selection"),
-            confidence=options.confidence,
-            threshold=options.threshold,
-            preference_threshold=options.preference_threshold,
+            seed=seeds.seed_sequence(seed, "audit", "selection"),
+            confidence=confidence,
+            threshold=threshold,
+            preference_threshold=preference_threshold,
             sample_weight=prepared.weight,
-            strata=strata_for(options.resampling, plan.cell_codes),
+            strata=strata_for(resampling, plan.cell_codes),
         )
         table.insert(0, "model", model)
         tables.append(table)
@@ -312,7 +224,7 @@ def selection_table(
     return out[list(SELECTION_COLUMNS)], notes
 
 
-def _assumption(options: AuditOptions, margins: MarginCells | None, result: Any) -> str:
+def _assumption(population_margins: str | None, margins: MarginCells | None, result: Any) -> str:
     if margins is None:
         return "no margins given: the rows are taken as a sample of the target population as they are"
     what = " x ".join(margins.attributes) + (" and the label" if margins.with_label else "")
@@ -323,7 +235,7 @@ def _assumption(options: AuditOptions, margins: MarginCells | None, result: Any)
         if len(overall):
             n_eff = f", Kish effective size {overall['effective_n'].iloc[0]:,.0f} of {result.n_rows:,} rows"
     return (
-        f"weighted to the target's shares of {what} in {terminal_text(options.population_margins)}{n_eff}: exact if "
+        f"weighted to the target's shares of {what} in {terminal_text(population_margins)}{n_eff}: exact if "
         f"selection into the data depends on {what} only"
     )
 
@@ -341,12 +253,12 @@ def selection_lines(result: Any) -> list[str]:
     if table is None or table.empty:
         return []
     margins = None
-    if options.population_margins is not None:
-        frame = read_margins(options.population_margins, list(options.groups))
+    if options.margins is not None:
+        frame = options.margins
         attributes = tuple(c for c in frame.columns if c not in (SHARE_COLUMN, LABEL_RATE_COLUMN))
         margins = MarginCells(np.zeros(0, np.int64), np.zeros(0), attributes, LABEL_RATE_COLUMN in frame.columns)
     gammas = sorted(set(table["gamma"]) - {1.0})
-    lines = [f"Evaluation under selection: {_assumption(options, margins, result)}."]
+    lines = [f"Evaluation under selection: {_assumption(options.population_margins, margins, result)}."]
     if gammas:
         lines.append(
             f"sensitivity: the true selection weights may differ from these by a factor up to Gamma "

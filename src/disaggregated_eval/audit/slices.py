@@ -15,13 +15,15 @@ engine's "Parts").
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ..vocabulary import OVERALL
 
-__all__ = ["Attribute", "Family", "SlicePlan", "plan_slices", "MAX_SLICES", "FAMILY_SEPARATOR"]
+__all__ = ["Attribute", "Family", "SlicePlan", "plan_slices", "slice_name", "MAX_SLICES", "FAMILY_SEPARATOR"]
 
 #: Separator of attribute names in a family name and of ``attribute=level`` terms in a slice name.
 FAMILY_SEPARATOR = " & "
@@ -120,8 +122,21 @@ class SlicePlan:
         return family.codes == local
 
 
+def slice_name(attributes: Sequence[str], levels: Sequence[Any]) -> str:
+    """The name of the slice of ``levels`` of ``attributes`` (``race=Black & sex=Female``; module docstring).
+
+    Parameters
+    ----------
+    attributes : sequence of str
+        Attribute (column) names, in the order given to the audit.
+    levels : sequence
+        One level per attribute, written as text.
+    """
+    return FAMILY_SEPARATOR.join(f"{a}={v}" for a, v in zip(attributes, levels, strict=True))
+
+
 def _slice_name(attributes: tuple[Attribute, ...], combo: tuple[int, ...], levels: tuple[int, ...]) -> str:
-    return FAMILY_SEPARATOR.join(f"{attributes[a].name}={attributes[a].levels[v]}" for a, v in zip(combo, levels))
+    return slice_name([attributes[a].name for a in combo], [attributes[a].levels[v] for a, v in zip(combo, levels)])
 
 
 def _cells(attributes: tuple[Attribute, ...]) -> tuple[np.ndarray, np.ndarray]:

@@ -1,7 +1,7 @@
 """Threshold analysis: selection rate, true and false positive rates of every slice across thresholds.
 
 Every rate of a classifier depends on its decision threshold. For each threshold of the option
-``thresholds`` (a list of values, or grids ``start:stop:step``), each model and slice, the selection
+``thresholds`` (a list of values, or grids ``start:stop:step``: :func:`.options.parse_thresholds`), each model and slice, the selection
 rate (``predicted_positive_rate``), the true positive rate (``sensitivity``) and the false positive
 rate, each with the interval the slices table gives a proportion: Wilson's score interval on the
 slice's own counts (Kish's effective size under sample weights), from the counts of
@@ -25,87 +25,7 @@ from .slices import SlicePlan
 from .tallies import tally_slices
 from .withheld import withheld_reasons
 
-__all__ = ["MAX_THRESHOLDS", "parse_thresholds", "thresholds_table"]
-
-#: Most thresholds of one threshold analysis (each adds a row per model, slice and rate).
-MAX_THRESHOLDS = 200
-
-
-def _number(text: str, item: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise ValueError(
-            f"thresholds item {item!r}: {text.strip()!r} is not a number; give values such as 0.1,0.2,0.3 or a grid "
-            f"start:stop:step such as 0.05:0.95:0.05"
-        ) from None
-
-
-def parse_thresholds(items: Sequence[str | float]) -> np.ndarray:
-    """The thresholds of the option ``thresholds``: values and grids, sorted, without repeats.
-
-    Parameters
-    ----------
-    items : sequence of str or float
-        Each a value (``0.3``) or a grid ``start:stop:step`` (``0.05:0.95:0.05``: start, start + step,
-        ... up to stop included, within 1e-9 steps; values rounded to 12 decimals so that the grid
-        gives 0.15, not 0.15000000000000002).
-
-    Returns
-    -------
-    ndarray of shape (n_thresholds,), float64
-        Increasing, each in (0, 1); empty for no items.
-
-    Raises
-    ------
-    ValueError
-        For an item that is not a number or a grid, a grid whose start or stop is not in (0, 1) (NaN
-        and infinities included), whose step is not a finite positive number or whose stop is below
-        its start, a threshold outside (0, 1), or more than :data:`MAX_THRESHOLDS` thresholds (the
-        message names the option and the item).
-    """
-    values: list[float] = []
-    texts = []
-    for item in items:
-        if isinstance(item, bool):
-            raise ValueError(f"thresholds must be numbers or grids start:stop:step; got {item!r}")
-        texts += [part for part in str(item).split(",") if part.strip()]  # "0.1,0.2" given as one text
-    for text in texts:
-        text = text.strip()
-        if ":" in text:
-            parts = text.split(":")
-            if len(parts) != 3:
-                raise ValueError(f"thresholds item {text!r}: a grid is start:stop:step (e.g. 0.05:0.95:0.05)")
-            start, stop, step = (_number(p, text) for p in parts)
-            outside = [f"{name} {v:g}" for name, v in (("start", start), ("stop", stop)) if not 0.0 < v < 1.0]
-            if outside:  # NaN and infinities included
-                raise ValueError(
-                    f"thresholds item {text!r}: a grid's start and stop must lie in (0, 1) (score >= threshold is "
-                    f"predicted positive); got {', '.join(outside)}"
-                )
-            if not (step > 0 and np.isfinite(step)) or stop < start:
-                raise ValueError(
-                    f"thresholds item {text!r}: a grid start:stop:step needs a finite step > 0 and stop >= start; "
-                    f"got step {step:g}, start {start:g}, stop {stop:g}"
-                )
-            count = np.floor((stop - start) / step + 1e-9) + 1  # a float: it may be astronomically large
-            if count > MAX_THRESHOLDS:
-                raise ValueError(
-                    f"thresholds item {text!r} has {count:.3g} values, more than {MAX_THRESHOLDS}; give a larger step "
-                    f"(at least {(stop - start) / (MAX_THRESHOLDS - 1):.3g})"
-                )
-            values.extend(np.round(start + step * np.arange(int(count)), 12).tolist())
-        else:
-            values.append(_number(text, text))
-    out = np.unique(np.asarray(values, dtype=np.float64))
-    bad = out[~((out > 0.0) & (out < 1.0))]
-    if bad.size:
-        raise ValueError(
-            f"thresholds must lie in (0, 1) (score >= threshold is predicted positive); got {bad.tolist()}"
-        )
-    if out.size > MAX_THRESHOLDS:
-        raise ValueError(f"thresholds gives {out.size} thresholds, more than {MAX_THRESHOLDS}")
-    return out
+__all__ = ["thresholds_table"]
 
 
 def thresholds_table(

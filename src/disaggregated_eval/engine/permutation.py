@@ -214,7 +214,7 @@ def permutation_space(
         Stratum codes ``0..K-1`` (membership is permuted within each); None: one stratum.
     count : ndarray of shape (M,), int, optional
         Rows each row stands for (frequency weights, or the universe given as units, e.g. the audit's
-        units of :func:`disaggregated_eval.audit.comparisons.model_units`): the rows are always merged into
+        units of :func:`disaggregated_eval.audit.comparison_tests.model_units`): the rows are always merged into
         units, with the summed counts as multiplicities (:func:`.units.units_of_counts`), the universe of
         the expanded rows.
 

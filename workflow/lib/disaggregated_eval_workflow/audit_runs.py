@@ -23,7 +23,7 @@ with all its models, compared with the first (``vs_model`` rows), in ``<out_dir>
 Options are merged as ``defaults`` < the run's ``config`` file < the run's own keys, and checked by
 the same code as the command line and :func:`disaggregated_eval.audit.audit`: their types by
 :func:`disaggregated_eval.audit.options.options_from_mapping`, their ranges and cross-option rules by
-:func:`disaggregated_eval.audit.inputs.resolve_options` (one home for the option rules), and the
+:func:`disaggregated_eval.audit.options.resolve_options` (one home for the option rules), and the
 file's header for every column named (:func:`disaggregated_eval.audit.loading.check_file_columns`,
 which reads the header only). So a bad value stops the workflow before any job starts, naming the
 run and the key, and no earlier result is deleted by a job that would fail on its options. The
@@ -38,7 +38,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from disaggregated_eval.audit.options import UsageError, option_fields, options_from_mapping, read_config_file
+from disaggregated_eval.audit.errors import UsageError
+from disaggregated_eval.audit.options import option_fields, options_from_mapping, read_config_file
 
 from . import code_files
 
@@ -148,8 +149,9 @@ def _check_run(where: str, file: str, options: Mapping[str, Any]) -> None:
     ``n_threads`` is checked as a positive integer only: its upper bound is the CPUs of the machine
     that runs the job, which a cluster's login node does not know.
     """
-    from disaggregated_eval.audit.inputs import AuditInputError, resolve_options  # numba: only when runs exist
+    from disaggregated_eval.audit.errors import AuditInputError
     from disaggregated_eval.audit.loading import InputFileError, check_file_columns, required_columns
+    from disaggregated_eval.audit.options import resolve_options  # numba: only when runs exist
 
     checked = dict(options)
     threads = checked.pop("n_threads", None)

@@ -1,11 +1,12 @@
-"""The terminal summary of an audit: compact tables in the style of a disaggregated evaluation.
+"""The terminal summary of an audit (``AuditResult.summary()``, what the command line prints): compact tables.
 
 After the run's lines (and ``estimates weighted by column W`` under sample weights), each model's part
 opens with its fairness summary (:func:`fairness_overview`: demographic parity and equalized odds per
 family of slices, the largest gap of the headline metric; :func:`disparity_table`: each slice's
 disparity ratios to its family's reference, four-fifths marks), then the table of its headline
-metric (:func:`headline_metric`: with the default metrics the first computed of
-:data:`HEADLINE_ORDER`, the false positive rate first; else the first of ``--metrics``): slice, ``n``, estimate, 95% interval, its width and flags (withheld slices,
+metric (:func:`.decisions.headline_metric`: with the default metrics the first computed of
+``vocabulary.HEADLINE_ORDER``, the false positive rate first; else the first of ``--metrics``): slice,
+``n``, estimate, 95% interval, its width and flags (withheld slices,
 differences from the overall value that survive the multiple-comparison adjustment, resamples where
 the metric was undefined) and, before the flags, the minimum detectable difference of each slice
 (``MDD``, :func:`detectable_texts`);
@@ -27,9 +28,9 @@ import pandas as pd
 from .. import verdicts as vocabulary_verdicts
 from .. import vocabulary
 from ..registry import FAIRNESS_RECORDS
-from ..verdicts import parse_tolerance
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .columns import BOOTSTRAP_Z
+from .decisions import flagged_rows, headline_metric
 from .text import terminal_text
 
 __all__ = [
@@ -40,16 +41,13 @@ __all__ = [
     "controlled_table",
     "metric_digest",
     "model_digest",
-    "headline_metric",
     "weight_note",
-    "flagged_rows",
     "fairness_overview",
     "fairness_legend",
     "disparity_table",
     "detectable_texts",
     "detectability_note",
     "format_mdd",
-    "HEADLINE_ORDER",
     "summary_text",
 ]
 
@@ -85,22 +83,6 @@ def _render(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequenc
     return "\n".join(lines)
 
 
-def flagged_rows(comparisons: pd.DataFrame, alpha: float) -> pd.Series:
-    """Which comparisons carry a flag: adjusted p-value below ``alpha`` (or, without p-values, an interval
-    that excludes 0), never a withheld one. Boolean Series aligned with ``comparisons``."""
-    return _significant(comparisons, alpha)
-
-
-def _significant(comparisons: pd.DataFrame, alpha: float) -> pd.Series:
-    """Rows whose adjusted p-value is below ``alpha`` (or, without p-values, whose interval excludes 0)."""
-    p = comparisons["p_adjusted"].astype(float)
-    by_interval = (comparisons["ci_low"] > 0) | (comparisons["ci_high"] < 0)
-    flagged = p.lt(alpha).where(p.notna(), by_interval).astype(bool)
-    if "reported" in comparisons.columns:  # withheld differences are never flagged
-        flagged &= comparisons["reported"].astype(bool)
-    return flagged
-
-
 def _format_p(p: float) -> str:
     if p is None or math.isnan(p):
         return ""
@@ -126,7 +108,7 @@ def slice_flags(
     vs_overall = comparisons[
         (comparisons["model"] == model) & (comparisons["metric"] == metric) & (comparisons["kind"] == "vs_overall")
     ]
-    vs_overall = vs_overall.assign(_sig=_significant(vs_overall, alpha)).set_index("slice")
+    vs_overall = vs_overall.assign(_sig=flagged_rows(vs_overall, alpha)).set_index("slice")
     out = []
     for row in rows.itertuples(index=False):
         flags = []
@@ -270,7 +252,7 @@ def metric_digest(slices: pd.DataFrame, comparisons: pd.DataFrame, *, model: str
         (comparisons["model"] == model) & (comparisons["metric"] == metric) & (comparisons["kind"] == "vs_overall")
     ]
     comps = comps[comps["slice"].isin(reported["slice"])]
-    flagged = comps[_significant(comps, alpha).to_numpy(dtype=bool)] if len(comps) else comps
+    flagged = comps[flagged_rows(comps, alpha).to_numpy(dtype=bool)] if len(comps) else comps
     names = [f"{terminal_text(s)} ({d:+.3f})" for s, d in zip(flagged["slice"], flagged["difference"], strict=True)]
     shown = ", ".join(names[:_MAX_NAMES]) + (", ..." if len(names) > _MAX_NAMES else "")
     withheld = len(rows) - len(reported)
@@ -305,32 +287,6 @@ def model_digest(comparisons: pd.DataFrame, *, model: str, reference: str, metri
     others = rows[rows["slice"] != vocabulary.OVERALL]
     excludes = int(((others["ci_low"] > 0) | (others["ci_high"] < 0)).sum())
     return text + f" the interval excludes 0 on {excludes} of {len(others)} reported slices"
-
-
-#: The metrics a fairness audit leads with, in order: the error rates whose balance is separation
-#: (false positive and false negative rate, the equalized-odds pair), accuracy, the selection rate of
-#: demographic parity, their complements, precision (predictive parity), then the score metrics and
-#: the label rate. With the default metric list the summary's headline is the first of these the
-#: audit computed (never log loss merely because it is first in ``vocabulary.METRICS``); with
-#: ``--metrics`` given, the first metric given. One home: :data:`disaggregated_eval.vocabulary.HEADLINE_ORDER`.
-HEADLINE_ORDER: tuple[str, ...] = vocabulary.HEADLINE_ORDER
-
-
-def headline_metric(result: Any, model: str | None = None) -> str | None:
-    """The metric the summary leads with (for ``model``, default any model).
-
-    The first of :data:`HEADLINE_ORDER` that has rows in ``result.slices`` when the audit ran the
-    default metric list (``vocabulary.AUDIT_METRICS``), otherwise the first of ``options.metrics`` that
-    has rows; ``None`` if no metric was computed.
-    """
-    table = result.slices if model is None else result.slices[result.slices["model"] == model]
-    present = set(table["metric"])
-    chosen = list(result.options.metrics)
-    order = HEADLINE_ORDER if chosen == list(vocabulary.AUDIT_METRICS) else chosen
-    for metric in [*order, *chosen]:
-        if metric in present:
-            return metric
-    return next(iter(pd.unique(table["metric"])), None)
 
 
 def weight_note(options: Any) -> str | None:
@@ -571,7 +527,7 @@ def summary_text(
     """
     options = result.options
     t = terminal_text
-    metric = metric or headline_metric(result)
+    metric = metric or headline_metric(result.slices, options.metrics)
     alpha = 1.0 - float(options.confidence)
     lines = []
     rows = f"{t(input_path)} ({result.n_rows:,} rows)" if input_path is not None else f"{result.n_rows:,} rows"
@@ -599,7 +555,7 @@ def summary_text(
         if not present:
             continue
         # A model of hard 0/1 predictions has no score metrics: its headline is its own first one.
-        metric = headline if headline in present else headline_metric(result, model)
+        metric = headline if headline in present else headline_metric(result.slices, options.metrics, model=model)
         fairness = getattr(result, "fairness", None)
         if fairness is not None and len(fairness):
             overview = fairness_overview(fairness, model=model, level=options.confidence)
@@ -611,7 +567,7 @@ def summary_text(
                 )
                 lines.append(overview)
                 legend = fairness_legend(fairness, model=model, level=options.confidence,
-                                         tolerance=parse_tolerance(options.tolerance))  # fmt: skip
+                                         tolerance=options.parsed_tolerance)  # fmt: skip
                 if legend:
                     lines.append(legend)
             ratios = disparity_table(fairness, model=model)

@@ -1,0 +1,109 @@
+"""What the command line writes on standard error while it works: progress, held messages, warnings.
+
+:class:`StderrProgress` is the ``progress(stage, done, total)`` callback the command line hands to the
+audit: a tqdm bar per stage on a terminal, plain lines otherwise (at most every 10% of a stage, so that
+logs stay short). :func:`show_warning` prints a warning as one ``disagg-eval: warning: ...`` line and
+:func:`one_line` writes any message on one line. Every text from the data (stage names and messages
+carry column and level names) is escaped (:func:`~disaggregated_eval.audit.text.terminal_text`).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from .text import terminal_text
+
+__all__ = ["PROG", "StderrProgress", "show_warning", "one_line"]
+
+#: The program's name: the command, and the prefix of every line it writes on standard error.
+PROG = "disagg-eval"
+
+
+class StderrProgress:
+    """``progress(stage, done, total)``: a tqdm bar per stage on a terminal; plain lines otherwise.
+
+    Parameters
+    ----------
+    stream : file-like
+        Standard error (a terminal when ``stream.isatty()``).
+    quiet : bool, default False
+        Print nothing (``--quiet``).
+    """
+
+    def __init__(self, stream, *, quiet: bool = False) -> None:
+        self.stream = stream
+        self.quiet = quiet
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        if self.tty:
+            try:
+                import tqdm  # noqa: F401
+            except ImportError:  # plain lines without tqdm
+                self.tty = False
+        self.bars: dict[str, Any] = {}
+        self.last: dict[str, int] = {}
+        self.pending: list[str] = []
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.quiet:
+            return
+        if self.pending:  # held back until the engine has accepted the data
+            for text in self.pending:
+                self._print(text)
+            self.pending.clear()
+        stage = terminal_text(stage)
+        if self.tty:
+            from tqdm import tqdm
+
+            bar = self.bars.get(stage)
+            if bar is None:
+                bar = self.bars[stage] = tqdm(total=total, desc=stage, file=self.stream, leave=False,
+                                              dynamic_ncols=True)  # fmt: skip
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+            if done >= total:
+                bar.close()
+                self.bars.pop(stage, None)
+            return
+        tenth = int(10 * done / total) if total else 10
+        if tenth > self.last.get(stage, -1) or done >= total:
+            if done >= total and self.last.get(stage) == 10:
+                return
+            self.last[stage] = tenth
+            print(f"{PROG}: {stage} {done:,}/{total:,}", file=self.stream, flush=True)
+
+    def message(self, text: str, *, hold: bool = False) -> None:
+        """A plain line on stderr; with ``hold``, only once the next progress report arrives."""
+        if self.quiet:
+            return
+        if hold:
+            self.pending.append(text)
+        else:
+            self._print(text)
+
+    def _print(self, text: str) -> None:
+        text = terminal_text(text)
+        if self.tty and self.bars:
+            from tqdm import tqdm
+
+            tqdm.write(f"{PROG}: {text}", file=self.stream)
+        else:
+            print(f"{PROG}: {text}", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        """Close the bars still open (a stage that stopped early)."""
+        for bar in self.bars.values():
+            bar.close()
+        self.bars.clear()
+
+
+def one_line(exc: BaseException | str) -> str:
+    """A message on one line, with control characters of data-derived text escaped."""
+    text = terminal_text(" ".join(str(exc).split()))
+    return text or type(exc).__name__
+
+
+def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """``warnings.showwarning`` of the command line: ``disagg-eval: warning: <message on one line>``."""
+    print(f"{PROG}: warning: {one_line(message)}", file=sys.stderr, flush=True)
