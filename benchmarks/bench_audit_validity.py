@@ -1023,7 +1023,7 @@ def main(argv=None) -> int:
         shown += [("f1", table_f_coverage(out["f_coverage"])), ("f1b", out["f_bias"]),
                   ("f2", table_f_verdicts(out["f_verdicts"])), ("f3", out["f_power"].rename(columns={"replicates": "R"})),
                   ("f4", table_f_calibration(out["f_calibration"]))]  # fmt: skip
-    if "g" in args.parts:
+    if "g" in args.parts and "selection" in tables:
         g_out, g_shown = vs.summarise(tables["selection"], args.counts["g"])
         out.update(g_out)
         shown += g_shown
