@@ -51,7 +51,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import _validity as v  # the study's building blocks (rates, verdicts); a sibling module of benchmarks/
+import _verdicts as v  # rates, percentages, verdicts: a leaf sibling module of benchmarks/
 import numpy as np
 import pandas as pd
 

@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from scipy import special, stats
-from statsmodels.stats.proportion import proportion_confint
 
 from . import vocabulary
 from ._validation import (
@@ -46,6 +45,7 @@ from ._validation import (
     check_scores,
     check_unique_labels,
 )
+from .intervals import wilson_interval
 
 __all__ = [
     "CALIBRATION_COLUMNS",
@@ -151,7 +151,7 @@ def _curve(y: np.ndarray, scores: np.ndarray, n_bins: int, confidence: float) ->
     n = np.bincount(bins, minlength=n_used)
     positives = np.bincount(bins, weights=y, minlength=n_used)
     score_sum = np.bincount(bins, weights=scores, minlength=n_used)
-    low, high = proportion_confint(positives, n, alpha=1.0 - confidence, method="wilson")
+    low, high = wilson_interval(positives / n, n, confidence)  # the project's one Wilson interval
     return pd.DataFrame(
         {
             "bin": np.arange(n_used, dtype=np.int64),
@@ -190,8 +190,9 @@ def calibration_curve(
     pandas.DataFrame
         One row per non-empty bin, in increasing score order, with columns ``bin`` (int64, 0-based),
         ``n`` (rows in the bin), ``mean_score`` (x of the curve), ``fraction_positive`` (y of the
-        curve), ``ci_low``, ``ci_high`` (Wilson interval of ``fraction_positive``, from
-        ``statsmodels.stats.proportion.proportion_confint(..., method="wilson")``).
+        curve), ``ci_low``, ``ci_high`` (Wilson interval of ``fraction_positive``:
+        :func:`disaggregated_eval.intervals.wilson_interval`, equal to
+        ``statsmodels.stats.proportion.proportion_confint(..., method="wilson")`` within 1e-15).
 
     Raises
     ------
