@@ -145,3 +145,18 @@ def test_csv_with_a_carriage_return_in_a_cell_keeps_its_rows(tmp_path):
     plain = tmp_path / "plain.csv"  # without a carriage return: the usual minimal quoting
     write_table(df.assign(slice=["a", "b"]), plain)
     assert plain.read_text() == "slice,estimate\na,0.25\nb,0.5\n"
+
+
+def test_read_yaml_unique_keys_names_a_key_given_twice_and_keeps_merges():
+    import yaml
+
+    from disaggregated_eval.io import DuplicateKeyError, read_yaml_unique_keys
+
+    with pytest.raises(DuplicateKeyError) as info:
+        read_yaml_unique_keys("a: 1\nb:\n  c: 2\n  c: 3\n")
+    assert (info.value.key, info.value.first, info.value.second) == ("c", 3, 4)
+    # a '<<' merge may be overridden; equal keys in different mappings are fine
+    assert read_yaml_unique_keys("base: &b {x: 1}\nother:\n  <<: *b\n  x: 2\n") == {"base": {"x": 1}, "other": {"x": 2}}
+    assert yaml.safe_load("a: 1\na: 2\n") == {"a": 2}  # what plain PyYAML does silently
+    with pytest.raises(yaml.YAMLError):  # an unhashable key is PyYAML's own error
+        read_yaml_unique_keys("? [1, 2]\n: x\n")

@@ -32,6 +32,8 @@ __all__ = [
     "write_json",
     "read_table",
     "rule_logger",
+    "DuplicateKeyError",
+    "read_yaml_unique_keys",
 ]
 
 
@@ -207,3 +209,61 @@ def rule_logger(log_path: str | os.PathLike[str], name: str) -> logging.Logger:
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(message)s", force=True)
     logging.captureWarnings(True)
     return logging.getLogger(name)
+
+
+class DuplicateKeyError(ValueError):
+    """A key given twice in one YAML mapping: ``key``, and the ``first`` and ``second`` line (1-based)."""
+
+    def __init__(self, key: Any, first: int, second: int) -> None:
+        super().__init__(f"the key {key!r} is given twice (lines {first} and {second})")
+        self.key, self.first, self.second = key, first, second
+
+
+def read_yaml_unique_keys(text: str) -> Any:
+    """Parse YAML (or JSON) text with a safe loader that refuses a mapping key given twice.
+
+    PyYAML keeps the last of two equal keys silently; a configuration that gives a key twice is almost
+    always an editing mistake, so both the workflow's configuration and the audit's ``--config`` files
+    are read through this one loader. ``<<`` merge keys may be overridden; an unhashable key is left to
+    PyYAML, which reports it itself.
+
+    Parameters
+    ----------
+    text : str
+        The document.
+
+    Returns
+    -------
+    object
+        The parsed document (``yaml.safe_load`` semantics).
+
+    Raises
+    ------
+    DuplicateKeyError
+        If one mapping gives a key twice (with both line numbers).
+    yaml.YAMLError
+        If the text is not valid YAML.
+    """
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader: Loader, node: Any, deep: bool = False) -> Any:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # '<<' merges may be overridden
+                continue
+            key = loader.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: PyYAML reports it itself
+                continue
+            if first is not None:
+                raise DuplicateKeyError(key, first, line)
+            seen[key] = line
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return yaml.load(text, Loader=Loader)  # a SafeLoader subclass

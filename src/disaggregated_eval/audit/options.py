@@ -40,6 +40,7 @@ import pandas as pd
 
 from .. import vocabulary
 from .._validation import brief, check_choice, check_int, check_nesting, check_open_unit, check_seed
+from ..io import DuplicateKeyError, read_yaml_unique_keys
 from ..memory import MAX_CALIBRATION_BINS, MAX_RESAMPLES
 from ..registry import check_metric_names
 from .errors import AuditInputError, AuditWarning, UsageError
@@ -567,39 +568,6 @@ def options_from_mapping(mapping: Mapping[str, Any], *, source: str, allow: Sequ
     return out
 
 
-class _DuplicateKey(Exception):
-    def __init__(self, key: Any, first: int, second: int) -> None:
-        super().__init__(key, first, second)
-        self.key, self.first, self.second = key, first, second
-
-
-def _unique_key_loader():
-    """A ``yaml.SafeLoader`` that refuses a mapping key given twice (PyYAML keeps the last silently)."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    def construct_mapping(loader, node, deep=False):
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":  # '<<' merges may be overridden
-                continue
-            key = loader.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            try:
-                first = seen.get(key)
-            except TypeError:  # an unhashable key: PyYAML reports it itself
-                continue
-            if first is not None:
-                raise _DuplicateKey(key, first, line)
-            seen[key] = line
-        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
-    return Loader
-
-
 def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Options from a YAML ``--config`` file (checked by :func:`options_from_mapping`).
 
@@ -619,8 +587,8 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--config {source}: cannot be read ({exc})") from None
     try:
-        data = yaml.load(text, Loader=_unique_key_loader())  # a SafeLoader subclass
-    except _DuplicateKey as dup:
+        data = read_yaml_unique_keys(text)
+    except DuplicateKeyError as dup:
         raise UsageError(
             f"--config {source}: key {brief(dup.key)} is given twice (lines {dup.first} and {dup.second}); keep one"
         ) from None

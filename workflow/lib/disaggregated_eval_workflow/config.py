@@ -23,6 +23,7 @@ from typing import Any
 
 from disaggregated_eval import vocabulary
 from disaggregated_eval._validation import brief, check_nesting
+from disaggregated_eval.io import DuplicateKeyError, read_yaml_unique_keys
 
 __all__ = [
     "ConfigError",
@@ -517,34 +518,14 @@ def _rejected(key: str, bad: set[str]) -> bool:
 # Public API
 
 
-class _DuplicateKey(Exception):
-    """A key given twice in one YAML mapping: ``(key, first line, second line)``."""
-
-
 def _read_yaml(path: Path) -> Any:
     """The YAML (or JSON) content of ``path``; a key given twice in one mapping is an error."""
     import yaml
 
-    class StrictLoader(yaml.SafeLoader):
-        """SafeLoader that refuses a key given twice (plain YAML keeps the last one silently)."""
-
-    def construct_mapping(loader: StrictLoader, node: Any, deep: bool = False) -> Any:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = loader.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if key in seen:
-                raise _DuplicateKey(key, seen[key], line)
-            seen[key] = line
-        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=StrictLoader)  # a safe loader
-    except _DuplicateKey as exc:
-        key, first, second = exc.args
+        return read_yaml_unique_keys(path.read_text(encoding="utf-8"))
+    except DuplicateKeyError as exc:
+        key, first, second = exc.key, exc.first, exc.second
         raise ConfigError(
             f"configuration file {path} gives the key {key!r} twice (lines {first} and {second}); "
             "YAML would silently keep the last value: keep one"
