@@ -180,6 +180,30 @@ def test_a_slice_whose_weights_square_to_zero_beside_weights_of_1_is_refused(tin
         audit(data, label="y", scores=["s"], groups=["g"], sample_weight="w", **FAST)
 
 
+@pytest.mark.parametrize("tiny", [1e-12, 1e-60, 1e-100])
+def test_a_slice_that_holds_all_the_weight_gets_no_interval_of_width_0(tiny):
+    """One slice's weights negligible beside the rest's (accepted: above 1e-150 of the largest): the other
+    slice is practically the whole population, so its difference from overall is 0 by construction. Before,
+    it was reported with an interval of width 0 (a rate: [-0.000, -0.000], 'within tolerance') or NaN (the
+    AUC), and its T_a at control none likewise with reported=True and no reason; now the comparison is
+    'degenerate' without an interval or verdict, and the T_a is withheld with the reason."""
+    data = frame()
+    data["w"] = np.where(data["g"] == "a", tiny, 1.0)
+    result = audit(data, label="y", scores=["s"], groups=["g"], sample_weight="w",
+                   metrics=["false_positive_rate", "auc"], **FAST)  # fmt: skip
+    c = result.comparisons
+    whole = c[(c["kind"] == "vs_overall") & (c["slice"] == "g=b")]
+    assert len(whole) == 2 and (whole["caveat"] == "degenerate").all()
+    assert whole[["ci_low", "ci_high"]].isna().all().all() and (whole["verdict"] == "").all()
+    other = c[(c["kind"] == "vs_overall") & (c["slice"] == "g=a")]
+    assert (other["caveat"] == "").all() and (other["ci_high"] - other["ci_low"] > 0.01).all()
+    reported = c[c["ci_low"].notna()]
+    assert (reported["ci_high"] - reported["ci_low"] > 0).all()  # no interval of width 0 anywhere
+    t = result.controlled[(result.controlled["control"] == "none") & (result.controlled["slice"] == "g=b")]
+    assert len(t) == 2 and not t["reported"].any() and t["T_a"].isna().all()
+    assert t["reason"].str.startswith("slice - overall has no interval").all()
+
+
 # ---- options read as they are meant (item 6) -----------------------------------------------------
 def test_pairwise_max_levels_none_is_refused_as_ambiguous(csv_file, capsys, tmp_path):
     code, _, err = run(["audit", csv_file, "--label", "y", "--score", "s", "--group", "g", "--pairwise-max-levels",

@@ -442,3 +442,21 @@ def test_counts_tests_large_sample_as_the_expanded_rows_and_switch_by_their_unit
     expected = pmf[np.abs(support - x0) >= abs(x - x0) * (1 - 1e-9)].sum()
     assert 0 < expected < 1e-100  # a chance difference among 600 rows, each row repeated 20,000 times or more
     assert fpr["p_value"].iloc[0] == pytest.approx(expected, rel=1e-9)
+
+
+def test_counts_of_a_billion_rows_refuse_permutations_before_any_work_and_name_the_remedies():
+    # numpy's multivariate hypergeometric sampler takes fewer than 10^9 rows: a counts table standing for more
+    # than that with Monte-Carlo tests (the net benefit of hard predictions) ended in a ValueError traceback
+    rng = np.random.default_rng(3)
+    table = pd.DataFrame({"y": rng.integers(0, 2, 40), "p": rng.integers(0, 2, 40), "g": rng.choice(["a", "b"], 40),
+                          "n": rng.integers(1, 4, 40) * 100_000_000})  # fmt: skip
+    common = dict(label="y", scores=["p"], groups=["g"], frequency_weight="n", metrics=["net_benefit"], n_resamples=50)
+    with pytest.raises(AuditInputError, match=r"would permute .* rows .*fewer than 1e\+09.*test_method='bootstrap'"):
+        audit(table, **common)
+    result = audit(table, **common, test_method="bootstrap")
+    tested = result.comparisons[result.comparisons["reported"]]
+    assert len(tested) > 0 and (tested["test"] == "bootstrap z").all()
+    # the weight line names the option that was given (it said --sample-weight for counts too)
+    from disaggregated_eval.audit.terminal import summary_text
+
+    assert "each row counted as many times as column n says (--frequency-weight); n counts rows" in summary_text(result)

@@ -41,7 +41,7 @@ import pandas as pd
 
 from ..derived import Replicated, difference, summarise
 from ..engine.sums import PROPORTIONS
-from ..intervals import newcombe_difference
+from ..intervals import ROUNDING, newcombe_difference
 from ..verdicts import (
     DEFAULT_TOLERANCE,
     Tolerance,
@@ -50,6 +50,7 @@ from ..verdicts import (
     equivalence_pvalue,
     verdict_text,
 )
+from ..vocabulary import CAVEAT_DEGENERATE
 from .columns import COMPARISON_COLUMNS
 from .comparison_families import TESTED_KINDS, Comparison
 from .estimates import AuditEstimates
@@ -236,6 +237,14 @@ def comparison_table(
                 within[ok, q] = p_within[ok]
             low[ok, q], high[ok, q] = lo[ok], hi[ok]
             interval[ok, q] = "newcombe"
+    # An interval of width 0 claims certainty that no sample gives: it arises where a slice holds practically all
+    # of the population's weight (slice - overall = (1 - pi)(slice - rest) with 1 - pi ~ 0), the difference 0 by
+    # construction. Such a difference is degenerate, as a bootstrap whose resamples all give one value is.
+    # The same when the interval underflows to nothing (NaN) although the difference is defined.
+    with np.errstate(invalid="ignore"):
+        width_0 = np.isfinite(low) & np.isfinite(high) & (high - low <= ROUNDING * np.maximum(1.0, np.abs(low)))
+    no_interval = np.isfinite(estimate) & ~(np.isfinite(low) & np.isfinite(high))
+    caveat = np.where((width_0 | no_interval) & (caveat == ""), CAVEAT_DEGENERATE, caveat)
     low = np.where(caveat == "", low, np.nan)
     high = np.where(caveat == "", high, np.nan)
 

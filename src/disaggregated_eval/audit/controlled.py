@@ -42,6 +42,11 @@ def _base(estimates: AuditEstimates) -> Replicated:
     return Replicated(point=estimates.point, replicates=estimates.replicates)
 
 
+#: Reason of a ``T_a`` at control ``none`` whose ``vs_overall`` comparison has no interval (its caveat:
+#: every resample gives one value, e.g. a slice that holds practically all of the population's weight).
+NO_GAP_INTERVAL = "slice - overall has no interval (one value on every resample: see its comparison's caveat)"
+
+
 def _none_rows(
     plan, model_names, metrics, estimates: AuditEstimates, reasons, metric_ok, intervals
 ) -> list[pd.DataFrame]:
@@ -67,6 +72,8 @@ def _none_rows(
                 why = reasons[m, ids, q].astype(str)
                 overall_why = str(reasons[m, 0, q])
                 reason = np.array([w if w else (f"overall: {overall_why}" if overall_why else "") for w in why])
+                no_interval = ~(np.isfinite(gap_low[m, ids, q]) & np.isfinite(gap_high[m, ids, q]))
+                reason = np.where((reason == "") & no_interval, NO_GAP_INTERVAL, reason)
                 ok = reason == ""
                 sub_ok = why == ""
                 frames.append(

@@ -272,14 +272,16 @@ def selection_lines(result: Any) -> list[str]:
         flagged = flagged.sort_values("breakdown_gamma", ascending=False)
         lines.append(
             f"{terminal_text(model)}: {len(flagged)} of {len(rows)} differences from overall exclude 0 at {level} "
-            f"after the weighting (each at {level} on its own, not adjusted for the {len(rows)}: about 1 in "
+            f"{'after the weighting' if margins is not None else 'without weighting'} (each at {level} on its own, not adjusted for the {len(rows)}: about 1 in "
             f"{round(1 / (1 - options.confidence)):d} differences that are 0 would be listed)"
             + ("; how strong selection would have to be to explain each away:" if len(flagged) else "")
         )
         for row in flagged.head(_SHOWN).itertuples():
             label = vocabulary.METRIC_LABELS.get(row.metric, row.metric)
             beyond = row.breakdown_gamma == math.inf
-            upto = f"beyond Gamma = {selection.GAMMA_MAX:g}" if beyond else f"up to Gamma = {row.breakdown_gamma:.2f}"
+            # rounded down: at the printed Gamma the bounds' interval still excludes 0 (1.2479 is "up to 1.24")
+            upto = (f"beyond Gamma = {selection.GAMMA_MAX:g}" if beyond
+                    else f"up to Gamma = {math.floor(row.breakdown_gamma * 100) / 100:.2f}")  # fmt: skip
             lines.append(
                 f"  a disparity in {label} of {row.estimate:+.3f} for {terminal_text(row.slice)} survives selection "
                 f"{upto}"

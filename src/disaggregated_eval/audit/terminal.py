@@ -377,7 +377,9 @@ def fairness_legend(fairness: pd.DataFrame, *, model: str, level: float, toleran
         "(it picks the extremes): 'corrected' is its bootstrap bias-corrected estimate; every interval holds at "
         "equality too",
         f"verdicts (tolerance: {tol}): from intervals simultaneous over all {n_statistics} reported statistics of "
-        f"this summary (the probability that any verdict is wrong is at most {1 - level:.0%}); differs: the slices "
+        f"this summary (the probability that any verdict is wrong is at most {1 - level:.0%}; they are wider than the "
+        f"{level:.0%} intervals shown, which are read one at a time, so a verdict can be inconclusive although its "
+        "interval lies inside the tolerance); differs: the slices "
         "are not all equal; within tolerance: every difference inside it; beyond tolerance **: the whole interval "
         "outside it (for a ratio: the four-fifths rule fails and the data can tell); inconclusive: neither",
     ]
@@ -543,7 +545,9 @@ def summary_text(
     )
     weighted = weight_note(options)
     if weighted:
-        lines.append(f"{weighted} (--sample-weight); n counts rows")
+        flags = [flag for flag, field in (("--sample-weight", "sample_weight"), ("--frequency-weight", "frequency_weight"))
+                 if getattr(options, field, None)]  # fmt: skip
+        lines.append(f"{weighted} ({', '.join(flags)}); n counts rows")
     for note in result.notes:
         lines.append(f"note: {t(note)}")
     if metric is None:
