@@ -53,6 +53,7 @@ __all__ = [
     "max_abs_t",
     "max_t_level",
     "degenerate",
+    "zero_width",
     "ROUNDING",
     "CAVEAT_UNDEFINED",
     "CAVEAT_DEGENERATE",
@@ -345,9 +346,27 @@ def degenerate(replicates: np.ndarray, *, axis: int = 0) -> np.ndarray:
     finite = np.isfinite(values)
     hi = np.max(np.where(finite, values, -np.inf), axis=0)
     lo = np.min(np.where(finite, values, np.inf), axis=0)
+    return finite.any(axis=0) & zero_width(lo, hi)
+
+
+def zero_width(low: Any, high: Any) -> np.ndarray:
+    """Whether an interval ``[low, high]`` has width 0 up to rounding (the rule of :func:`degenerate`).
+
+    Parameters
+    ----------
+    low, high : array-like (broadcast)
+        Bounds.
+
+    Returns
+    -------
+    ndarray of bool
+        True where both bounds are finite and ``high - low <= 1e-12 max(1, |high|)``
+        (:data:`ROUNDING`): an interval that claims a certainty no sample gives.
+    """
+    low = np.asarray(low, dtype=np.float64)
+    high = np.asarray(high, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        spread = hi - lo
-        return finite.any(axis=0) & (spread <= ROUNDING * np.maximum(1.0, np.abs(hi)))
+        return np.isfinite(low) & np.isfinite(high) & (high - low <= ROUNDING * np.maximum(1.0, np.abs(high)))
 
 
 def caveats(estimate: np.ndarray, is_degenerate: np.ndarray) -> np.ndarray:

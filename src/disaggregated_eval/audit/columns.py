@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from ..selection import RESULT_COLUMNS
+
 __all__ = [
     "SLICE_COLUMNS",
     "COMPARISON_COLUMNS",
@@ -223,26 +225,7 @@ DETECTABILITY_COLUMNS: tuple[str, ...] = (
 #: Columns of :attr:`AuditResult.selection` (evaluation under selection: margins and sensitivity bounds;
 #: :mod:`.selection_table`), in order: ``model`` and ``attribute`` around the columns of
 #: :data:`disaggregated_eval.selection.RESULT_COLUMNS`.
-SELECTION_COLUMNS: tuple[str, ...] = (
-    "model",
-    "slice",
-    "attribute",
-    "metric",
-    "quantity",
-    "gamma",
-    "estimate",
-    "ci_low",
-    "ci_high",
-    "bound_low",
-    "bound_high",
-    "bound_ci_low",
-    "bound_ci_high",
-    "breakdown_gamma",
-    "effective_n",
-    "n_denominator",
-    "n_resamples",
-    "n_undefined",
-)
+SELECTION_COLUMNS: tuple[str, ...] = ("model", "slice", "attribute", *RESULT_COLUMNS[1:])
 
 #: The tables of the analyses after the core tables (:mod:`.analyses`; fields of :class:`AuditResult` after the
 #: three core tables) and their columns.

@@ -41,7 +41,7 @@ import pandas as pd
 
 from ..derived import Replicated, difference, summarise
 from ..engine.sums import PROPORTIONS
-from ..intervals import ROUNDING, newcombe_difference
+from ..intervals import newcombe_difference, zero_width
 from ..verdicts import (
     DEFAULT_TOLERANCE,
     Tolerance,
@@ -241,8 +241,7 @@ def comparison_table(
     # of the population's weight (slice - overall = (1 - pi)(slice - rest) with 1 - pi ~ 0), the difference 0 by
     # construction. Such a difference is degenerate, as a bootstrap whose resamples all give one value is.
     # The same when the interval underflows to nothing (NaN) although the difference is defined.
-    with np.errstate(invalid="ignore"):
-        width_0 = np.isfinite(low) & np.isfinite(high) & (high - low <= ROUNDING * np.maximum(1.0, np.abs(low)))
+    width_0 = zero_width(low, high)
     no_interval = np.isfinite(estimate) & ~(np.isfinite(low) & np.isfinite(high))
     caveat = np.where((width_0 | no_interval) & (caveat == ""), CAVEAT_DEGENERATE, caveat)
     low = np.where(caveat == "", low, np.nan)

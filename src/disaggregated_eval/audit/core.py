@@ -433,11 +433,11 @@ def _plan_permutations(
     test_plan = plan_tests(comparisons, tallies, units, metrics=opts.metrics, weighted=weighted,
                            n_permutations=n_permutations, test_method=opts.test_method, metric_ok=metric_ok)  # fmt: skip
     permuted = test_plan.monte_carlo()
-    if permuted and prepared.count is not None and float(np.sum(prepared.count)) >= MAX_PERMUTED_ROWS:
+    if permuted and prepared.count is not None and prepared.n_rows >= MAX_PERMUTED_ROWS:
         names = sorted({opts.metrics[q] for key in permuted for q in test_plan.designs[key[0]][key[3]]},
                        key=list(opts.metrics).index)  # fmt: skip
         raise AuditInputError(
-            f"the Monte-Carlo permutation tests ({', '.join(names)}) would permute {float(np.sum(prepared.count)):.3g} "
+            f"the Monte-Carlo permutation tests ({', '.join(names)}) would permute {prepared.n_rows:.3g} "
             f"rows (the sum of frequency_weight), and numpy's hypergeometric sampler takes fewer than "
             f"{MAX_PERMUTED_ROWS:.0e}: give test_method='bootstrap' (--test-method bootstrap: the large-sample test) "
             "or n_permutations=0 (--n-permutations 0: no tests, the intervals remain)"

@@ -27,7 +27,7 @@ import pandas as pd
 from .. import seeds, selection, vocabulary
 from .._validation import brief
 from ..engine.resampling import strata_for
-from ..intervals import ROUNDING
+from ..intervals import zero_width
 from .columns import SELECTION_COLUMNS
 from .errors import AuditInputError
 from .inputs import AuditInput
@@ -206,13 +206,10 @@ def selection_table(
 
     # A quantity that takes one value on every resample (a label rate that the margins fix, a group without
     # predicted positives) has no interval: an interval of width 0 would claim certainty the sample lacks.
-    def width_0(low: pd.Series, high: pd.Series) -> pd.Series:  # equal up to rounding (intervals.ROUNDING)
-        return (high - low).abs() <= ROUNDING * np.maximum(1.0, low.abs())
-
-    fixed = width_0(out["ci_low"], out["ci_high"]) & np.isfinite(out["estimate"])
+    fixed = zero_width(out["ci_low"], out["ci_high"]) & np.isfinite(out["estimate"])
     if fixed.any():
         out.loc[fixed, ["ci_low", "ci_high", "breakdown_gamma"]] = np.nan
-        point = fixed & width_0(out["bound_ci_low"], out["bound_ci_high"])
+        point = fixed & zero_width(out["bound_ci_low"], out["bound_ci_high"])
         out.loc[point, ["bound_ci_low", "bound_ci_high"]] = np.nan
         n_fixed = out.loc[fixed & (out["gamma"] == 1.0), ["model", "slice", "metric", "quantity"]].shape[0]
         notes.append(
