@@ -9,18 +9,60 @@ every bootstrap sample). This module is the one home of those functions:
 
 * :func:`difference` (slice minus overall, minus the rest, minus a reference slice, the controlled
   difference ``T_a = metric(A = a) - M_a``, a model minus its reference model),
-* :func:`ratio` (disparity ratios, the observed/expected ratio),
-* :func:`extreme` and :func:`gap` (max, min and max minus min over a family of slices: the
-  demographic-parity difference of the selection rate, the equal-opportunity gap),
-* :func:`maximum` (elementwise maximum, e.g. the equalized-odds difference ``max(TPR gap, FPR gap)``),
-  :func:`minimum` (e.g. the equalized-odds ratio ``min(TPR ratio, FPR ratio)``),
-* :func:`spread_ratio` (min over max over a family of slices: the demographic-parity ratio),
+* :func:`ratio` (the observed/expected ratio),
+* :func:`extreme`, :func:`gap` and :func:`spread_ratio` (max, min, max minus min and min over max over
+  a family of slices), :func:`maximum` and :func:`minimum` (elementwise, over several derived sets),
 * :func:`complement` (``1 - x``: the true positive rate from the false negative rate),
 
-and :func:`summarise` turns a derived set into estimates, intervals, undefined counts and caveats
-(:mod:`disaggregated_eval.intervals`); :func:`bootstrap_z_pvalue` tests that a derived quantity is 0 (a
-large-sample test of a difference, from its bootstrap standard error). A derived value is undefined
-(NaN) on a resample where any of its inputs is.
+:func:`summarise` turns a derived set into estimates, percentile intervals, undefined counts and
+caveats (:mod:`disaggregated_eval.intervals`); :func:`bootstrap_z_pvalue` tests that a derived quantity
+is 0 (a large-sample test of a difference, from its bootstrap standard error). A derived value is
+undefined (NaN) on a resample where any of its inputs is.
+
+The fairness statistics of a family of slices
+---------------------------------------------
+fairlearn's and Aequitas' summaries are derived statistics too, and this module holds them as public
+functions over a family's paired replicates (:class:`SliceRates`):
+
+* :func:`demographic_parity`: the largest minus the smallest selection rate and the smallest over the
+  largest (fairlearn's ``demographic_parity_difference`` / ``_ratio``);
+* :func:`equalized_odds`: the larger of the true and false positive rates' gaps, the smaller of their
+  ratios (fairlearn's ``equalized_odds_difference`` / ``_ratio``, ``agg="worst_case"``);
+* :func:`largest_gap`: the largest minus the smallest value of any metric;
+* :func:`disparity_ratio`: one slice's proportion over a reference slice's (Aequitas' disparities).
+
+Their plug-in estimates are :func:`gap`, :func:`spread_ratio`, :func:`maximum` and :func:`minimum` of
+the slices' values and equal the peers', and :meth:`Extreme.attained_by` names the slices (and the rate)
+that attain them. But a percentile bootstrap of an extreme is not a valid interval where it matters
+most: when the slices are equal, the plug-in maximum of noisy differences is biased away from 0 (from 1
+for a ratio) and its bootstrap distribution sits there too, so the interval excludes equality on almost
+every sample of a perfectly fair model.
+
+Each statistic is an extreme over the *pairs* of the family's slices: a gap is
+``G = max_(a, b) (p_a - p_b)`` over ordered pairs, a min/max ratio is ``rho = min_(a, b) p_a / p_b``.
+Its interval comes from intervals of the pairs, as the intersection bounds of Chernozhukov, Lee and
+Rosen (2013, "Intersection bounds: estimation and inference", Econometrica 81):
+
+* the side on which the plug-in errs (the lower bound of a gap, the upper bound of a ratio) takes
+  the extreme of the pairs' bounds at a *simultaneous* level, the studentized max-|t| critical value
+  over every pair of the statistic from the paired bootstrap (:func:`~disaggregated_eval.intervals.max_t_level`,
+  one-sided tail ``(1 - confidence) / 2``). When every slice is equal, the lower bound of a gap is above
+  0 only if some pair's interval misses its true difference of 0, which the simultaneous level makes
+  a ``(1 - confidence) / 2`` event;
+* the other side takes the extreme of the pairs' bounds at the ordinary level: the true extreme pair's
+  own bound already covers the statistic, whatever the other pairs do.
+
+So the interval covers the statistic with probability at least ``confidence`` at every configuration of
+the slices, equality included (conservative, up to about ``1 - (1 - confidence) / 2``, where several
+pairs tie at the extreme). The pairs' intervals are score intervals from the counts for proportions
+(Newcombe's hybrid score interval for a difference, the MOVER-R ratio interval, both from Wilson's
+bounds: :mod:`disaggregated_eval.intervals`), percentile intervals of the paired bootstrap differences
+otherwise; the max-|t| uses the paired bootstrap deviations of the differences and of the linearised
+log ratios. :meth:`Extreme.band` gives the bounds at any common level (a simultaneous band over
+several statistics: the audit's verdicts). :meth:`Extreme.bias_corrected` is the bootstrap
+bias-corrected estimate ``2 theta_hat - mean(theta*)`` (Efron and Tibshirani, 1993, section 10.6),
+which removes part of the upward bias of a largest gap between small slices. ``docs/method.md``,
+"Fairness summary".
 """
 
 from __future__ import annotations
@@ -32,7 +74,17 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from .intervals import caveats, degenerate, percentile_interval
+from .intervals import (
+    SortedReplicates,
+    caveats,
+    degenerate,
+    max_abs_t,
+    max_t_level,
+    mover_ratio,
+    newcombe_difference,
+    percentile_interval,
+    wilson_interval,
+)
 
 __all__ = [
     "Replicated",
@@ -48,6 +100,16 @@ __all__ = [
     "complement",
     "summarise",
     "bootstrap_z_pvalue",
+    "SliceRates",
+    "Extreme",
+    "PairRatio",
+    "MAX_T_WORK",
+    "MAX_PAIRS",
+    "demographic_parity",
+    "equalized_odds",
+    "largest_gap",
+    "disparity_ratio",
+    "simultaneous_level",
 ]
 
 
@@ -309,3 +371,407 @@ def bootstrap_z_pvalue(x: Replicated) -> np.ndarray:
         z = np.abs(point) / se
     usable = np.isfinite(point) & (count >= 2) & ~degenerate(reps) & (se > 0)
     return np.where(usable, special.erfc(z / np.sqrt(2.0)), np.nan)
+
+
+# ----------------------------------------------------------------------------------------------
+# the fairness statistics of a family of slices, with intervals valid at equality (module docstring)
+# ----------------------------------------------------------------------------------------------
+#: Largest ``n_resamples x n_pairs`` over which a max-|t| is computed from the bootstrap; beyond it
+#: the critical value is Bonferroni's over the pairs (valid, more conservative). 2^30 values take a few
+#: seconds.
+MAX_T_WORK = 2**30
+#: Most pairs of slices a family's statistic is built from; a family with more (over 362 slices) takes
+#: the projection of the slices' own intervals instead (:meth:`Extreme.bounds`: valid, wider).
+MAX_PAIRS = 2**16
+_CHUNK_VALUES = 2**22
+_KINDS = ("gap", "ratio")
+
+
+@dataclass(frozen=True)
+class SliceRates:
+    """One metric on the slices of one family, with its paired bootstrap.
+
+    Attributes
+    ----------
+    estimate : ndarray of shape (n_slices,)
+        The metric on each slice.
+    replicates : ndarray of shape (n_resamples, n_slices)
+        The metric on each paired bootstrap resample (NaN where undefined).
+    size : ndarray of shape (n_slices,), optional
+        For a proportion, each slice's (effective) denominator: the pairs then get score intervals
+        from the counts; None for any other metric (percentile intervals of paired differences).
+    """
+
+    estimate: np.ndarray
+    replicates: np.ndarray
+    size: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        k = np.shape(self.estimate)
+        if len(k) != 1:
+            raise ValueError(f"estimate must have shape (n_slices,); got shape {k}")
+        if np.ndim(self.replicates) != 2 or np.shape(self.replicates)[1] != k[0]:
+            raise ValueError(f"replicates must have shape (n_resamples, {k[0]}); got shape {np.shape(self.replicates)}")
+        if self.size is not None and np.shape(self.size) != k:
+            raise ValueError(f"size must have shape ({k[0]},); got shape {np.shape(self.size)}")
+
+    @property
+    def n_slices(self) -> int:
+        return int(np.shape(self.estimate)[0])
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Slices ``(i, j)`` of every unordered pair, ``i < j`` (``n_slices (n_slices - 1) / 2`` of them)."""
+        return np.triu_indices(self.n_slices, 1)
+
+
+def _chunks(n_pairs: int, n_resamples: int):
+    step = max(1, _CHUNK_VALUES // max(1, n_resamples))
+    for start in range(0, n_pairs, step):
+        yield slice(start, min(n_pairs, start + step))
+
+
+def _differences(rates: SliceRates, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of ``p_i - p_j`` for every pair at ``level`` (Newcombe for proportions, else percentiles)."""
+    i, j = rates.pairs()
+    p = np.asarray(rates.estimate, dtype=np.float64)
+    if rates.size is not None:
+        n = np.asarray(rates.size, dtype=np.float64)
+        return newcombe_difference(p[i], n[i], p[j], n[j], level)
+    reps = np.asarray(rates.replicates, dtype=np.float64)
+    low = np.empty(i.shape[0])
+    high = np.empty(i.shape[0])
+    for part in _chunks(i.shape[0], reps.shape[0]):
+        low[part], high[part] = SortedReplicates(reps[:, i[part]] - reps[:, j[part]]).bounds(min(level, 1.0))
+    return low, high
+
+
+def _ratios(rates: SliceRates, level: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Bounds of ``p_i / p_j`` and of ``p_j / p_i`` for every pair at ``level`` (MOVER-R)."""
+    if rates.size is None:
+        raise ValueError("a ratio of slices needs proportions (SliceRates.size)")
+    i, j = rates.pairs()
+    p = np.asarray(rates.estimate, dtype=np.float64)
+    n = np.asarray(rates.size, dtype=np.float64)
+    low_ij, high_ij = mover_ratio(p[i], n[i], p[j], n[j], level)
+    low_ji, high_ji = mover_ratio(p[j], n[j], p[i], n[i], level)
+    return low_ij, high_ij, low_ji, high_ji
+
+
+def _slice_bounds(rates: SliceRates, level: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each slice's own interval at ``level`` (Wilson for proportions, else percentiles of its replicates)."""
+    p = np.asarray(rates.estimate, dtype=np.float64)
+    if rates.size is not None:
+        return wilson_interval(p, np.asarray(rates.size, dtype=np.float64), level)
+    return SortedReplicates(np.asarray(rates.replicates, dtype=np.float64)).bounds(min(level, 1.0))
+
+
+def _deviations(rates: SliceRates, kind: str, part: slice) -> np.ndarray:
+    """Bootstrap deviations of the pairs ``part``: of the differences, or of the linearised log ratios."""
+    i, j = (idx[part] for idx in rates.pairs())
+    p = np.asarray(rates.estimate, dtype=np.float64)
+    reps = np.asarray(rates.replicates, dtype=np.float64)
+    if kind == "gap":
+        return (reps[:, i] - reps[:, j]) - (p[i] - p[j])
+    keep = (p[i] > 0) & (p[j] > 0)  # a log ratio of a zero estimate cannot be linearised (MOVER covers it)
+    i, j = i[keep], j[keep]
+    return (reps[:, i] - p[i]) / p[i] - (reps[:, j] - p[j]) / p[j]
+
+
+def _max_abs_t(rates: SliceRates, kind: str) -> np.ndarray | None:
+    """Row-wise max |t| over the pairs of ``rates`` (None when over :data:`MAX_T_WORK` or :data:`MAX_PAIRS`)."""
+    n_pairs = rates.n_slices * (rates.n_slices - 1) // 2
+    n_res = np.shape(rates.replicates)[0]
+    if n_pairs * n_res > MAX_T_WORK or n_pairs > MAX_PAIRS:
+        return None
+    out = np.zeros(n_res)
+    for part in _chunks(n_pairs, n_res):
+        np.maximum(out, max_abs_t(_deviations(rates, kind, part)), out=out)
+    return out
+
+
+def simultaneous_level(max_t: np.ndarray | None, tail: float, n_quantities: int) -> float:
+    """The two-sided level of each quantity's interval for a joint error of ``tail``.
+
+    From the bootstrap's max-|t| (:func:`~disaggregated_eval.intervals.max_t_level`), or, when it was
+    not computed (``max_t`` None: more work than :data:`MAX_T_WORK`), Bonferroni's level
+    ``1 - 2 tail / n_quantities``.
+    """
+    if max_t is None:
+        return 1.0 - 2.0 * tail / max(1, n_quantities)
+    return max_t_level(max_t, tail)
+
+
+@dataclass(frozen=True)
+class Extreme:
+    """A largest gap (``kind="gap"``: max - min) or min/max ratio (``"ratio"``) over a family of slices.
+
+    With several ``parts`` (the true and false positive rates of equalized odds), the gap is the
+    largest of the parts' gaps and the ratio the smallest of their ratios (fairlearn's
+    ``agg="worst_case"``).
+
+    Attributes
+    ----------
+    kind : {"gap", "ratio"}
+    parts : tuple of SliceRates
+        The same slices in each part (at least 2 slices; ratios need proportions).
+    """
+
+    kind: str
+    parts: tuple[SliceRates, ...]
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise ValueError(f"kind must be one of {_KINDS}; got {self.kind!r}")
+        if not self.parts:
+            raise ValueError("an extreme needs at least one SliceRates")
+        sizes = {p.n_slices for p in self.parts}
+        if len(sizes) != 1 or min(sizes) < 2:
+            raise ValueError(f"every part must hold the same slices, at least 2; got {sorted(sizes)}")
+        if self.kind == "ratio" and any(p.size is None for p in self.parts):
+            raise ValueError("a min/max ratio needs proportions (SliceRates.size of every part)")
+
+    @property
+    def n_pairs(self) -> int:
+        """Pairwise quantities behind the statistic (over every part)."""
+        return sum(p.n_slices * (p.n_slices - 1) // 2 for p in self.parts)
+
+    @property
+    def projected(self) -> bool:
+        """Whether the family is too large for pairs (:data:`MAX_PAIRS`): the slices' intervals are projected."""
+        return any(p.n_slices * (p.n_slices - 1) // 2 > MAX_PAIRS for p in self.parts)
+
+    def _projection(self, hard_level: float, easy_level: float) -> tuple[float, float]:
+        """Bounds from the slices' own intervals: a gap in ``[max_a l_a - min_b u_b, max_a u_a - min_b l_b]``,
+        a min/max ratio in ``[min l / max u, min u / max l]``, the hard side at ``hard_level`` (every slice
+        at once), the easy side at ``easy_level`` (the two slices of the extreme pair)."""
+        low, high = (0.0, -np.inf) if self.kind == "gap" else (np.inf, 1.0)
+        for part in self.parts:
+            lh, uh = _slice_bounds(part, hard_level)
+            le, ue = _slice_bounds(part, easy_level)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                if self.kind == "gap":
+                    low = max(low, float(np.nanmax(lh) - np.nanmin(uh)))
+                    high = max(high, float(np.nanmax(ue) - np.nanmin(le)))
+                else:
+                    low = min(low, float(np.nanmin(le) / np.nanmax(ue)))
+                    high = min(high, float(np.nanmin(uh) / np.nanmax(lh)))
+        return low, high
+
+    def _derived(self) -> Replicated:
+        members = np.arange(self.parts[0].n_slices)[None, :]
+        values = []
+        for part in self.parts:
+            x = Replicated(point=np.asarray(part.estimate, dtype=np.float64), replicates=np.asarray(part.replicates))
+            values.append(gap(x, members) if self.kind == "gap" else spread_ratio(x, members))
+        return maximum(*values) if self.kind == "gap" else minimum(*values)
+
+    @property
+    def estimate(self) -> float:
+        """The plug-in statistic (fairlearn's; NaN where a part is undefined)."""
+        return float(self._derived().point[0])
+
+    @property
+    def replicates(self) -> np.ndarray:
+        """The statistic on each resample, shape (n_resamples,)."""
+        return self._derived().replicates[:, 0]
+
+    def attained_by(self) -> tuple[int, int, int] | None:
+        """Which part and which two slices attain the plug-in statistic.
+
+        Returns
+        -------
+        (part, largest, smallest) : tuple of int, or None
+            ``part`` indexes :attr:`parts`: the one with the largest gap (``kind="gap"``) or the smallest
+            min/max ratio (``"ratio"``), the first where no part's is defined (equalized odds: 0 the true
+            positive rate, 1 the false positive rate); ``largest`` and ``smallest`` index the family's
+            slices (the first of equals): the slice with the largest and the one with the smallest value
+            of that part. None when no slice's value is defined.
+        """
+        with np.errstate(invalid="ignore", divide="ignore"):
+            points = [np.asarray(p.estimate, dtype=np.float64) for p in self.parts]
+            if self.kind == "gap":
+                spreads = [np.nanmax(v) - np.nanmin(v) if np.isfinite(v).any() else np.nan for v in points]
+            else:
+                spreads = [
+                    np.nanmin(v) / np.nanmax(v) if np.isfinite(v).any() and np.nanmax(v) > 0 else np.nan for v in points
+                ]
+        spreads = np.asarray(spreads, dtype=np.float64)
+        part = 0
+        if len(points) > 1 and np.isfinite(spreads).any():
+            part = int(np.nanargmax(spreads)) if self.kind == "gap" else int(np.nanargmin(spreads))
+        values = points[part]
+        if not np.isfinite(values).any():
+            return None
+        return part, int(np.nanargmax(values)), int(np.nanargmin(values))
+
+    def max_t(self) -> np.ndarray | None:
+        """Row-wise max |t| over the statistic's pairwise quantities, shape (n_resamples,) (None: too much work)."""
+        out = None
+        for part in self.parts:
+            t = _max_abs_t(part, self.kind)
+            if t is None:
+                return None
+            out = t if out is None else np.maximum(out, t)
+        return out
+
+    def bounds(self, low_level: float, high_level: float) -> tuple[float, float]:
+        """The statistic's bounds from its pairs' bounds at two (two-sided) levels.
+
+        A gap: ``max(0, max over ordered pairs of the lower bound at low_level)`` and the maximum of
+        the ordered pairs' upper bounds at ``high_level``. A ratio: the minimum of the ordered pairs'
+        lower bounds at ``low_level`` and ``min(1, the minimum of their upper bounds at high_level)``.
+        NaN where the estimate is undefined.
+        """
+        if not np.isfinite(self.estimate):
+            return float("nan"), float("nan")
+        if self.projected:
+            hard, easy = (low_level, high_level) if self.kind == "gap" else (high_level, low_level)
+            return self._projection(hard, easy)
+        if self.kind == "gap":
+            low, high = 0.0, -np.inf
+            for part in self.parts:
+                lo, hi = _differences(part, low_level)
+                low = max(low, float(np.nanmax(np.maximum(lo, -hi))))
+                lo, hi = _differences(part, high_level)
+                high = max(high, float(np.nanmax(np.maximum(hi, -lo))))
+            return low, high
+        low, high = np.inf, 1.0
+        for part in self.parts:
+            l_ij, _, l_ji, _ = _ratios(part, low_level)
+            low = min(low, float(np.nanmin(np.minimum(l_ij, l_ji))))
+            _, h_ij, _, h_ji = _ratios(part, high_level)
+            high = min(high, float(np.nanmin(np.minimum(h_ij, h_ji))))
+        return low, high
+
+    def interval(self, confidence: float, max_t: np.ndarray | None = None) -> tuple[float, float]:
+        """The statistic's interval at ``confidence`` (module docstring).
+
+        Parameters
+        ----------
+        confidence : float
+            In (0, 1).
+        max_t : ndarray of shape (n_resamples,), optional
+            :meth:`max_t`, when already computed.
+
+        Returns
+        -------
+        low, high : float
+            The side on which the plug-in errs at the simultaneous level over the statistic's pairs
+            (one-sided ``(1 - confidence) / 2``), the other at ``confidence``.
+        """
+        tail = 0.5 * (1.0 - confidence)
+        if self.projected:  # 2 K one-sided slice bounds share the tail; the extreme pair's two the other
+            k = sum(p.n_slices for p in self.parts)
+            hard, easy = 1.0 - tail / k, 1.0 - tail
+        else:
+            hard = simultaneous_level(self.max_t() if max_t is None else max_t, tail, self.n_pairs)
+            easy = confidence
+        return self.bounds(hard, easy) if self.kind == "gap" else self.bounds(easy, hard)
+
+    def band(self, level: float) -> tuple[float, float]:
+        """Both bounds at the common level ``level`` (a simultaneous band over many statistics; for a
+        projected family every slice's interval at ``level``, which fails with probability at most
+        ``K (1 - level)``, less than the pairs' Bonferroni allowance the level came from)."""
+        return self.bounds(level, level)
+
+    def bias_corrected(self) -> float:
+        """``2 theta_hat - mean(theta*)`` over the finite replicates, kept in [0, inf) (gap) or [0, 1] (ratio)."""
+        estimate = self.estimate
+        reps = self.replicates
+        reps = reps[np.isfinite(reps)]
+        if not np.isfinite(estimate) or reps.size == 0:
+            return float("nan")
+        value = 2.0 * estimate - float(reps.mean())
+        return float(np.clip(value, 0.0, np.inf if self.kind == "gap" else 1.0))
+
+
+@dataclass(frozen=True)
+class PairRatio:
+    """A disparity ratio: a proportion on one slice over the same on a reference slice (Aequitas).
+
+    Attributes
+    ----------
+    rates : SliceRates
+        Two slices: the slice (first) and the reference (second), with their sizes.
+    """
+
+    rates: SliceRates
+
+    def __post_init__(self) -> None:
+        if self.rates.n_slices != 2 or self.rates.size is None:
+            raise ValueError("a disparity ratio needs two slices of a proportion, with their sizes")
+
+    @property
+    def estimate(self) -> float:
+        """``p_slice / p_reference`` (NaN when the reference's is 0 or undefined)."""
+        p = np.asarray(self.rates.estimate, dtype=np.float64)
+        return float(p[0] / p[1]) if p[1] > 0 else float("nan")
+
+    @property
+    def n_pairs(self) -> int:
+        return 1
+
+    @property
+    def replicates(self) -> np.ndarray:
+        """The ratio on each resample, shape (n_resamples,) (NaN where the reference's rate is 0 or undefined)."""
+        p = np.asarray(self.rates.replicates)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return p[:, 0] / np.where(p[:, 1] > 0, p[:, 1], np.nan)
+
+    def max_t(self) -> np.ndarray | None:
+        """|t| of the linearised log ratio on each resample, shape (n_resamples,)."""
+        return _max_abs_t(self.rates, "ratio")
+
+    def band(self, level: float) -> tuple[float, float]:
+        """The MOVER-R interval at ``level``."""
+        low, high, _, _ = _ratios(self.rates, level)  # the pair (0, 1): p_slice / p_reference
+        return float(low[0]), float(high[0])
+
+    def interval(self, confidence: float, max_t: np.ndarray | None = None) -> tuple[float, float]:
+        """The MOVER-R interval at ``confidence`` (one ratio: no multiplicity)."""
+        return self.band(confidence)
+
+
+def demographic_parity(selection: SliceRates) -> tuple[Extreme, Extreme]:
+    """The demographic-parity difference and ratio of a family (fairlearn's definitions).
+
+    Parameters
+    ----------
+    selection : SliceRates
+        The selection rate (``predicted_positive_rate``) of every reported slice of the family, with
+        sizes (rows) and paired replicates.
+
+    Returns
+    -------
+    difference, ratio : Extreme
+        ``max - min`` and ``min / max`` of the selection rates; estimates equal fairlearn's
+        ``demographic_parity_difference`` and ``demographic_parity_ratio`` on the same groups;
+        :meth:`Extreme.interval` valid at equality (module docstring).
+    """
+    return Extreme("gap", (selection,)), Extreme("ratio", (selection,))
+
+
+def equalized_odds(true_positive: SliceRates, false_positive: SliceRates) -> tuple[Extreme, Extreme]:
+    """The equalized-odds difference and ratio of a family (fairlearn's, ``agg="worst_case"``).
+
+    Parameters
+    ----------
+    true_positive, false_positive : SliceRates
+        The true and false positive rates of the same slices (those that report both).
+
+    Returns
+    -------
+    difference, ratio : Extreme
+        The larger of the two rates' gaps; the smaller of their min/max ratios.
+    """
+    return Extreme("gap", (true_positive, false_positive)), Extreme("ratio", (true_positive, false_positive))
+
+
+def largest_gap(metric: SliceRates) -> Extreme:
+    """The largest minus the smallest value of any metric over a family (score intervals for proportions)."""
+    return Extreme("gap", (metric,))
+
+
+def disparity_ratio(metric: SliceRates) -> PairRatio:
+    """A slice's proportion over its reference slice's (``metric`` holds the slice, then the reference)."""
+    return PairRatio(metric)

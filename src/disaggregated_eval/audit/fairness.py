@@ -2,7 +2,7 @@
 
 For each model and each family of slices (an attribute, or an intersection of attributes), from the
 slices' counts and the audit's paired bootstrap (:mod:`.estimates`), with the library's inference for
-extremes (:mod:`disaggregated_eval.extremes`: intervals valid when the slices are equal):
+extremes (:mod:`disaggregated_eval.derived`: intervals valid when the slices are equal):
 
 * ``demographic_parity_difference`` and ``demographic_parity_ratio``: the largest minus the smallest,
   and the smallest over the largest, selection rate (``predicted_positive_rate``) of the family's
@@ -39,16 +39,18 @@ import numpy as np
 import pandas as pd
 
 from .. import vocabulary
-from ..derived import Replicated, complement, take
-from ..extremes import (
+from ..derived import (
     Extreme,
     PairRatio,
+    Replicated,
     SliceRates,
+    complement,
     demographic_parity,
     disparity_ratio,
     equalized_odds,
     largest_gap,
     simultaneous_level,
+    take,
 )
 from ..intervals import degenerate
 from ..registry import FAIRNESS_REGISTRY, METRIC_RECORDS
@@ -109,7 +111,7 @@ class MetricSource:
         return complement(x) if self.complement else x
 
     def rates(self, slices: np.ndarray) -> SliceRates:
-        """The metric on ``slices`` for :mod:`disaggregated_eval.extremes` (estimates, replicates, sizes)."""
+        """The metric on ``slices`` as the family statistics of :mod:`disaggregated_eval.derived` take it."""
         x = self.of(slices)
         size = (
             None if self.size is None else np.asarray(self.size, dtype=np.float64)[np.asarray(slices, dtype=np.int64)]
@@ -219,6 +221,7 @@ class _Claim:
     build: Any  # () -> Extreme | PairRatio | None
     reported: bool
     reason: str
+    members: tuple[str, ...] = ()  # an extreme's slices, in the order the statistic holds them
 
 
 def _row(claim: _Claim, statistic: Extreme | PairRatio | None, ci: tuple[float, float], band: tuple[float, float],
@@ -228,11 +231,13 @@ def _row(claim: _Claim, statistic: Extreme | PairRatio | None, ci: tuple[float, 
     record = dict(claim.base)
     if statistic is None or not claim.reported:
         estimate = bias = np.nan
-        n_undefined = 0 if statistic is None else int(np.sum(~np.isfinite(_replicates(statistic))))
+        n_undefined = 0 if statistic is None else int(np.sum(~np.isfinite(statistic.replicates)))
     else:
         estimate = statistic.estimate
         bias = statistic.bias_corrected() if isinstance(statistic, Extreme) else np.nan
-        n_undefined = int(np.sum(~np.isfinite(_replicates(statistic))))
+        n_undefined = int(np.sum(~np.isfinite(statistic.replicates)))
+    if isinstance(statistic, Extreme) and (attained := statistic.attained_by()) is not None:
+        record["slice"], record["reference"] = claim.members[attained[1]], claim.members[attained[2]]
     caveat = ""
     if statistic is not None and np.isfinite(estimate) and isinstance(statistic, Extreme):
         reps = statistic.replicates
@@ -263,14 +268,6 @@ def _row(claim: _Claim, statistic: Extreme | PairRatio | None, ci: tuple[float, 
     return record
 
 
-def _replicates(statistic: Extreme | PairRatio) -> np.ndarray:
-    if isinstance(statistic, Extreme):
-        return statistic.replicates
-    p = statistic.rates.replicates
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return p[:, 0] / np.where(p[:, 1] > 0, p[:, 1], np.nan)
-
-
 def _family_claims(
     plan: SlicePlan,
     source: Mapping[str, MetricSource],
@@ -286,52 +283,31 @@ def _family_claims(
     base = {"model": model, "attribute": family.name}
     claims: list[_Claim] = []
 
-    def spread(name: str, metric: str, members: np.ndarray, build_parts, pick: MetricSource) -> None:
-        record = {
-            **base,
-            "statistic": name,
-            "metric": metric,
-            "slice": "",
-            "reference": "",
-            "members": int(members.size),
-        }
+    def spread(name: str, metric: str, members: np.ndarray, build) -> None:
+        """A family statistic's row (its ``slice`` and ``reference``: the slices that attain it)."""
+        record = {**base, "statistic": name, "metric": metric, "slice": "", "reference": "",
+                  "members": int(members.size)}  # fmt: skip
         if members.size < 2:
             claims.append(_Claim(record, lambda: None, False, "fewer than 2 reported slices in the family"))
             return
-        point = pick.of(members).point
-        if np.isfinite(point).any():
-            record["slice"] = plan.names[members[int(np.nanargmax(point))]]
-            record["reference"] = plan.names[members[int(np.nanargmin(point))]]
-        claims.append(_Claim(record, build_parts, True, ""))
+        claims.append(_Claim(record, build, True, "", tuple(plan.names[s] for s in members)))
 
     ppr = source["predicted_positive_rate"]
     members = ids[ppr.reported[ids]]
     dp = lambda m=members: demographic_parity(ppr.rates(m))
-    spread("demographic_parity_difference", "predicted_positive_rate", members, lambda: dp()[0], ppr)
-    spread("demographic_parity_ratio", "predicted_positive_rate", members, lambda: dp()[1], ppr)
+    spread("demographic_parity_difference", "predicted_positive_rate", members, lambda: dp()[0])
+    spread("demographic_parity_ratio", "predicted_positive_rate", members, lambda: dp()[1])
 
     tpr, fpr = source["sensitivity"], source["false_positive_rate"]
     both = ids[tpr.reported[ids] & fpr.reported[ids]]
     eo = lambda m=both: equalized_odds(tpr.rates(m), fpr.rates(m))
-    if both.size >= 2:
-        gaps = [np.nanmax(x.of(both).point) - np.nanmin(x.of(both).point) for x in (tpr, fpr)]
-        pick = (tpr, fpr)[int(np.nanargmax(gaps))] if np.isfinite(gaps).any() else tpr
-    else:
-        pick = tpr
-    spread("equalized_odds_difference", _EQUALIZED_ODDS, both, lambda: eo()[0], pick)
-    if both.size >= 2:
-        ratios = []
-        for x in (tpr, fpr):
-            point = x.of(both).point
-            with np.errstate(invalid="ignore", divide="ignore"):
-                ratios.append(np.nanmin(point) / np.nanmax(point) if np.nanmax(point) > 0 else np.nan)
-        pick = (tpr, fpr)[int(np.nanargmin(ratios))] if np.isfinite(ratios).any() else tpr
-    spread("equalized_odds_ratio", _EQUALIZED_ODDS, both, lambda: eo()[1], pick)
+    spread("equalized_odds_difference", _EQUALIZED_ODDS, both, lambda: eo()[0])
+    spread("equalized_odds_ratio", _EQUALIZED_ODDS, both, lambda: eo()[1])
 
     if headline is not None and headline in source:
         h = source[headline]
         hm = ids[h.reported[ids]]
-        spread("largest_gap", headline, hm, lambda m=hm: largest_gap(h.rates(m)), h)
+        spread("largest_gap", headline, hm, lambda m=hm: largest_gap(h.rates(m)))
 
     for metric in vocabulary.DISPARITY_METRICS:
         x = source[metric]
@@ -392,7 +368,7 @@ def fairness_table(
     -----
     Two passes over the statistics: the first computes each one's interval and its bootstrap
     max-|t| (kept only as the running maximum over the table), the second its band at the common
-    level (:func:`disaggregated_eval.extremes.simultaneous_level` with tail ``1 - confidence``), so that
+    level (:func:`disaggregated_eval.derived.simultaneous_level` with tail ``1 - confidence``), so that
     no more than one statistic's replicates are held at a time.
     """
     counts = plan.slice_counts()

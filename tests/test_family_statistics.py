@@ -1,4 +1,4 @@
-"""Inference for extremes of a family (disaggregated_eval.extremes) and its interval pieces (MOVER-R, max-|t|).
+"""The fairness statistics of a family (disaggregated_eval.derived), their intervals and pieces (MOVER-R, max-|t|).
 
 The formulas are checked against their definitions; the coverage at equality (the point of the module)
 by a seeded simulation whose tolerance is stated at each assertion.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from disaggregated_eval.extremes import Extreme, SliceRates, demographic_parity, disparity_ratio, equalized_odds
+from disaggregated_eval.derived import Extreme, SliceRates, demographic_parity, disparity_ratio, equalized_odds
 from disaggregated_eval.intervals import max_abs_t, max_t_level, mover_ratio, wilson_interval
 from disaggregated_eval.seeds import generator
 
@@ -121,15 +121,43 @@ def test_bad_inputs_are_refused():
 def test_a_family_too_large_for_pairs_projects_the_slices_intervals_and_is_wider(monkeypatch):
     # Above MAX_PAIRS pairs the bounds come from the slices' own Wilson intervals (every slice at once on the
     # side the plug-in errs): valid, and never narrower than the pairs' bounds on the same data.
-    from disaggregated_eval import extremes
+    from disaggregated_eval import derived
 
     rng = generator(20250101, "test", "extremes-projection")
     rates = _family(rng, [0.3] * 5 + [0.4], 400)
     difference, ratio = demographic_parity(rates)
     pairs = difference.interval(0.95), ratio.interval(0.95)
-    monkeypatch.setattr(extremes, "MAX_PAIRS", 10)  # 15 pairs: projected
+    monkeypatch.setattr(derived, "MAX_PAIRS", 10)  # 15 pairs: projected
     assert difference.projected and ratio.projected
     projected = difference.interval(0.95), ratio.interval(0.95)
     assert projected[0][0] <= pairs[0][0] and projected[0][1] >= pairs[0][1]
     assert projected[1][0] <= pairs[1][0] and projected[1][1] >= pairs[1][1] - 1e-12
     assert difference.max_t() is None  # the band uses Bonferroni's level for such a family
+
+
+def test_attained_by_names_the_part_and_the_slices_of_the_plug_in_statistic():
+    # Three slices; TPR spread 0.6 - 0.2 = 0.4 (slices 2 and 0), FPR spread 0.3 - 0.25 = 0.05 (slices 0 and 1).
+    # The EO difference is the TPR's gap; the EO ratio the smaller ratio: TPR 0.2/0.6 = 0.33 < FPR 0.25/0.3.
+    reps = np.zeros((4, 3))
+    tpr = SliceRates(np.array([0.2, 0.4, 0.6]), reps, np.full(3, 50.0))
+    fpr = SliceRates(np.array([0.3, 0.25, 0.28]), reps, np.full(3, 50.0))
+    difference, ratio = equalized_odds(tpr, fpr)
+    assert difference.attained_by() == (0, 2, 0)
+    assert ratio.attained_by() == (0, 2, 0)
+    assert difference.estimate == pytest.approx(0.4) and ratio.estimate == pytest.approx(0.2 / 0.6)
+    # The FPR attains both when its spread is the wider one; with equal values, the first of equals.
+    wide = SliceRates(np.array([0.9, 0.1, 0.1]), reps, np.full(3, 50.0))
+    assert equalized_odds(tpr, wide)[0].attained_by() == (1, 0, 1)
+    assert equalized_odds(tpr, wide)[1].attained_by() == (1, 0, 1)
+    # An undefined slice is skipped; no defined slice at all: None.
+    partly = SliceRates(np.array([np.nan, 0.1, 0.3]), reps, np.full(3, 50.0))
+    assert demographic_parity(partly)[0].attained_by() == (0, 2, 1)
+    undefined = SliceRates(np.array([np.nan, np.nan]), np.zeros((4, 2)), np.full(2, 50.0))
+    assert demographic_parity(undefined)[0].attained_by() is None
+
+
+def test_pair_ratio_replicates_are_undefined_where_the_reference_rate_is_zero():
+    reps = np.array([[0.2, 0.4], [0.3, 0.0], [0.1, np.nan]])
+    ratio = disparity_ratio(SliceRates(np.array([0.2, 0.4]), reps, np.array([50.0, 50.0])))
+    np.testing.assert_allclose(ratio.replicates, [0.5, np.nan, np.nan])
+    assert ratio.estimate == pytest.approx(0.5)
