@@ -252,3 +252,44 @@ def test_n_jobs_is_checked():
             _renderers(5, bad)
     assert _renderers(5, 1) == 1
     assert _renderers(1, 4) == 1  # one figure: nothing to share
+
+
+def test_the_audit_draws_its_rows_with_the_librarys_one_drawing(monkeypatch):
+    """draw_forest draws every panel's rows with disaggregated_eval.plots.draw_interval_rows (the study's
+    drawing too): a withheld slice as its interval only, a slice missing from a panel not at all."""
+    import matplotlib as mpl
+
+    from disaggregated_eval.audit import forest_figures
+    from disaggregated_eval.audit.figure_data import FigureData, Panel
+    from disaggregated_eval.audit.figure_layout import audit_style
+    from disaggregated_eval.plots import WITHHELD_COLOR, draw_interval_rows
+
+    calls = []
+
+    def spy(ax, *args, **kwargs):
+        calls.append(ax)
+        return draw_interval_rows(ax, *args, **kwargs)
+
+    monkeypatch.setattr(forest_figures, "draw_interval_rows", spy)
+    nan = np.nan
+
+    def panel(title, present):
+        return Panel(title=title, xlabel="AUC", value=np.array([0.7, nan, 0.6]), low=np.array([0.6, 0.5, 0.5]),
+                     high=np.array([0.8, 0.9, 0.7]), band_low=None, band_high=None,
+                     shown=np.array([True, False, True]), present=np.array(present), reference=0.7)  # fmt: skip
+
+    data = FigureData(title="AUC by slice", labels=("overall", "A=a", "A=b"), family=np.array([0, 1, 1]),
+                      colors=((0.15, 0.15, 0.15), (0.0, 0.45, 0.7)), n=np.array([100, 4, 96]), separators=(0.5,),
+                      panels=(panel("m1", [True, True, True]), panel("m2", [True, True, False])), ncols=2,
+                      share_x=True, reference_label="overall value", missing_note="not computed")  # fmt: skip
+    with mpl.rc_context(audit_style()):
+        fig = forest_figures.draw_forest(data)
+    panels = [ax for ax in fig.axes if ax.get_title() in ("m1", "m2")]
+    assert calls == panels
+    for ax, rows in zip(panels, ([0.0, 2.0], [0.0]), strict=True):
+        solid, dashed = ax.collections
+        assert [seg[0][1] for seg in solid.get_segments()] == rows  # m2 has no row for A=b
+        assert [seg[0][1] for seg in dashed.get_segments()] == [1.0]
+        assert tuple(dashed.get_colors()[0][:3]) == WITHHELD_COLOR
+        points = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
+        assert sorted(float(y) for ln in points for y in ln.get_ydata()) == rows  # no point for the withheld slice

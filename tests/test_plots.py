@@ -505,3 +505,86 @@ def test_selection_figure_says_why_a_panel_is_empty(monkeypatch):
     dashed = [ln for ln in by_position[(0, 0)].get_lines() if ln.get_linestyle() == "--"]
     assert not dashed  # no truth line around which an empty box would be scaled
     assert list(by_position[(1, 0)].get_xticks()) == gammas  # the Gamma grid still labelled under a withheld panel
+
+
+# ---- the one drawing of estimates with intervals (the study's figures and the audit's) -------------
+def _draw_rows(style=None):
+    """Five rows on fresh axes: ordinary, withheld (interval only), degenerate, undefined, and an
+    ordinary one of a second family whose interval excludes 0; with a band."""
+    from matplotlib.figure import Figure
+
+    ax = Figure().add_subplot()
+    nan = np.nan
+    plots.draw_interval_rows(
+        ax, np.arange(5.0), [0.1, nan, 0.3, nan, 0.5], [-0.1, -0.2, nan, nan, 0.4], [0.2, 0.3, nan, nan, 0.6],
+        colors=["#0173b2", "#de8f05"], family=[0, 0, 0, 0, 1], marker="s",
+        caveat=["", "", "degenerate", "undefined", ""], shown=[True, False, True, True, True],
+        band_low=[-0.3, -0.4, nan, nan, 0.35], band_high=[0.4, 0.5, nan, nan, 0.65], star_excluding_zero=True,
+        **({} if style is None else {"style": style}),
+    )  # fmt: skip
+    return ax
+
+
+def _ys(artists) -> list[float]:
+    return sorted(float(y) for a in artists for y in (a.get_ydata() if hasattr(a, "get_ydata") else []))
+
+
+def test_draw_interval_rows_draws_each_kind_of_row():
+    from matplotlib.colors import to_rgba
+
+    ax = _draw_rows()
+    band, solid, dashed = ax.collections  # bands, shown intervals, withheld intervals
+    assert [seg[0][1] for seg in band.get_segments()] == [0.0, 1.0, 4.0] and band.get_alpha() == 0.35
+    assert tuple(band.get_colors()[1][:3]) == plots.WITHHELD_COLOR  # the withheld row's band is grey
+    assert [seg[0][1] for seg in solid.get_segments()] == [0.0, 4.0]
+    assert [seg[0][1] for seg in dashed.get_segments()] == [1.0]
+    assert tuple(dashed.get_colors()[0][:3]) == plots.WITHHELD_COLOR and dashed.get_linestyles()[0][1] is not None
+    assert solid.get_zorder() > max(ln.get_zorder() for ln in ax.get_lines() if ln.get_marker() == "s"
+                                    and not _hollow(ln))  # fmt: skip
+    lines = ax.get_lines()
+    points = [ln for ln in lines if ln.get_marker() == "s" and not _hollow(ln)]
+    assert _ys(points) == [0.0, 4.0]  # none for the withheld row nor the caveats
+    assert [to_rgba(ln.get_color()) for ln in points] == [to_rgba("#0173b2"), to_rgba("#de8f05")]  # per family
+    caps = [ln for ln in lines if ln.get_marker() == "|"]
+    assert sorted(float(x) for ln in caps for x in ln.get_xdata()) == pytest.approx([-0.1, 0.2, 0.4, 0.6])
+    stars = [ln for ln in lines if ln.get_marker() == "*"]
+    assert _ys(stars) == [4.0]  # only the interval that excludes 0
+    hollow = [ln for ln in lines if _hollow(ln)]
+    assert [(list(ln.get_xdata()), list(ln.get_ydata())) for ln in hollow] == [([0.3], [2.0]), ([0.02], [3.0])]
+    assert hollow[1].get_transform() is ax.get_yaxis_transform()  # undefined: left edge, x in axes fraction
+
+
+def test_draw_interval_rows_in_the_audits_style():
+    from disaggregated_eval.audit.forest_figures import _STYLE
+
+    ax = _draw_rows(_STYLE)
+    points = [ln for ln in ax.get_lines() if ln.get_marker() == "s" and not _hollow(ln)]
+    _, solid, dashed = ax.collections
+    assert min(ln.get_zorder() for ln in points) > max(solid.get_zorder(), dashed.get_zorder())  # points on top
+    assert not [ln for ln in ax.get_lines() if ln.get_marker() == "|"]  # no caps
+    assert {ln.get_markersize() for ln in points} == {_STYLE.point_size}
+
+
+def test_draw_interval_rows_refuses_arrays_of_other_shapes():
+    from matplotlib.figure import Figure
+
+    ax = Figure().add_subplot()
+    ok = dict(colors=["k"])
+    with pytest.raises(ValueError, match=r"low must have one value per row, shape \(3,\); got shape \(2,\)"):
+        plots.draw_interval_rows(ax, [0, 1, 2], [0, 0, 0], [0, 0], [1, 1, 1], **ok)
+    with pytest.raises(ValueError, match="family must index colors"):
+        plots.draw_interval_rows(ax, [0, 1], [0, 0], [0, 0], [1, 1], colors=["k"], family=[0, 1])
+    with pytest.raises(ValueError, match="band_low and band_high must be given together"):
+        plots.draw_interval_rows(ax, [0, 1], [0, 0], [0, 0], [1, 1], band_low=[0, 0], **ok)
+    assert not ax.collections and not ax.get_lines()
+
+
+def test_the_study_figures_draw_their_rows_with_the_one_drawing(table, monkeypatch):
+    """Every panel's rows go through draw_interval_rows, one call per group shown (no second drawing)."""
+    figures = _capture(monkeypatch)
+    calls = []
+    original = plots.draw_interval_rows
+    monkeypatch.setattr(plots, "draw_interval_rows", lambda ax, *a, **k: calls.append(ax) or original(ax, *a, **k))
+    plots.plot_controlled_differences(table, metric="auc", models=MODELS, paths=["f.png"])
+    panels = figures[0].axes[: len(MODELS) * len(CONTROLS)]
+    assert [calls.count(ax) for ax in panels] == [len(GROUPS)] * len(panels)

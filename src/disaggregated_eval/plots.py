@@ -18,7 +18,10 @@ marker still shows where it ends (and whether it covers 0). An estimate whose ``
 ``"degenerate"`` (every bootstrap resample gave one value: the "interval" is a point) is a hollow
 marker without an interval; one that says ``"undefined"`` (no estimate, e.g. the precision of a
 model that predicts no positive) is a hollow marker at the panel's left edge. Neither is ever drawn as
-an ordinary estimate; the legend says so when a figure has such cells.
+an ordinary estimate; the legend says so when a figure has such cells. These rows are drawn by
+:func:`draw_interval_rows`, the one drawing of estimates with horizontal intervals, which the audit's
+forest and ``T_a`` plots use too (in their own :class:`IntervalStyle`: larger points over capless
+intervals, a lighter simultaneous band, withheld rows as a grey dashed interval without a point).
 
 ========================================  ======================================================
 paper item                                function
@@ -35,11 +38,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib as mpl
 import numpy as np
 import pandas as pd
+from matplotlib.colors import to_rgb
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
@@ -57,8 +62,12 @@ __all__ = [
     "METRIC_LABELS",
     "COLORBLIND",
     "OKABE_ITO",
+    "OVERALL_COLOR",
+    "WITHHELD_COLOR",
     "CAVEAT_LEGEND",
     "EXCLUDES_ZERO",
+    "IntervalStyle",
+    "draw_interval_rows",
     "save_figure",
     "plot_controlled_differences",
     "plot_weighted_population",
@@ -93,7 +102,10 @@ _CALIBRATION_COLUMNS = (
 _DPI = 200
 _SAVE_METADATA = {"png": {}, "pdf": {"CreationDate": None}}  # reproducible PDF bytes
 _MARKERS = ("o", "s", "D", "^", "v", "P", "X", "p", "<", ">")
-_OVERALL_COLOR = (0.15, 0.15, 0.15)
+#: Colour of the overall population's rows and lines (study and audit).
+OVERALL_COLOR: tuple[float, float, float] = (0.15, 0.15, 0.15)
+#: Colour of a withheld row (an estimate not reported, e.g. a slice with too few rows): the audit's figures.
+WITHHELD_COLOR: tuple[float, float, float] = (0.62, 0.62, 0.62)
 #: Colour-blind-safe palette of the groups and models (the ten colours of seaborn's "colorblind").
 COLORBLIND: tuple[str, ...] = (
     "#0173b2", "#de8f05", "#029e73", "#d55e00", "#cc78bc", "#ca9161", "#fbafe4", "#949494", "#ece133", "#56b4e9",
@@ -115,13 +127,6 @@ _PANEL_H_MIN = 2.5
 _CAL_PANEL = 2.6
 _MARGIN_W = 1.8  # y tick labels and row label
 _MARGIN_H = 1.1  # column titles, x label and the legend below the grid
-# Estimates and intervals, points: the interval line is drawn over the marker, with caps.
-_POINT_SIZE = 3.2
-_HOLLOW_SIZE = 4.2
-_INTERVAL_WIDTH = 1.1
-_CAP_SIZE = 4.0
-_STAR_SIZE = 5.0
-_STAR_OFFSET = 5.0  # points right of the interval's upper end
 
 
 def house_style() -> dict:
@@ -303,13 +308,215 @@ def _metric_rows(table: pd.DataFrame, comparison: str, metric: str, context: str
 
 
 # --------------------------------------------------------------------------------------------------
+# estimates with horizontal intervals: the one drawing of the study's and the audit's forest plots
+# --------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class IntervalStyle:
+    """How :func:`draw_interval_rows` draws its rows; sizes and widths in points.
+
+    The default is the study's look: a small filled marker under its interval line, with caps, so
+    that an interval shorter than the marker still shows where it ends. The audit's figures draw
+    larger points over intervals without caps (``points_on_top``).
+
+    Attributes
+    ----------
+    point_size : float
+        Marker size of an estimate.
+    point_edge_width : float or None
+        Edge width of an estimate's marker; None: matplotlib's ``lines.markeredgewidth``.
+    interval_width : float
+        Line width of an interval (and of a withheld row's dashed interval).
+    cap_size : float or None
+        Height of the caps at both ends of a shown interval; None: no caps.
+    points_on_top : bool
+        Draw the estimates over their intervals (else the intervals and caps over the estimates).
+    hollow_size, hollow_edge_width : float
+        Marker size and edge width of a degenerate or undefined estimate (hollow).
+    star_size, star_offset : float
+        Size of the star marking an interval that excludes 0, and its distance right of the
+        interval's upper end.
+    band_width, band_alpha : float
+        Line width and opacity of the simultaneous band, drawn under the interval.
+    withheld_dashes : tuple
+        Dash pattern of a withheld row's interval (matplotlib's ``(offset, (on, off))``).
+    """
+
+    point_size: float = 3.2
+    point_edge_width: float | None = 0.0
+    interval_width: float = 1.1
+    cap_size: float | None = 4.0
+    points_on_top: bool = False
+    hollow_size: float = 4.2
+    hollow_edge_width: float = 1.0
+    star_size: float = 5.0
+    star_offset: float = 5.0
+    band_width: float = 3.5
+    band_alpha: float = 0.35
+    withheld_dashes: tuple = (0, (2, 1))
+
+
+_STUDY_STYLE = IntervalStyle()
+
+
+def _row_array(values, n: int, name: str, dtype) -> np.ndarray:
+    out = np.asarray(values, dtype=dtype)
+    if out.shape != (n,):
+        raise ValueError(f"{name} must have one value per row, shape ({n},); got shape {out.shape}")
+    return out
+
+
+def draw_interval_rows(
+    ax,
+    y,
+    estimate,
+    low,
+    high,
+    *,
+    colors: Sequence,
+    family=None,
+    marker: str = "o",
+    caveat=None,
+    shown=None,
+    band_low=None,
+    band_high=None,
+    star_excluding_zero: bool = False,
+    style: IntervalStyle = _STUDY_STYLE,
+) -> None:
+    """Draw rows of estimates with horizontal intervals on ``ax`` (a forest plot's rows).
+
+    The one drawing of the study's figures of tidy tables (:func:`plot_controlled_differences` and
+    the other forest grids) and of the audit's forest and ``T_a`` plots; each caller keeps its own
+    layout, labels, reference lines and legend. Per row:
+
+    - a shown row with no caveat: its interval (a line, with caps unless ``style.cap_size`` is None)
+      and, when its estimate is finite, a filled marker at the estimate; with ``band_low`` and
+      ``band_high``, the simultaneous band as a wider, lighter line under the interval;
+    - a withheld row (``shown`` false): its interval only, dashed, in :data:`WITHHELD_COLOR` (its
+      band too), never a point;
+    - a shown row whose ``caveat`` is ``"degenerate"`` and whose estimate is finite: a hollow marker
+      at the estimate, no interval; any other shown row with a caveat (``"undefined"``): a hollow
+      marker at the axes' left edge (2% of its width), no interval;
+    - with ``star_excluding_zero``, a shown interval that excludes 0 gets a star a few points right
+      of its upper end (:data:`EXCLUDES_ZERO`): an interval narrower than its marker does not show
+      on its own whether it covers 0.
+
+    Rows with a non-finite bound have no interval (nor band). One artist per kind of mark (intervals,
+    bands and withheld intervals one line collection each; points, caps, stars and hollow markers one
+    line per family), so a panel of many rows stays cheap to draw. Nothing is drawn for an empty
+    kind. Axis limits, ticks and labels are left to the caller.
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        Where to draw (data coordinates: x the estimate, y the row's position).
+    y : array_like of float, shape (n,)
+        The rows' y positions.
+    estimate, low, high : array_like of float, shape (n,)
+        Estimates and interval bounds; NaN where there is none.
+    colors : sequence of k matplotlib colours
+        One colour per family.
+    family : array_like of int, shape (n,), optional
+        Each row's family, an index into ``colors``; default 0 for every row.
+    marker : str, default "o"
+        Marker of the estimates (filled) and of the caveat markers (hollow).
+    caveat : array_like of str, shape (n,), optional
+        The tidy tables' ``caveat`` per row (``""`` ordinary, ``"degenerate"``, ``"undefined"``);
+        default every row ordinary.
+    shown : array_like of bool, shape (n,), optional
+        False for a withheld row; default every row shown.
+    band_low, band_high : array_like of float, shape (n,), optional
+        A simultaneous band per row (both or neither), drawn with ``style.band_width`` and
+        ``style.band_alpha``.
+    star_excluding_zero : bool, default False
+        Star the shown intervals that exclude 0.
+    style : IntervalStyle, optional
+        Sizes and layering; default the study's look.
+
+    Raises
+    ------
+    ValueError
+        If an array does not have one value per row, only one of ``band_low`` and ``band_high`` is
+        given, or a ``family`` is not an index into ``colors``.
+
+    Notes
+    -----
+    How the study's figures draw estimates: ``docs/design.md`` ("Tables and figures") and this
+    module's docstring; the audit's figures: ``docs/audit.md`` (forest plots and ``T_a`` plots).
+    """
+    y = np.asarray(y, dtype=float)
+    if y.ndim != 1:
+        raise ValueError(f"y must be one position per row, shape (n,); got shape {y.shape}")
+    n = y.shape[0]
+    est = _row_array(estimate, n, "estimate", float)
+    lo = _row_array(low, n, "low", float)
+    hi = _row_array(high, n, "high", float)
+    family = np.zeros(n, dtype=np.int64) if family is None else _row_array(family, n, "family", np.int64)
+    rgb = np.array([to_rgb(c) for c in colors], dtype=float).reshape(-1, 3)
+    if n and (family.min() < 0 or family.max() >= len(rgb)):
+        raise ValueError(f"family must index colors (0 to {len(rgb) - 1}); got values {sorted(set(family.tolist()))}")
+    caveat = np.full(n, "", dtype=object) if caveat is None else _row_array(caveat, n, "caveat", object)
+    shown = np.ones(n, dtype=bool) if shown is None else _row_array(shown, n, "shown", bool)
+    if (band_low is None) != (band_high is None):
+        raise ValueError("band_low and band_high must be given together")
+    row_colors = rgb[family]
+    ordinary = caveat == ""
+    has_interval = ordinary & np.isfinite(lo) & np.isfinite(hi)
+    solid, dashed = has_interval & shown, has_interval & ~shown
+    points = shown & ordinary & np.isfinite(est)
+    degenerate = shown & (caveat == vocabulary.CAVEAT_DEGENERATE) & np.isfinite(est)
+    undefined = shown & ~ordinary & ~degenerate
+    excludes = solid & ((lo > 0.0) | (hi < 0.0)) if star_excluding_zero else np.zeros(n, dtype=bool)
+    z_interval, z_point = (2, 3) if style.points_on_top else (3, 2)
+    if band_low is not None:
+        b_lo = _row_array(band_low, n, "band_low", float)
+        b_hi = _row_array(band_high, n, "band_high", float)
+        band = ordinary & np.isfinite(b_lo) & np.isfinite(b_hi)
+        if band.any():
+            band_colors = np.where(shown[band, None], row_colors[band], np.asarray(WITHHELD_COLOR))
+            ax.hlines(y[band], b_lo[band], b_hi[band], colors=band_colors, alpha=style.band_alpha,
+                      linewidth=style.band_width, zorder=1)  # fmt: skip
+    if solid.any():
+        ax.hlines(y[solid], lo[solid], hi[solid], colors=row_colors[solid], linewidth=style.interval_width,
+                  zorder=z_interval)  # fmt: skip
+    if dashed.any():
+        ax.hlines(y[dashed], lo[dashed], hi[dashed], colors=[WITHHELD_COLOR], linewidth=style.interval_width,
+                  linestyles=[style.withheld_dashes], zorder=z_interval)  # fmt: skip
+    edge = ax.get_yaxis_transform()  # x in axes fraction, y in data: the left edge of the panel
+    shift = ax.transData + ScaledTranslation(style.star_offset / 72.0, 0.0, ax.figure.dpi_scale_trans)
+    hollow = dict(linestyle="", marker=marker, markersize=style.hollow_size, markerfacecolor="white",
+                  markeredgewidth=style.hollow_edge_width, zorder=4)  # fmt: skip
+    for k, color in enumerate(colors):
+        mine = family == k
+        caps = solid & mine
+        if style.cap_size is not None and caps.any():
+            ax.plot(np.concatenate([lo[caps], hi[caps]]), np.concatenate([y[caps], y[caps]]), linestyle="",
+                    marker="|", markersize=style.cap_size, markeredgewidth=style.interval_width, color=color,
+                    zorder=z_interval)  # fmt: skip
+        if (points & mine).any():
+            m = points & mine
+            ax.plot(est[m], y[m], linestyle="", marker=marker, markersize=style.point_size,
+                    markeredgewidth=style.point_edge_width, color=color, zorder=z_point)  # fmt: skip
+        if (excludes & mine).any():
+            m = excludes & mine
+            ax.plot(hi[m], y[m], linestyle="", marker="*", markersize=style.star_size, markeredgewidth=0,
+                    color=color, transform=shift, clip_on=False, zorder=4)  # fmt: skip
+        if (degenerate & mine).any():
+            m = degenerate & mine
+            ax.plot(est[m], y[m], markeredgecolor=color, **hollow)
+        if (undefined & mine).any():  # (an empty line outside the clip box would break the layout)
+            m = undefined & mine
+            ax.plot(np.full(int(m.sum()), 0.02), y[m], markeredgecolor=color, transform=edge, clip_on=False,
+                    **hollow)  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------------
 # drawing helpers
 # --------------------------------------------------------------------------------------------------
 def _palette(levels: Sequence[str]) -> list[str | tuple[float, float, float]]:
     colors, k = [], 0
     for level in levels:
         if level == _OVERALL:
-            colors.append(_OVERALL_COLOR)
+            colors.append(OVERALL_COLOR)
         else:
             colors.append(COLORBLIND[k % len(COLORBLIND)])
             k += 1
@@ -344,7 +551,7 @@ def _caveat_handles(rows: pd.DataFrame) -> list[Line2D]:
 
 def _excludes_zero_handle() -> Line2D:
     """Legend entry of the star that marks an interval excluding 0 (:func:`_forest_panel`)."""
-    return Line2D([], [], color="0.3", marker="*", markersize=_STAR_SIZE, markeredgewidth=0, linestyle="",
+    return Line2D([], [], color="0.3", marker="*", markersize=_STUDY_STYLE.star_size, markeredgewidth=0, linestyle="",
                   label=EXCLUDES_ZERO)  # fmt: skip
 
 
@@ -391,38 +598,21 @@ def _forest_panel(
     position = {c: i for i, c in enumerate(categories)}
     step = min(0.8 / max(len(hues), 1), 0.25)
     offsets = (np.arange(len(hues)) - (len(hues) - 1) / 2) * step
-    edge = ax.get_yaxis_transform()  # x in axes fraction, y in data: the left edge of the panel
     for j, hue in enumerate(hues):
         sub = rows[(rows[hue_col] == hue) & rows[cat_col].isin(position)]
         if sub.empty:
             continue
-        marker = _MARKERS[j % len(_MARKERS)]
-        y = sub[cat_col].map(position).to_numpy(dtype=float) + offsets[j]
-        est = sub["estimate"].to_numpy(dtype=float)
-        lo = sub["ci_low"].to_numpy(dtype=float)
-        hi = sub["ci_high"].to_numpy(dtype=float)
-        caveat = _caveats(sub)
-        ordinary = (caveat == "") & np.isfinite(est)
-        ok = ordinary & np.isfinite(lo) & np.isfinite(hi)
-        ax.plot(est[ordinary], y[ordinary], linestyle="", marker=marker, markersize=_POINT_SIZE,
-                markeredgewidth=0, color=colors[j], zorder=2)  # fmt: skip
-        ax.hlines(y[ok], lo[ok], hi[ok], color=colors[j], linewidth=_INTERVAL_WIDTH, zorder=3)
-        ax.plot(np.concatenate([lo[ok], hi[ok]]), np.concatenate([y[ok], y[ok]]), linestyle="", marker="|",
-                markersize=_CAP_SIZE, markeredgewidth=_INTERVAL_WIDTH, color=colors[j], zorder=3)  # fmt: skip
-        excludes = ok & ((lo > 0.0) | (hi < 0.0))
-        if zero_line and excludes.any():
-            shift = ax.transData + ScaledTranslation(_STAR_OFFSET / 72.0, 0.0, ax.figure.dpi_scale_trans)
-            ax.plot(hi[excludes], y[excludes], linestyle="", marker="*", markersize=_STAR_SIZE, markeredgewidth=0,
-                    color=colors[j], transform=shift, clip_on=False, zorder=4)  # fmt: skip
-        degenerate = (caveat == "degenerate") & np.isfinite(est)
-        if degenerate.any():
-            ax.plot(est[degenerate], y[degenerate], linestyle="", marker=marker, markersize=_HOLLOW_SIZE,
-                    markerfacecolor="white", markeredgecolor=colors[j], markeredgewidth=1.0, zorder=4)  # fmt: skip
-        undefined = (caveat != "") & ~degenerate
-        if undefined.any():  # (an empty line outside the clip box would break the layout)
-            ax.plot(np.full(int(undefined.sum()), 0.02), y[undefined], linestyle="", marker=marker,
-                    markersize=_HOLLOW_SIZE, markerfacecolor="white", markeredgecolor=colors[j],
-                    markeredgewidth=1.0, transform=edge, clip_on=False, zorder=4)  # fmt: skip
+        draw_interval_rows(
+            ax,
+            sub[cat_col].map(position).to_numpy(dtype=float) + offsets[j],
+            sub["estimate"].to_numpy(dtype=float),
+            sub["ci_low"].to_numpy(dtype=float),
+            sub["ci_high"].to_numpy(dtype=float),
+            colors=[colors[j]],
+            marker=_MARKERS[j % len(_MARKERS)],
+            caveat=_caveats(sub),
+            star_excluding_zero=zero_line,
+        )
     if rows.empty:
         ax.text(0.5, 0.5, "no estimates", transform=ax.transAxes, ha="center", va="center",
                 color="0.5", fontsize=7)  # fmt: skip

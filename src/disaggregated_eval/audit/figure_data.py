@@ -5,7 +5,8 @@ forest plot (:func:`forest_figure_data`: every slice of one metric, one panel pe
 plot (:func:`controlled_figure_data`: the controlled differences of one control variable, one panel per
 metric); the drawing (:mod:`.forest_figures`) and the renderer's worker processes
 (:mod:`.figure_rendering`) take it without the result or pandas. Also the colours of the families of
-slices and of the overall and withheld rows, shared with the line figures (:mod:`.line_figures`).
+slices, and of the overall and withheld rows (from :mod:`disaggregated_eval.plots`, the drawing's
+home), shared with the line figures (:mod:`.line_figures`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .. import vocabulary
+from ..plots import COLORBLIND, OVERALL_COLOR, WITHHELD_COLOR
 from .text import terminal_text
 
 __all__ = [
@@ -37,9 +39,6 @@ __all__ = [
 
 #: Panels side by side before a ``T_a`` figure (or a forest plot of many models) starts a new row.
 MAX_COLUMNS = 3
-
-WITHHELD_COLOR = (0.62, 0.62, 0.62)
-OVERALL_COLOR = (0.15, 0.15, 0.15)
 
 
 @dataclass(frozen=True)
@@ -107,8 +106,6 @@ def check_figure_metric(table: pd.DataFrame, metric: str | None, what: str) -> s
 
 def _family_colors(attributes: Sequence[str]) -> dict[str, tuple]:
     from matplotlib.colors import to_rgb
-
-    from disaggregated_eval.plots import COLORBLIND
 
     palette = [to_rgb(c) for c in COLORBLIND]
     colors, k = {}, 0

@@ -34,6 +34,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
+from disaggregated_eval.plots import IntervalStyle, draw_interval_rows
+
 from .figure_data import (
     OVERALL_COLOR,
     WITHHELD_COLOR,
@@ -62,6 +64,10 @@ __all__ = [
     "plot_forest",
     "plot_controlled",
 ]
+
+#: How the audit's rows are drawn (:func:`disaggregated_eval.plots.draw_interval_rows`): points over
+#: intervals without caps, larger than the study's; the band and the withheld rows' dashes as the default.
+_STYLE = IntervalStyle(point_size=4.0, point_edge_width=None, interval_width=1.3, cap_size=None, points_on_top=True)
 
 
 def _row_labels(data: FigureData, panels: Sequence[Panel]) -> tuple[tuple[str, ...], tuple[bool, ...]]:
@@ -92,11 +98,12 @@ def _panel_rows(data: FigureData) -> list[tuple[Panel, ...]]:
 def _legend_entries(data: FigureData) -> list[tuple[str, dict[str, Any]]]:
     """The legend: (text, line style) per entry; drawn by :func:`_draw_legend` (a matplotlib Legend
     costs more to draw than all of a forest plot's intervals)."""
-    entries = [("estimate, 95% interval", dict(color="0.3", marker="o", markersize=4, linewidth=1.3))]
+    entries = [("estimate, 95% interval",
+                dict(color="0.3", marker="o", markersize=_STYLE.point_size, linewidth=_STYLE.interval_width))]  # fmt: skip
     if any(p.band_low is not None for p in data.panels):
-        entries.append(("simultaneous band", dict(color="0.3", alpha=0.35, linewidth=3.5)))
+        entries.append(("simultaneous band", dict(color="0.3", alpha=_STYLE.band_alpha, linewidth=_STYLE.band_width)))
     entries.append(("withheld (too few rows or cases): interval only",
-                    dict(color=WITHHELD_COLOR, linewidth=1.3, linestyle=(0, (2, 1)))))  # fmt: skip
+                    dict(color=WITHHELD_COLOR, linewidth=_STYLE.interval_width, linestyle=_STYLE.withheld_dashes)))  # fmt: skip
     if any(p.reference is not None for p in data.panels):
         color = OVERALL_COLOR if data.share_x else "0.35"
         entries.append((data.reference_label, dict(color=color, linewidth=0.8, linestyle="--")))
@@ -131,38 +138,35 @@ def _x_limits(panels: Sequence[Panel]) -> tuple[float, float] | None:
     return lo - pad, hi + pad
 
 
+def _present(values: np.ndarray | None, panel: Panel) -> np.ndarray | None:
+    """``values`` with NaN where the panel has no row for the slice (nothing is drawn there)."""
+    return None if values is None else np.where(panel.present, values, np.nan)
+
+
 def _draw_panel(ax, data: FigureData, panel: Panel, *, labels: tuple[Sequence[str], Sequence[bool]] | None,
                 xlim: tuple[float, float] | None) -> None:  # fmt: skip
-    """One panel: a few line collections (bands, intervals, withheld intervals), one point line per
-    family, and, on the first panel of a row, the slice labels as text left of the axes."""
+    """One panel: the family separators, the reference line, the rows (:func:`.plots.draw_interval_rows`
+    in the audit's ``_STYLE``: bands, intervals, withheld intervals, one point line per family) and,
+    on the first panel of a row, the slice labels as text left of the axes."""
     n_rows = len(data.labels)
-    y = np.arange(n_rows, dtype=float)
-    colors = np.asarray(data.colors, dtype=float)[data.family] if n_rows else np.empty((0, 3))
-    grey = np.asarray(WITHHELD_COLOR)
-    shown = panel.shown & panel.present
     for sep in data.separators:
         ax.axhline(sep, color="0.85", linewidth=0.6, zorder=0)
     if panel.reference is not None:
         ref_color = OVERALL_COLOR if data.share_x else "0.35"
         ax.axvline(panel.reference, color=ref_color, linewidth=0.8, linestyle="--", zorder=0)
-    if panel.band_low is not None:
-        ok = np.isfinite(panel.band_low) & np.isfinite(panel.band_high) & panel.present
-        if ok.any():
-            band_colors = np.where(shown[ok, None], colors[ok], grey)
-            ax.hlines(y[ok], panel.band_low[ok], panel.band_high[ok], colors=band_colors, alpha=0.35,
-                      linewidth=3.5, zorder=1)  # fmt: skip
-    ok = np.isfinite(panel.low) & np.isfinite(panel.high) & panel.present
-    solid, dashed = ok & shown, ok & ~shown
-    if solid.any():
-        ax.hlines(y[solid], panel.low[solid], panel.high[solid], colors=colors[solid], linewidth=1.3, zorder=2)
-    if dashed.any():
-        ax.hlines(y[dashed], panel.low[dashed], panel.high[dashed], colors=[WITHHELD_COLOR], linewidth=1.3,
-                  linestyles=[(0, (2, 1))], zorder=2)  # fmt: skip
-    points = shown & np.isfinite(panel.value)
-    for k, color in enumerate(data.colors):
-        mask = points & (data.family == k)
-        if mask.any():
-            ax.plot(panel.value[mask], y[mask], marker="o", markersize=4, color=color, linestyle="", zorder=3)
+    draw_interval_rows(
+        ax,
+        np.arange(n_rows, dtype=float),
+        _present(panel.value, panel),
+        _present(panel.low, panel),
+        _present(panel.high, panel),
+        colors=data.colors,
+        family=data.family,
+        shown=panel.shown & panel.present,
+        band_low=_present(panel.band_low, panel),
+        band_high=_present(panel.band_high, panel),
+        style=_STYLE,
+    )
     ax.set_ylim(n_rows - 0.5, -0.5)
     ax.set_yticks([])
     if labels is not None:
