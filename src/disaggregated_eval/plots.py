@@ -63,6 +63,7 @@ __all__ = [
     "COLORBLIND",
     "OKABE_ITO",
     "OVERALL_COLOR",
+    "palette",
     "WITHHELD_COLOR",
     "CAVEAT_LEGEND",
     "EXCLUDES_ZERO",
@@ -512,7 +513,19 @@ def draw_interval_rows(
 # --------------------------------------------------------------------------------------------------
 # drawing helpers
 # --------------------------------------------------------------------------------------------------
-def _palette(levels: Sequence[str]) -> list[str | tuple[float, float, float]]:
+def palette(levels: Sequence[str]) -> list[str | tuple[float, float, float]]:
+    """The colour of each level: :data:`OVERALL_COLOR` for the overall population, the others
+    :data:`COLORBLIND` in turn (cycling), in the order given; one home for the study's groups and the
+    audit's families.
+
+    Parameters
+    ----------
+    levels : sequence of str, length n
+
+    Returns
+    -------
+    list of matplotlib colours, length n
+    """
     colors, k = [], 0
     for level in levels:
         if level == _OVERALL:
@@ -647,7 +660,7 @@ def _forest_grid(
     width = ncols * _PANEL_W + _MARGIN_W
     fig = Figure(figsize=(width, nrows * panel_h + _MARGIN_H + (0.3 if title else 0.0)), layout="constrained")
     axes = fig.subplots(nrows, ncols, sharex=sharex, sharey=True, squeeze=False)
-    colors = _palette(hues)
+    colors = palette(hues)
     xlabels = [xlabel] * ncols if isinstance(xlabel, str) else list(xlabel)
     for i, row_level in enumerate(row_levels):
         for j, col_level in enumerate(col_levels):
@@ -1016,7 +1029,7 @@ def plot_calibration_curves(
     order = _dataset_order(rows["dataset"], datasets, "calibration")
     rows = rows[rows["dataset"].isin(order)]
     groups = _group_order(rows["group"], include_overall=False)
-    colors = _palette(groups)
+    colors = palette(groups)
     nrows, ncols = len(models), len(order)
     width = ncols * _CAL_PANEL + 1.3
     with mpl.rc_context({**house_style(), "axes.grid.axis": "both"}):

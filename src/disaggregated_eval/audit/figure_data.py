@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .. import vocabulary
-from ..plots import COLORBLIND, OVERALL_COLOR, WITHHELD_COLOR
+from ..plots import OVERALL_COLOR, WITHHELD_COLOR, palette
 from .text import terminal_text
 
 __all__ = [
@@ -107,15 +107,7 @@ def check_figure_metric(table: pd.DataFrame, metric: str | None, what: str) -> s
 def _family_colors(attributes: Sequence[str]) -> dict[str, tuple]:
     from matplotlib.colors import to_rgb
 
-    palette = [to_rgb(c) for c in COLORBLIND]
-    colors, k = {}, 0
-    for attribute in attributes:
-        if attribute == vocabulary.OVERALL:
-            colors[attribute] = OVERALL_COLOR
-        else:
-            colors[attribute] = tuple(float(c) for c in palette[k % len(palette)])
-            k += 1
-    return colors
+    return {a: tuple(float(c) for c in to_rgb(color)) for a, color in zip(attributes, palette(attributes), strict=True)}
 
 
 def slice_rows(result: Any) -> tuple[list[str], dict[str, str], dict[str, int]]:
