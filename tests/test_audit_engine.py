@@ -710,7 +710,7 @@ def test_controlled_x_accepts_numeric_and_string_features():
     from disaggregated_eval.audit.options import resolve_options
 
     opts = resolve_options(None, dict(label="y", scores=["p"], groups=["sex"], controls=["X"], features=["age", "job"]))
-    prepared = inputs.prepare_input(df, opts)
+    prepared = inputs.prepare_input(df, inputs.InputSpec.from_options(opts))
     assert prepared.categorical == ("job",)
     job = prepared.features["job"].to_numpy()
     assert np.isnan(job).sum() == 5 and set(np.unique(job[~np.isnan(job)])) == {0.0, 1.0, 2.0}

@@ -17,7 +17,12 @@ import pytest
 from disaggregated_eval.audit import AuditInputError, audit
 from disaggregated_eval.audit import options as options_module
 from disaggregated_eval.audit.errors import AuditWarning
-from disaggregated_eval.audit.inputs import MAX_PAIRWISE_COMPARISONS, check_comparison_count, prepare_input
+from disaggregated_eval.audit.inputs import (
+    MAX_PAIRWISE_COMPARISONS,
+    InputSpec,
+    check_comparison_count,
+    prepare_input,
+)
 from disaggregated_eval.audit.options import check_resample_count, min_resamples, resolve_options
 
 FAST = dict(metrics=["accuracy"], n_resamples=200, n_permutations=0)
@@ -32,7 +37,8 @@ def frame(n: int = 240, seed: int = 3, **columns) -> pd.DataFrame:
 
 
 def prepared(data: pd.DataFrame, **options):
-    return prepare_input(data, resolve_options(None, dict(label="y", scores=["p"], groups=["g"], **options)))
+    resolved = resolve_options(None, dict(label="y", scores=["p"], groups=["g"], **options))
+    return prepare_input(data, InputSpec.from_options(resolved))
 
 
 # ---- resamples for the level, permutations, pairwise comparisons (item 6) -----------------------------------------

@@ -71,8 +71,8 @@ def test_utf8_byte_order_mark_is_accepted(tmp_path):
 def test_required_columns_keeps_order_and_drops_repeats():
     options = {"label": "y", "scores": ["a", "b"], "groups": ["race", "sex"], "features": ["x", "race"],
                "sample_weight": "w"}  # fmt: skip
-    assert required_columns(options) == ["y", "a", "b", "race", "sex", "x", "w"]
-    assert required_columns({"label": "y", "scores": ["a"], "groups": ["g"], "sample_weight": None}) == ["y", "a", "g"]
+    assert required_columns(**options) == ["y", "a", "b", "race", "sex", "x", "w"]
+    assert required_columns(label="y", scores=["a"], groups=["g"], sample_weight=None) == ["y", "a", "g"]
 
 
 # ---- bad files (docs/audit.md "Bad input") ---------------------------------------------------------

@@ -16,8 +16,8 @@ comparisons and controlled tables, and returns the tables of :data:`.columns.ANA
 * ``selection`` (:mod:`.selection_table`): with the options ``population_margins`` or
   ``selection_sensitivity``, on a bootstrap of its own (seed path ``("audit", "selection")``).
 
-It reads the audit's resolved options (:class:`.options.ResolvedOptions`) and hands each analysis the
-values it needs.
+It receives the options the analyses read, each as a keyword argument (the audit reads them from its
+resolved options, :class:`.options.ResolvedOptions`), and hands each analysis the values it needs.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from .. import seeds
 from ..engine.resampling import strata_for
 from ..engine.sums import PROPORTIONS, metric_slots
 from ..memory import check_bytes
+from ..verdicts import Tolerance
 from .calibration_table import calibration_analysis
 from .decisions import flagged_rows, headline_metric
 from .detectability import MAX_SEARCHED_ROWS, detectability_table
@@ -47,7 +48,6 @@ from .fairness import (
     resolve_references,
 )
 from .inputs import AuditInput
-from .options import ResolvedOptions
 from .selection_table import MarginCells, selection_table
 from .slices import SlicePlan
 from .tallies import SliceTallies
@@ -93,7 +93,6 @@ def _stage(progress: Progress | None, name: str):
 def run_analyses(
     plan: SlicePlan,
     prepared: AuditInput,
-    options: ResolvedOptions,
     *,
     estimates: AuditEstimates,
     tallies: SliceTallies,
@@ -106,13 +105,32 @@ def run_analyses(
     margins: MarginCells | None,
     max_bytes: float,
     progress: Progress | None = None,
+    references: Sequence[str],
+    metrics: Sequence[str],
+    threshold: float,
+    preference_threshold: float,
+    odds: float,
+    n_resamples: int,
+    resampling: str,
+    seed: int,
+    n_threads: int,
+    confidence: float,
+    tolerance: Tolerance,
+    min_group_size: int,
+    min_denominator: int,
+    calibration_bins: int,
+    thresholds: Sequence[float],
+    power: float,
+    detect_gap: float | None,
+    adjusted: bool,
+    gammas: Sequence[float],
 ) -> AnalysisTables:
     """Every analysis of an audit after its core tables (module docstring).
 
     Parameters
     ----------
-    plan, prepared, options
-        The audit's slice plan, coded input and resolved options.
+    plan, prepared
+        The audit's slice plan and coded input.
     estimates, tallies, reasons, slices, comparisons, metric_ok
         The audit's paired bootstrap, counts, withholding reasons (n_models, n_slices, n_metrics),
         slices and comparisons tables, and which metrics each model reports.
@@ -125,15 +143,34 @@ def run_analyses(
         Largest size of a bootstrap's replicates.
     progress : callable, optional
         ``progress(stage, done, total)``.
+    references : sequence of str
+        The option ``reference`` (slice names).
+    metrics : sequence of str
+        The option ``metrics``.
+    threshold, preference_threshold : float
+        The options of the same names (resolved: ``preference_threshold`` a number).
+    odds : float
+        The preference threshold's odds (``ResolvedOptions.preference_odds``).
+    n_resamples, resampling, seed, n_threads, confidence
+        The options of the same names.
+    tolerance : Tolerance
+        The option ``tolerance``, parsed (``ResolvedOptions.parsed_tolerance``).
+    min_group_size, min_denominator, calibration_bins, power, detect_gap
+        The options of the same names.
+    thresholds : sequence of float
+        The option ``thresholds``, parsed (``ResolvedOptions.threshold_values``).
+    adjusted : bool
+        Whether the comparisons' p-values are adjusted (option ``adjust`` not ``none``, and tests made).
+    gammas : sequence of float
+        The option ``selection_sensitivity``.
 
     Returns
     -------
     AnalysisTables
     """
-    references = check_references(plan, options.reference)
-    metrics = list(options.metrics)
+    references = check_references(plan, references)
+    metrics = list(metrics)
     scores = [prepared.scores[m] for m in model_names]
-    odds = options.preference_odds
     notes: list[str] = []
 
     # ---- fairness summary ----------------------------------------------------------------------
@@ -142,7 +179,7 @@ def run_analyses(
     missing = missing_fairness_metrics(metrics)
     if missing:
         extra_metrics = list(FAIRNESS_METRICS)
-        size = 8 * options.n_resamples * n_outputs(plan, len(model_names), []) * len(extra_metrics)
+        size = 8 * n_resamples * n_outputs(plan, len(model_names), []) * len(extra_metrics)
         check_bytes(size, max_bytes, what=f"the fairness summary's bootstrap would hold {size / 2**30:.1f} GiB",
                     advice="give fewer n_resamples or intersections", error=AuditInputError)  # fmt: skip
         extra = estimate_all(
@@ -153,12 +190,12 @@ def run_analyses(
             [],
             metrics=extra_metrics,
             slots=metric_slots(extra_metrics),
-            threshold=options.threshold,
+            threshold=threshold,
             odds=odds,
-            n_resamples=options.n_resamples,
-            seed=seeds.seed_sequence(options.seed, "audit", "fairness"),
-            strata=strata_for(options.resampling, plan.cell_codes),
-            n_threads=options.n_threads,
+            n_resamples=n_resamples,
+            seed=seeds.seed_sequence(seed, "audit", "fairness"),
+            strata=strata_for(resampling, plan.cell_codes),
+            n_threads=n_threads,
             progress=_stage(progress, "fairness bootstrap"),
             count=prepared.count,
         )
@@ -172,7 +209,7 @@ def run_analyses(
         )
     headline = [headline_metric(slices, metrics, model) for model in model_names]
     fairness = fairness_table(plan, sources, model_names, headline=headline, references=references,
-                              confidence=options.confidence, tolerance=options.parsed_tolerance)  # fmt: skip
+                              confidence=confidence, tolerance=tolerance)  # fmt: skip
     notes += reference_notes(plan, sources, model_names, references)
 
     # ---- calibration per slice -------------------------------------------------------------------
@@ -184,13 +221,13 @@ def run_analyses(
         prepared.weight,
         model_names,
         hard=[bool(prepared.hard[m]) for m in model_names],
-        n_bins=options.calibration_bins,
-        confidence=options.confidence,
-        min_group_size=options.min_group_size,
-        n_resamples=options.n_resamples,
-        seed=seeds.seed_sequence(options.seed, "audit", "calibration"),
-        resampling=options.resampling,
-        n_threads=options.n_threads,
+        n_bins=calibration_bins,
+        confidence=confidence,
+        min_group_size=min_group_size,
+        n_resamples=n_resamples,
+        seed=seeds.seed_sequence(seed, "audit", "calibration"),
+        resampling=resampling,
+        n_threads=n_threads,
         observed_expected=observed_expected if len(observed_expected) else None,
         observed_expected_vs_overall=comparisons[
             (comparisons["metric"] == "observed_expected_ratio") & (comparisons["kind"] == "vs_overall")
@@ -207,16 +244,16 @@ def run_analyses(
         prepared.y,
         scores,
         prepared.weight,
-        np.asarray(options.threshold_values, dtype=np.float64),
+        np.asarray(thresholds, dtype=np.float64),
         model_names,
-        confidence=options.confidence,
-        min_group_size=options.min_group_size,
-        min_denominator=options.min_denominator,
+        confidence=confidence,
+        min_group_size=min_group_size,
+        min_denominator=min_denominator,
         count=prepared.count,
     )
 
     # ---- detectability ---------------------------------------------------------------------------
-    alpha = 1.0 - float(options.confidence)
+    alpha = 1.0 - float(confidence)
     detectability = detectability_table(
         plan,
         tallies,
@@ -227,20 +264,20 @@ def run_analyses(
         metrics,
         comparisons,
         flagged_rows(comparisons, alpha) if len(comparisons) else pd.Series(dtype=bool),
-        confidence=options.confidence,
-        power=options.power,
-        detect_gap=options.detect_gap,
-        adjusted=options.adjust != "none" and options.n_permutations > 0,
+        confidence=confidence,
+        power=power,
+        detect_gap=detect_gap,
+        adjusted=adjusted,
     )
-    if options.detect_gap is not None and len(detectability):
+    if detect_gap is not None and len(detectability):
         reported = detectability["reported"].to_numpy(dtype=bool)
         empty = reported & detectability["rows_needed"].isna().to_numpy()
         if empty.any():
             notes.append(
-                f"detect_gap {options.detect_gap:g}: rows_needed is empty for {int(empty.sum())} of {int(reported.sum())} "
+                f"detect_gap {detect_gap:g}: rows_needed is empty for {int(empty.sum())} of {int(reported.sum())} "
                 f"reported rows of the detectability table: no slice of up to {MAX_SEARCHED_ROWS:.0e} rows (the rest of "
-                f"the file unchanged) would detect a gap this small with power {options.power:g}, or a rate "
-                f"{options.detect_gap:g} away would leave [0, 1]"
+                f"the file unchanged) would detect a gap this small with power {power:g}, or a rate "
+                f"{detect_gap:g} away would leave [0, 1]"
             )
     # ---- evaluation under selection (population margins, sensitivity bounds) -------------------------
     selection, selection_notes = selection_table(
@@ -248,15 +285,15 @@ def run_analyses(
         prepared,
         list(model_names),
         margins=margins,
-        gammas=list(options.selection_sensitivity),
+        gammas=list(gammas),
         metrics=metrics,
-        n_resamples=options.n_resamples,
-        min_group_size=options.min_group_size,
-        seed=options.seed,
-        confidence=options.confidence,
-        threshold=options.threshold,
-        preference_threshold=options.preference_threshold,
-        resampling=options.resampling,
+        n_resamples=n_resamples,
+        min_group_size=min_group_size,
+        seed=seed,
+        confidence=confidence,
+        threshold=threshold,
+        preference_threshold=preference_threshold,
+        resampling=resampling,
     )
     notes += selection_notes
     tables: dict[str, Any] = dict(

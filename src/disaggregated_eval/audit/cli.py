@@ -292,7 +292,8 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
     from dataclasses import replace
 
     from .core import audit
-    from .loading import load_input, required_columns
+    from .inputs import InputSpec
+    from .loading import load_input
     from .options import resolve_options
     from .outputs import check_out_dir, write_outputs
     from .terminal import summary_text
@@ -301,7 +302,7 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
     # every option value (once: the resolved options go to the engine as they are).
     check_out_dir(out)
     resolved = resolve_options(None, options)
-    columns = required_columns(resolved)
+    columns = InputSpec.from_options(resolved).columns
     started = time.monotonic()
     data, counts, read = load_input(file, columns, frequency_weight=resolved.frequency_weight,
                                     memory_limit_mb=resolved.memory_limit_mb, aggregate=aggregate)  # fmt: skip

@@ -41,8 +41,7 @@ from .controlled import controlled_table
 from .controlled_weights import ControlledPlan, fit_controlled_weights, plan_controlled, weight_notes
 from .errors import AuditInputError, AuditWarning
 from .estimates import AuditEstimates, estimate_all, n_outputs
-from .inputs import PERMUTATION_WORK_WARNING, AuditInput, as_pandas, expand_input, prepare_input
-from .loading import required_columns
+from .inputs import PERMUTATION_WORK_WARNING, AuditInput, InputSpec, as_pandas, expand_input, prepare_input
 from .options import AuditOptions, ResolvedOptions, resolve_options
 from .result import AuditResult
 from .selection_table import margin_cells
@@ -115,7 +114,7 @@ def audit(
     so slice sizes are fixed). Controlled evaluation: paper section 4.2 and Algorithms 1-2.
     """
     opts = resolve_options(options, kwargs)
-    prepared = _prepare(data, opts)
+    prepared = _prepare(data, InputSpec.from_options(opts))
     if prepared.count is not None and any(c != "none" for c in opts.controls):
         # the weight models P(A | V) are cross-fitted in folds of rows: on the rows the counts stand for
         prepared = expand_input(prepared, reason="the controlled evaluation's cross-fitting of P(A | V)")
@@ -138,7 +137,14 @@ def audit(
     metric_ok = np.array(
         [[not (prepared.hard[m] and q in vocabulary.SCORE_METRICS) for q in opts.metrics] for m in model_names]
     )
-    opts, raised, units, test_plan = _plan_permutations(plan, prepared, opts, tallies, comparisons, metric_ok)
+    n_permutations, raised, units, test_plan = _plan_permutations(
+        plan, prepared, scores, tallies, comparisons, metric_ok, metrics=opts.metrics,
+        n_permutations=opts.n_permutations, pairwise_max_levels=opts.pairwise_max_levels, adjust=opts.adjust,
+        adjust_scope=opts.adjust_scope, confidence=opts.confidence, threshold=opts.threshold,
+        test_method=opts.test_method,
+    )  # fmt: skip
+    if n_permutations != opts.n_permutations:
+        opts = replace(opts, n_permutations=n_permutations)  # the record of the options the audit ran with
     notes = list(prepared.notes) + peak_note + list(controlled_plan.notes) + raised
 
     metrics = list(opts.metrics)
@@ -175,7 +181,8 @@ def audit(
         count=count,
     )
     point = _slice_point(estimates)
-    reasons, rest_reasons = _reasons(point, tallies, metrics, opts)
+    rules = dict(min_group_size=opts.min_group_size, min_denominator=opts.min_denominator)
+    reasons, rest_reasons = _reasons(point, tallies, metrics, **rules)
     accelerations = jackknife_accelerations(
         plan,
         prepared.y,
@@ -248,7 +255,6 @@ def audit(
     analyses = run_analyses(
         plan,
         prepared,
-        opts,
         estimates=estimates,
         tallies=tallies,
         reasons=reasons,
@@ -256,10 +262,29 @@ def audit(
         comparisons=comparison_frame,
         metric_ok=metric_ok,
         model_names=model_names,
-        reasons_for=lambda other, names: _reasons(_slice_point(other), tallies, names, opts)[0],
+        reasons_for=lambda other, names: _reasons(_slice_point(other), tallies, names, **rules)[0],
         margins=margins,
         max_bytes=MAX_REPLICATE_BYTES,
         progress=progress,
+        references=opts.reference,
+        metrics=metrics,
+        threshold=opts.threshold,
+        preference_threshold=opts.preference_threshold,
+        odds=odds,
+        n_resamples=opts.n_resamples,
+        resampling=opts.resampling,
+        seed=opts.seed,
+        n_threads=opts.n_threads,
+        confidence=opts.confidence,
+        tolerance=opts.parsed_tolerance,
+        min_group_size=opts.min_group_size,
+        min_denominator=opts.min_denominator,
+        calibration_bins=opts.calibration_bins,
+        thresholds=opts.threshold_values,
+        power=opts.power,
+        detect_gap=opts.detect_gap,
+        adjusted=opts.adjust != "none" and opts.n_permutations > 0,
+        gammas=opts.selection_sensitivity,
     )
     return AuditResult(
         slices=slices,
@@ -272,7 +297,7 @@ def audit(
     )
 
 
-def _prepare(data: Any, opts: ResolvedOptions) -> AuditInput:
+def _prepare(data: Any, spec: InputSpec) -> AuditInput:
     """The coded input: of the frame's counts table when it has far fewer distinct rows than rows and
     the audit reads no row on its own (:func:`.aggregate.compress_frame`), else of its rows.
 
@@ -282,17 +307,17 @@ def _prepare(data: Any, opts: ResolvedOptions) -> AuditInput:
     """
     frame = as_pandas(data)
     table = None
-    if opts.frequency_weight is None and all(c == "none" for c in opts.controls):
-        columns = required_columns(opts)
+    if spec.frequency_weight is None and all(c == "none" for c in spec.controls):
+        columns = spec.columns
         if all(c in frame.columns for c in columns) and not frame.columns.duplicated().any():
             table = compress_frame(frame, columns)
     if table is None:
-        return prepare_input(frame, opts)
-    counted = replace(opts, frequency_weight=table.columns[-1])
+        return prepare_input(frame, spec)
+    counted = replace(spec, frequency_weight=table.columns[-1])
     try:
         prepared = prepare_input(table, counted)
     except AuditInputError:
-        prepare_input(frame, opts)  # raises with the frame's row numbers
+        prepare_input(frame, spec)  # raises with the frame's row numbers
         raise
     note = (
         f"the {len(frame):,} rows were counted as {len(table):,} distinct rows of the audited columns, each with "
@@ -387,11 +412,20 @@ MAX_PERMUTED_ROWS = 1e9
 def _plan_permutations(
     plan: SlicePlan,
     prepared: AuditInput,
-    opts: ResolvedOptions,
+    scores: list[np.ndarray],
     tallies: SliceTallies,
     comparisons: list,
     metric_ok: np.ndarray,
-) -> tuple[ResolvedOptions, list[str], list[ModelUnits] | None, ComparisonTests | None]:
+    *,
+    metrics: list[str],
+    n_permutations: int,
+    pairwise_max_levels: int | None,
+    adjust: str,
+    adjust_scope: str,
+    confidence: float,
+    threshold: float,
+    test_method: str,
+) -> tuple[int, list[str], list[ModelUnits] | None, ComparisonTests | None]:
     """The tests of the comparisons, decided before any work, with a note for each decision.
 
     Monte-Carlo tests (metrics that are not proportions, or any metric under sample weights) have
@@ -409,56 +443,64 @@ def _plan_permutations(
     that stay Monte Carlo may walk more than :data:`.inputs.PERMUTATION_WORK_WARNING` rows in all, an
     :class:`AuditWarning` gives the bound and the options that lower it.
 
+    Parameters
+    ----------
+    plan, prepared, tallies, comparisons, metric_ok
+        The audit's slice plan, coded input, counts, comparisons made and the metrics each model reports.
+    scores : list of ndarray (n,)
+        Each model's scores, in the order of the option ``scores``.
+    metrics, n_permutations, pairwise_max_levels, adjust, adjust_scope, confidence, threshold, test_method
+        The options of the same names.
+
     Returns
     -------
-    options : ResolvedOptions
-        With ``n_permutations`` raised where a Monte-Carlo test needs it.
+    n_permutations : int
+        ``n_permutations``, raised where a Monte-Carlo test needs it.
     notes : list of str
     units : list of ModelUnits or None
         The units of every model (None without tests of permutations or large-sample tests).
     test_plan : ComparisonTests or None
     """
     weighted = prepared.weight is not None
-    monte_carlo = [q for q in opts.metrics if weighted or q not in PROPORTIONS]
-    if opts.n_permutations == 0 or not monte_carlo:
-        return opts, [], None, None
+    monte_carlo = [q for q in metrics if weighted or q not in PROPORTIONS]
+    if n_permutations == 0 or not monte_carlo:
+        return n_permutations, [], None, None
     notes = []
-    sizes = family_sizes(plan, pairwise_max_levels=opts.pairwise_max_levels)
-    per_family = max(sizes.values()) * (len(monte_carlo) if opts.adjust_scope == "model" else 1)
-    alpha = 1.0 - opts.confidence
-    needed = min_permutations(per_family if opts.adjust != "none" else 1, alpha)
-    n_permutations = max(needed, opts.n_permutations)
-    scores = [prepared.scores[m] for m in opts.scores]
-    units = model_units(plan, prepared.y, scores, prepared.weight, opts.threshold, count=prepared.count)
-    test_plan = plan_tests(comparisons, tallies, units, metrics=opts.metrics, weighted=weighted,
-                           n_permutations=n_permutations, test_method=opts.test_method, metric_ok=metric_ok)  # fmt: skip
+    sizes = family_sizes(plan, pairwise_max_levels=pairwise_max_levels)
+    per_family = max(sizes.values()) * (len(monte_carlo) if adjust_scope == "model" else 1)
+    alpha = 1.0 - confidence
+    needed = min_permutations(per_family if adjust != "none" else 1, alpha)
+    cap = max(needed, n_permutations)
+    units = model_units(plan, prepared.y, scores, prepared.weight, threshold, count=prepared.count)
+    test_plan = plan_tests(comparisons, tallies, units, metrics=metrics, weighted=weighted,
+                           n_permutations=cap, test_method=test_method, metric_ok=metric_ok)  # fmt: skip
     permuted = test_plan.monte_carlo()
     if permuted and prepared.count is not None and prepared.n_rows >= MAX_PERMUTED_ROWS:
-        names = sorted({opts.metrics[q] for key in permuted for q in test_plan.designs[key[0]][key[3]]},
-                       key=list(opts.metrics).index)  # fmt: skip
+        names = sorted({metrics[q] for key in permuted for q in test_plan.designs[key[0]][key[3]]},
+                       key=list(metrics).index)  # fmt: skip
         raise AuditInputError(
             f"the Monte-Carlo permutation tests ({', '.join(names)}) would permute {prepared.n_rows:.3g} "
             f"rows (the sum of frequency_weight), and numpy's hypergeometric sampler takes fewer than "
             f"{MAX_PERMUTED_ROWS:.0e}: give test_method='bootstrap' (--test-method bootstrap: the large-sample test) "
             "or n_permutations=0 (--n-permutations 0: no tests, the intervals remain)"
         )
-    if opts.n_permutations < needed and permuted:
+    if n_permutations < needed and permuted:
         notes.append(
-            f"n_permutations raised from {opts.n_permutations:,} to {needed:,}: the Monte-Carlo tests "
+            f"n_permutations raised from {n_permutations:,} to {needed:,}: the Monte-Carlo tests "
             f"({', '.join(monte_carlo)}) have p-values of at least 1/(n_permutations + 1), and after the "
-            f"{opts.adjust} adjustment of families of up to {per_family:,} tests fewer permutations could never "
+            f"{adjust} adjustment of families of up to {per_family:,} tests fewer permutations could never "
             f"fall below {alpha:g}"
         )
-        opts = replace(opts, n_permutations=needed)
-    notes += test_notes(test_plan, opts.metrics, opts.test_method)
+        n_permutations = needed
+    notes += test_notes(test_plan, metrics, test_method)
     bound = sum(test_plan.work[key] for key in permuted)
     if bound > PERMUTATION_WORK_WARNING:
-        names = sorted({opts.metrics[q] for key in permuted for q in test_plan.designs[key[0]][key[3]]},
-                       key=list(opts.metrics).index)  # fmt: skip
+        names = sorted({metrics[q] for key in permuted for q in test_plan.designs[key[0]][key[3]]},
+                       key=list(metrics).index)  # fmt: skip
         note = (
             f"the Monte-Carlo permutation tests ({', '.join(names)}) may walk up to {bound:.1e} rows: "
-            f"{len(permuted):,} tests (comparisons x permutation designs, over {len(opts.scores)} model(s)), each of up "
-            f"to {opts.n_permutations:,} permutations over both sides of the distinct rows of its universe, about "
+            f"{len(permuted):,} tests (comparisons x permutation designs, over {len(scores)} model(s)), each of up "
+            f"to {n_permutations:,} permutations over both sides of the distinct rows of its universe, about "
             f"{bound * 1e-8 / 3600:.1f} CPU-hours at 10 ns per row; tests with large p-values stop early, tests "
             "with small ones draw every permutation. n_permutations=0 skips the tests (the intervals remain); "
             "test_method='bootstrap' tests every comparison by the large-sample z-test (its level holds for large "
@@ -467,15 +509,17 @@ def _plan_permutations(
         )
         warnings.warn(note, AuditWarning, stacklevel=3)
         notes.append(note)
-    return opts, notes, units, test_plan
+    return n_permutations, notes, units, test_plan
 
 
-def _reasons(point: np.ndarray, tallies: SliceTallies, metrics: list[str], opts: ResolvedOptions):
-    """Why each (model, slice, metric) estimate, and each rest's, is withheld ('' when reported)."""
+def _reasons(point: np.ndarray, tallies: SliceTallies, metrics: list[str], *, min_group_size: int,
+             min_denominator: int):  # fmt: skip
+    """Why each (model, slice, metric) estimate, and each rest's, is withheld ('' when reported), by the
+    options ``min_group_size`` and ``min_denominator`` (:func:`.withheld.withheld_reasons`)."""
     n_models, n_slices = point.shape[:2]
     reasons = np.empty((n_models, n_slices, len(metrics)), dtype=object)
     rest = np.empty_like(reasons)
-    rules = {"min_group_size": opts.min_group_size, "min_denominator": opts.min_denominator}
+    rules = {"min_group_size": min_group_size, "min_denominator": min_denominator}
     for side, (t, out) in enumerate(((tallies, reasons), (tallies.rest(), rest))):
         count = t.count
         n = count.sum(-1)

@@ -1,10 +1,11 @@
-"""The audit's input: the data frame checked against the resolved options and coded.
+"""The audit's input: the data frame checked against the options it needs (:class:`InputSpec`) and coded.
 
 Everything is checked before any computation. Each error is an :class:`~.errors.AuditInputError` (a
 ``ValueError``) whose message names the column, shows the offending values (the first few) and says
 what was expected, e.g. ``label column 'y' must hold 0/1 values; got values {2, 3} in 14 rows (first at
 row 7); give positive_label when the label has two other values such as yes/no``. The options themselves
-are checked once before, by :func:`.options.resolve_options`.
+are checked once before, by :func:`.options.resolve_options`; :meth:`InputSpec.from_options` takes from
+them the fields coding reads.
 
 Limits on the work the data may ask for are named constants here, each checked by one function before any
 work: :data:`MAX_PAIRWISE_COMPARISONS` (:func:`check_comparison_count`); work that may take hours gives an
@@ -30,7 +31,7 @@ import numbers
 import sys
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from itertools import combinations
 from typing import Any
 
@@ -40,11 +41,13 @@ import pandas as pd
 from .. import vocabulary
 from .._validation import brief, format_values, show_value
 from .errors import AuditInputError
+from .loading import required_columns
 from .options import ResolvedOptions, check_reference_levels
 from .slices import FAMILY_SEPARATOR, Attribute
 
 __all__ = [
     "AuditInput",
+    "InputSpec",
     "prepare_input",
     "MISSING_LEVEL",
     "MAX_PAIRWISE_COMPARISONS",
@@ -75,6 +78,62 @@ _MIN_WEIGHT_RATIO = 1e-150
 #: Spellings of true and false for a boolean label's positive_label.
 _TRUE_TEXT = ("true", "yes", "1", "1.0")
 _FALSE_TEXT = ("false", "no", "0", "0.0")
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What coding the frame needs from an audit's options: the columns' roles and the coding rules.
+
+    The fields of the options :func:`prepare_input` reads, already checked by
+    :func:`.options.resolve_options`; made from the resolved options by :meth:`from_options` (the one
+    place), so that the input room receives these fields and not the whole options.
+
+    Attributes
+    ----------
+    label : str
+    scores, groups, features : sequence of str
+    sample_weight, frequency_weight : str or None
+        The columns' roles (the options of the same names).
+    positive_label : str, number or None
+    strip_levels : bool
+    missing_group : {"level", "drop"}
+        How the label and the group columns are coded.
+    intersections : int
+    pairwise_max_levels : int or None
+        For the limit on the pairwise comparisons (:func:`check_comparison_count`).
+    reference : sequence of str
+        The reference slices, checked against the levels (:func:`.options.check_reference_levels`).
+    controls : sequence of str
+        The control variables (the features are coded only for X).
+    metrics : sequence of str
+        The metrics asked for (a model of hard predictions needs one that takes no scores).
+    """
+
+    label: str
+    scores: Sequence[str]
+    groups: Sequence[str]
+    features: Sequence[str]
+    sample_weight: str | None
+    frequency_weight: str | None
+    positive_label: Any
+    strip_levels: bool
+    missing_group: str
+    intersections: int
+    pairwise_max_levels: int | None
+    reference: Sequence[str]
+    controls: Sequence[str]
+    metrics: Sequence[str]
+
+    @classmethod
+    def from_options(cls, options: ResolvedOptions) -> InputSpec:
+        """The fields of the resolved ``options`` (:func:`.options.resolve_options`) that coding the frame reads."""
+        return cls(**{f.name: getattr(options, f.name) for f in fields(cls)})
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns the audit reads (:func:`.loading.required_columns`)."""
+        return required_columns(label=self.label, scores=self.scores, groups=self.groups, features=self.features,
+                                sample_weight=self.sample_weight, frequency_weight=self.frequency_weight)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -611,14 +670,14 @@ def as_pandas(data: Any) -> pd.DataFrame:
     raise AuditInputError(f"data must be a pandas DataFrame (or a polars one); got {type(data).__name__}")
 
 
-def prepare_input(data: Any, options: ResolvedOptions) -> AuditInput:
-    """Check the frame against the (resolved) options and code it (module docstring).
+def prepare_input(data: Any, spec: InputSpec) -> AuditInput:
+    """Check the frame against the options' columns and rules and code it (module docstring).
 
     Parameters
     ----------
     data : pandas.DataFrame or polars.DataFrame of shape (n_rows, n_columns)
-    options : ResolvedOptions
-        As returned by :func:`.options.resolve_options`.
+    spec : InputSpec
+        The fields of the resolved options that coding reads (:meth:`InputSpec.from_options`).
 
     Raises
     ------
@@ -632,14 +691,13 @@ def prepare_input(data: Any, options: ResolvedOptions) -> AuditInput:
         expected).
     """
     data = as_pandas(data)
-    o = options
-    roles: list[tuple[str, str]] = [("label", o.label)]
-    roles += [("scores", c) for c in o.scores] + [("groups", c) for c in o.groups]
-    roles += [("features", c) for c in o.features]
-    if o.sample_weight is not None:
-        roles.append(("sample_weight", o.sample_weight))
-    if o.frequency_weight is not None:
-        roles.append(("frequency_weight", o.frequency_weight))
+    roles: list[tuple[str, str]] = [("label", spec.label)]
+    roles += [("scores", c) for c in spec.scores] + [("groups", c) for c in spec.groups]
+    roles += [("features", c) for c in spec.features]
+    if spec.sample_weight is not None:
+        roles.append(("sample_weight", spec.sample_weight))
+    if spec.frequency_weight is not None:
+        roles.append(("frequency_weight", spec.frequency_weight))
     seen: dict[str, str] = {}
     for role, column in roles:
         if column in seen:
@@ -662,49 +720,51 @@ def prepare_input(data: Any, options: ResolvedOptions) -> AuditInput:
     frame = data.reset_index(drop=True)
     frame.columns = columns
     notes: list[str] = []
-    count = None if o.frequency_weight is None else frequency_counts(frame[o.frequency_weight], o.frequency_weight)
-    for c in o.groups:
+    count = (
+        None if spec.frequency_weight is None else frequency_counts(frame[spec.frequency_weight], spec.frequency_weight)
+    )
+    for c in spec.groups:
         _check_bool_and_numbers(frame[c], c)
-        if o.strip_levels:
+        if spec.strip_levels:
             frame[c], strip_notes = _strip_levels(frame[c], c, count)
             notes += strip_notes
 
     # Rows with a missing attribute value, and rows that stand for no row (a count of 0).
-    missing = {c: frame[c].isna().to_numpy() for c in o.groups}
+    missing = {c: frame[c].isna().to_numpy() for c in spec.groups}
     keep = np.ones(len(frame), dtype=bool) if count is None else count > 0
     if count is not None and not keep.all():
         notes.append(
-            f"frequency_weight column {brief(o.frequency_weight)}: {int((~keep).sum()):,} row(s) with a count of 0 "
+            f"frequency_weight column {brief(spec.frequency_weight)}: {int((~keep).sum()):,} row(s) with a count of 0 "
             f"stand for no row and were dropped"
         )
-    if o.missing_group == "drop":
-        for c in o.groups:
+    if spec.missing_group == "drop":
+        for c in spec.groups:
             keep &= ~missing[c]
         if not keep.any():
             raise AuditInputError(
-                f"every row has a missing value in a group column {brief(o.groups)}; nothing is left to audit"
+                f"every row has a missing value in a group column {brief(spec.groups)}; nothing is left to audit"
             )
         dropped = np.zeros(len(frame), dtype=bool)
-        for c in o.groups:
+        for c in spec.groups:
             dropped |= missing[c]
         if count is not None:
             dropped &= count > 0
         if dropped.any():
-            detail = ", ".join(f"{c} {_rows_of(missing[c], count)}" for c in o.groups if missing[c].any())
+            detail = ", ".join(f"{c} {_rows_of(missing[c], count)}" for c in spec.groups if missing[c].any())
             notes.append(f"{_rows_of(dropped, count)} rows with a missing group value were dropped ({detail})")
     else:
-        for c in o.groups:
+        for c in spec.groups:
             if missing[c].any():
                 notes.append(
                     f"{c}: {_rows_of(missing[c], count)} rows with a missing value form the level {MISSING_LEVEL!r}"
                 )
 
     # Check every used column on every row given (the messages' row numbers refer to the frame).
-    y = _labels(frame[o.label], o.label, o.positive_label)
-    scores = {c: _scores(frame[c], c) for c in o.scores}
-    weight = _weights(frame[o.sample_weight], o.sample_weight) if o.sample_weight is not None else None
+    y = _labels(frame[spec.label], spec.label, spec.positive_label)
+    scores = {c: _scores(frame[c], c) for c in spec.scores}
+    weight = _weights(frame[spec.sample_weight], spec.sample_weight) if spec.sample_weight is not None else None
     if weight is not None:
-        weight, weight_notes = _scaled_weights(weight, o.sample_weight)
+        weight, weight_notes = _scaled_weights(weight, spec.sample_weight)
         notes += weight_notes
 
     row = np.flatnonzero(keep)
@@ -715,27 +775,27 @@ def prepare_input(data: Any, options: ResolvedOptions) -> AuditInput:
     if weight is not None:
         weight = weight[row]
         if not (weight > 0).any():
-            raise AuditInputError(f"sample_weight column {brief(o.sample_weight)} is 0 in every row audited")
+            raise AuditInputError(f"sample_weight column {brief(spec.sample_weight)} is 0 in every row audited")
     sub = frame.iloc[row].reset_index(drop=True)
-    attributes = tuple(_attribute(sub[c], c, missing[c][row], o.missing_group == "level") for c in o.groups)
+    attributes = tuple(_attribute(sub[c], c, missing[c][row], spec.missing_group == "level") for c in spec.groups)
     for a in attributes:
         notes += _lookalike_notes(a.name, a.levels)
-    check_comparison_count([(a.name, len(a.levels)) for a in attributes], o.intersections, o.pairwise_max_levels)
-    check_reference_levels(o.reference, attributes)
+    check_comparison_count([(a.name, len(a.levels)) for a in attributes], spec.intersections, spec.pairwise_max_levels)
+    check_reference_levels(spec.reference, attributes)
     features, categorical = None, ()
-    if "X" in o.controls:
-        features, categorical, feature_notes = _features(sub, o.features)
+    if "X" in spec.controls:
+        features, categorical, feature_notes = _features(sub, spec.features)
         notes += feature_notes
-    elif o.features:
-        notes.append(f"features {o.features!r} are used only by the control X, which was not requested")
+    elif spec.features:
+        notes.append(f"features {spec.features!r} are used only by the control X, which was not requested")
 
     hard = {c: bool(np.all((v == 0.0) | (v == 1.0))) for c, v in scores.items()}
-    left_out = [m for m in vocabulary.SCORE_METRICS if m in o.metrics]
+    left_out = [m for m in vocabulary.SCORE_METRICS if m in spec.metrics]
     for c, is_hard in hard.items():
-        if is_hard and len(left_out) == len(o.metrics):
+        if is_hard and len(left_out) == len(spec.metrics):
             raise AuditInputError(
                 f"score column {c!r} holds only 0 and 1 (hard predictions), and every metric asked for "
-                f"({', '.join(o.metrics)}) needs scores, so nothing could be computed for it; add a metric of "
+                f"({', '.join(spec.metrics)}) needs scores, so nothing could be computed for it; add a metric of "
                 f"hard predictions (e.g. --metrics false_positive_rate accuracy) or give scores in [0, 1]"
             )
         if is_hard and left_out:
@@ -745,7 +805,7 @@ def prepare_input(data: Any, options: ResolvedOptions) -> AuditInput:
             )
 
     # Rows in the order of the first model's score (stable).
-    order = np.argsort(scores[o.scores[0]], kind="stable")
+    order = np.argsort(scores[spec.scores[0]], kind="stable")
     y = np.ascontiguousarray(y[order])
     scores = {c: np.ascontiguousarray(v[order]) for c, v in scores.items()}
     if weight is not None:

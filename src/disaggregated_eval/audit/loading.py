@@ -22,9 +22,8 @@ import gzip
 import io
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -337,18 +336,34 @@ def check_file_columns(path: str | os.PathLike[str], columns: Sequence[str]) -> 
     return header
 
 
-def required_columns(options: Mapping[str, Any] | Any) -> list[str]:
-    """The columns an audit with these options reads, in a stable order without repeats.
+def required_columns(
+    *,
+    label: str,
+    scores: Sequence[str] = (),
+    groups: Sequence[str] = (),
+    features: Sequence[str] = (),
+    sample_weight: str | None = None,
+    frequency_weight: str | None = None,
+) -> list[str]:
+    """The columns an audit reads, from the options that name columns, in a stable order without repeats.
 
-    ``options`` is an :class:`~disaggregated_eval.audit.options.AuditOptions` or maps option names
-    to values (as given to :func:`disaggregated_eval.audit.audit`): ``label``, ``scores``,
-    ``groups``, ``features``, ``sample_weight``, ``frequency_weight``.
+    Parameters
+    ----------
+    label : str
+        The option ``label``.
+    scores, groups, features : sequence of str, optional
+        The options of the same names.
+    sample_weight, frequency_weight : str or None, optional
+        The options of the same names (None: no such column).
+
+    Returns
+    -------
+    list of str
+        ``label``, ``scores``, ``groups``, ``features``, ``sample_weight``, ``frequency_weight`` in this
+        order, each name once; empty and missing names left out.
     """
-    if not isinstance(options, Mapping):
-        options = vars(options)
-    names = [options.get("label") or "", *(options.get("scores") or ()), *(options.get("groups") or ()),
-             *(options.get("features") or ()), options.get("sample_weight") or "",
-             options.get("frequency_weight") or ""]  # fmt: skip
+    names = [label or "", *(scores or ()), *(groups or ()), *(features or ()), sample_weight or "",
+             frequency_weight or ""]  # fmt: skip
     out: list[str] = []
     for n in names:
         if n and n not in out:

@@ -1180,7 +1180,11 @@ def resolve_options(options: AuditOptions | ResolvedOptions | None, overrides: M
         if not (math.isfinite(memory_limit_mb) and memory_limit_mb > 0):
             raise AuditInputError(f"memory_limit_mb must be a positive number of MB; got {brief(memory_limit_mb)}")
         memory_limit_mb = float(memory_limit_mb)
-    analyses = _analysis_options(o, groups=groups, intersections=intersections)
+    analyses = _analysis_options(
+        reference=o.reference, thresholds=o.thresholds, calibration_bins=o.calibration_bins, detect_gap=o.detect_gap,
+        power=o.power, tolerance=o.tolerance, population_margins=o.population_margins,
+        selection_sensitivity=o.selection_sensitivity, groups=groups, intersections=intersections,
+    )  # fmt: skip
     record = dict(
         {f.name: getattr(o, f.name) for f in fields(AuditOptions)},
         strip_levels=bool(o.strip_levels),
@@ -1221,22 +1225,35 @@ def _max_threads() -> int:
     return int(numba.config.NUMBA_NUM_THREADS)
 
 
-def _analysis_options(o: AuditOptions, *, groups: list[str], intersections: int) -> dict[str, Any]:
+def _analysis_options(
+    *,
+    reference: Any,
+    thresholds: Any,
+    calibration_bins: Any,
+    detect_gap: Any,
+    power: Any,
+    tolerance: Any,
+    population_margins: Any,
+    selection_sensitivity: Any,
+    groups: list[str],
+    intersections: int,
+) -> dict[str, Any]:
     """The checked options of the analyses after the core tables (fairness reference, thresholds,
-    calibration bins, detectability, tolerance, evaluation under selection), parsed once."""
+    calibration bins, detectability, tolerance, evaluation under selection), parsed once: the options of
+    the same names as given, and the checked ``groups`` and ``intersections``."""
     from ..verdicts import parse_tolerance
 
-    reference = _wrap(parse_references, _as_list(o.reference, "reference"), groups=groups, intersections=intersections)
-    thresholds = [str(t) if not isinstance(t, str) else t for t in _as_list(o.thresholds, "thresholds")]
+    reference = _wrap(parse_references, _as_list(reference, "reference"), groups=groups, intersections=intersections)
+    thresholds = [str(t) if not isinstance(t, str) else t for t in _as_list(thresholds, "thresholds")]
     threshold_values = _wrap(parse_thresholds, thresholds)
-    calibration_bins = _wrap(check_int, o.calibration_bins, "calibration_bins", minimum=1, maximum=MAX_CALIBRATION_BINS)
-    detect_gap = None if o.detect_gap is None else _wrap(check_open_unit, o.detect_gap, "detect_gap")
-    power = _wrap(check_open_unit, o.power, "power")
-    tolerance = _wrap(parse_tolerance, _as_list(o.tolerance, "tolerance"))
+    calibration_bins = _wrap(check_int, calibration_bins, "calibration_bins", minimum=1, maximum=MAX_CALIBRATION_BINS)
+    detect_gap = None if detect_gap is None else _wrap(check_open_unit, detect_gap, "detect_gap")
+    power = _wrap(check_open_unit, power, "power")
+    tolerance = _wrap(parse_tolerance, _as_list(tolerance, "tolerance"))
     margins, selection_sensitivity = _selection_options(
-        o.population_margins, _as_list(o.selection_sensitivity, "selection_sensitivity"), groups=groups
+        population_margins, _as_list(selection_sensitivity, "selection_sensitivity"), groups=groups
     )
-    population_margins = None if o.population_margins is None else str(o.population_margins)
+    population_margins = None if population_margins is None else str(population_margins)
     record = dict(reference=reference, thresholds=thresholds, calibration_bins=calibration_bins, detect_gap=detect_gap,
                   power=power, tolerance=tolerance.items(), selection_sensitivity=selection_sensitivity,
                   population_margins=population_margins)  # fmt: skip

@@ -229,7 +229,7 @@ def _meta_table(result: Any, manifest: Mapping[str, Any] | None, input_path: Any
     rows.append(("label", html.escape(options.label)))
     rows.append(("models (score columns)", html.escape(", ".join(options.scores))))
     rows.append(("attributes", html.escape(", ".join(options.groups))))
-    weighted = weight_note(options)
+    weighted = weight_note(sample_weight=options.sample_weight, frequency_weight=options.frequency_weight)
     rows.append(("row weights", f"<b>{html.escape(weighted)}</b>" if weighted else "none (every row counts once)"))
     rows.append(("seed", str(options.seed)))
     body = "".join(f'<tr><th class="text">{k}</th><td class="text">{v}</td></tr>' for k, v in rows)
@@ -272,7 +272,7 @@ def _run_line(result: Any, input_path: Any) -> str:
     options = result.options
     name = html.escape(Path(input_path).name) + ": " if input_path is not None else ""
     models = ", ".join(options.scores)
-    weighted = weight_note(options)
+    weighted = weight_note(sample_weight=options.sample_weight, frequency_weight=options.frequency_weight)
     text = (f"{name}{result.n_rows:,} rows; model{'s' if len(options.scores) != 1 else ''} {html.escape(models)}; "
             f"slices of {html.escape(' x '.join(options.groups))}; {float(options.confidence):.0%} intervals, "
             f"{options.n_resamples:,} paired bootstrap resamples, seed {options.seed}")  # fmt: skip

@@ -180,7 +180,8 @@ class AuditResult:
         from .terminal import weight_note
 
         lines = self._overview()
-        weighted = weight_note(self.options)
+        weighted = weight_note(sample_weight=self.options.sample_weight,
+                               frequency_weight=self.options.frequency_weight)  # fmt: skip
         if weighted:
             lines.append(weighted)
         lines.append(
@@ -200,12 +201,13 @@ class AuditResult:
 
         options = self.options
         alpha = 1.0 - float(options.confidence)
+        weighted = weight_note(sample_weight=options.sample_weight, frequency_weight=options.frequency_weight)
         esc = html.escape
         parts = [
             '<div class="disagg-eval-audit" style="font-family: -apple-system, Helvetica, Arial, sans-serif">',
             f"<p style='margin: 0.2em 0'><b>AuditResult</b>: {esc(self._overview()[0])}.<br>"
             f"{options.n_resamples:,} bootstrap resamples, {float(options.confidence):.0%} intervals, seed "
-            f"{options.seed}" + (f"; <b>{esc(weight_note(options))}</b>" if weight_note(options) else "") + ".</p>",
+            f"{options.seed}" + (f"; <b>{esc(weighted)}</b>" if weighted else "") + ".</p>",
         ]
         for model in list(options.scores) or list(pd.unique(self.slices["model"])):
             metric = headline_metric(self.slices, options.metrics, model)

@@ -289,11 +289,11 @@ def model_digest(comparisons: pd.DataFrame, *, model: str, reference: str, metri
     return text + f" the interval excludes 0 on {excludes} of {len(others)} reported slices"
 
 
-def weight_note(options: Any) -> str | None:
-    """``estimates weighted by column W`` when the audit has row weights (``--sample-weight``), and
-    ``each row counted C times`` when it has row counts (``--frequency-weight``), else None."""
-    column = getattr(options, "sample_weight", None)
-    counts = getattr(options, "frequency_weight", None)
+def weight_note(*, sample_weight: str | None, frequency_weight: str | None) -> str | None:
+    """``estimates weighted by column W`` when the audit has row weights (option ``sample_weight``,
+    ``--sample-weight``), and ``each row counted C times`` when it has row counts (``frequency_weight``,
+    ``--frequency-weight``), else None."""
+    column, counts = sample_weight, frequency_weight
     parts = ([f"estimates weighted by column {column}"] if column else []) + (
         [f"each row counted as many times as column {counts} says"] if counts else []
     )
@@ -303,16 +303,24 @@ def weight_note(options: Any) -> str | None:
 _ADJUST_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no"}
 
 
-def _adjust_text(options: Any, comparisons: pd.DataFrame | None = None) -> str:
-    if not options.n_permutations:
+def _adjust_text(
+    *,
+    n_permutations: int,
+    adjust: str,
+    adjust_scope: str,
+    sample_weight: str | None,
+    comparisons: pd.DataFrame | None = None,
+) -> str:
+    """The tests and their adjustment (one clause), from the options of the same names."""
+    if not n_permutations:
         return "no permutation tests"
-    adjust = _ADJUST_NAMES.get(options.adjust, options.adjust)
-    scope = "kind and metric" if options.adjust_scope == "metric" else "kind, all metrics together"
+    adjust = _ADJUST_NAMES.get(adjust, adjust)
+    scope = "kind and metric" if adjust_scope == "metric" else "kind, all metrics together"
     tests = (
-        f"Monte-Carlo permutation tests of each metric (at most {options.n_permutations:,} permutations)"
-        if options.sample_weight
+        f"Monte-Carlo permutation tests of each metric (at most {n_permutations:,} permutations)"
+        if sample_weight
         else f"permutation tests of each metric (exact for rates, else Monte Carlo with at most "
-        f"{options.n_permutations:,} permutations)"
+        f"{n_permutations:,} permutations)"
     )
     if comparisons is not None and "test" in comparisons and (comparisons["test"] == BOOTSTRAP_Z).any():
         tests += f", large comparisons by the bootstrap z-test (test '{BOOTSTRAP_Z}', see the notes)"
@@ -538,12 +546,14 @@ def summary_text(
         f"model(s) {', '.join(map(t, options.scores))}, groups {' x '.join(map(t, options.groups))}"
     )
     seed_note = " (the default; change it with --seed)" if seed_is_default else ""
+    tests = _adjust_text(n_permutations=options.n_permutations, adjust=options.adjust,
+                         adjust_scope=options.adjust_scope, sample_weight=options.sample_weight,
+                         comparisons=result.comparisons)  # fmt: skip
     lines.append(
         f"seed {options.seed}{seed_note}; {options.n_resamples:,} bootstrap resamples ({options.resampling}), "
-        f"{options.confidence:.0%} intervals; {_adjust_text(options, result.comparisons)}; "
-        f"slices with n < {options.min_group_size} are withheld"
+        f"{options.confidence:.0%} intervals; {tests}; slices with n < {options.min_group_size} are withheld"
     )
-    weighted = weight_note(options)
+    weighted = weight_note(sample_weight=options.sample_weight, frequency_weight=options.frequency_weight)
     if weighted:
         flags = [flag for flag, field in (("--sample-weight", "sample_weight"), ("--frequency-weight", "frequency_weight"))
                  if getattr(options, field, None)]  # fmt: skip

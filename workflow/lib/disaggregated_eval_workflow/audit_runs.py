@@ -150,7 +150,8 @@ def _check_run(where: str, file: str, options: Mapping[str, Any]) -> None:
     that runs the job, which a cluster's login node does not know.
     """
     from disaggregated_eval.audit.errors import AuditInputError
-    from disaggregated_eval.audit.loading import InputFileError, check_file_columns, required_columns
+    from disaggregated_eval.audit.inputs import InputSpec
+    from disaggregated_eval.audit.loading import InputFileError, check_file_columns
     from disaggregated_eval.audit.options import resolve_options  # numba: only when runs exist
 
     checked = dict(options)
@@ -162,7 +163,7 @@ def _check_run(where: str, file: str, options: Mapping[str, Any]) -> None:
     except AuditInputError as exc:
         raise UsageError(f"{where}: {exc}") from None
     try:
-        check_file_columns(file, required_columns(resolved))
+        check_file_columns(file, InputSpec.from_options(resolved).columns)
     except InputFileError as exc:
         raise UsageError(f"{where}: {exc}") from None
 
