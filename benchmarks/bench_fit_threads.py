@@ -9,10 +9,10 @@ threads on ``threads`` cores. This script runs the real rules ``fit_outcome_mode
 in three variants of the two rule scripts (the library is the same):
 
 - ``current``: the behaviour before the fix: ``n_jobs = threads`` workers that inherit
-  ``OMP_NUM_THREADS = threads`` (``outcome_models._worker_threads`` disabled), and the process default
+  ``OMP_NUM_THREADS = threads`` (``model_fitting.worker_threads`` disabled), and the process default
   (``OMP_NUM_THREADS``) in the main process;
 - ``fixed``: the scripts as committed: ``n_jobs = threads`` workers with one OpenMP thread each
-  (``outcome_models`` sets ``joblib.parallel_config(inner_max_num_threads=1)``), ``n_threads = threads`` for
+  (``model_fitting`` sets ``joblib.parallel_config(inner_max_num_threads=1)``), ``n_threads = threads`` for
   the refits in the main process;
 - ``openmp``: ``n_jobs = 1`` (grid searches in sequence), ``threads`` OpenMP threads.
 
@@ -76,11 +76,11 @@ def variant_script(text: str, variant: str) -> str:
         return text.replace("    n_jobs=snakemake.threads,\n", "    n_jobs=1,\n")
     # current: no per-worker limit, process-default threads in the main process.
     text = text.replace(SCRIPT_ARGUMENT, "")
-    # The grid searches look up ``_worker_threads`` in ``outcome_models`` (the weight models fit through it too).
+    # The grid searches look up ``worker_threads`` in ``model_fitting`` (outcome and weight models alike).
     patch = (
         "import contextlib\n\n"
-        "from disaggregated_eval import outcome_models as _outcome_models\n\n"
-        "_outcome_models._worker_threads = lambda n_jobs: contextlib.nullcontext()  # benchmark: before the fix\n"
+        "from disaggregated_eval import model_fitting as _model_fitting\n\n"
+        "_model_fitting.worker_threads = lambda n_jobs: contextlib.nullcontext()  # benchmark: before the fix\n"
     )
     anchors = [a for a in ANCHORS if a in text]
     if len(anchors) != 1:

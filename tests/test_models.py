@@ -15,7 +15,7 @@ from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold
 from threadpoolctl import threadpool_limits
 
-from disaggregated_eval import outcome_models, seeds, vocabulary, weight_models
+from disaggregated_eval import model_fitting, outcome_models, seeds, vocabulary, weight_models
 
 SEED = 1
 DATASET = "unit"
@@ -100,7 +100,7 @@ def weights2(data2, outcome):
 
 def test_fit_classifier_table_and_refit(data2):
     train, _ = data2
-    estimator, table = outcome_models.fit_classifier(
+    estimator, table = model_fitting.fit_classifier(
         train[FEATURES],
         train["y"],
         categorical_features=CATEGORICAL + ["a"],
@@ -122,8 +122,8 @@ def test_fit_classifier_table_and_refit(data2):
 def test_fit_classifier_same_result_for_any_thread_count(data2):
     train, test = data2
     args = dict(categorical_features=CATEGORICAL, grid=[5], n_splits=2, random_state=3)
-    one, table_one = outcome_models.fit_classifier(train[FEATURES], train["a"], n_threads=1, **args)
-    two, table_two = outcome_models.fit_classifier(train[FEATURES], train["a"], n_threads=2, **args)
+    one, table_one = model_fitting.fit_classifier(train[FEATURES], train["a"], n_threads=1, **args)
+    two, table_two = model_fitting.fit_classifier(train[FEATURES], train["a"], n_threads=2, **args)
     pd.testing.assert_frame_equal(table_one, table_two, check_exact=True)
     np.testing.assert_array_equal(one.predict_proba(test[FEATURES]), two.predict_proba(test[FEATURES]))
 
@@ -335,7 +335,7 @@ def test_crossfitted_r_weights_come_from_models_that_did_not_see_the_row(data2, 
             # Refit without fold k: its predictions on fold k reproduce the table bit for bit,
             # which a model that had seen fold k's rows would not.
             held = fold == k
-            estimator, _ = outcome_models.fit_classifier(
+            estimator, _ = model_fitting.fit_classifier(
                 feature.loc[~held],
                 a[~held],
                 categorical_features=[],
@@ -405,7 +405,7 @@ def test_group_absent_from_training_fold_is_named():
     # A classifier that never saw group 2 cannot give P(A = 2 | V).
     frame = test[["x1"]]
     labels = np.where(np.arange(len(test)) % 2 == 0, 0, 1)
-    estimator, _ = outcome_models.fit_classifier(frame, labels, grid=[5], n_splits=2, random_state=0)
+    estimator, _ = model_fitting.fit_classifier(frame, labels, grid=[5], n_splits=2, random_state=0)
     with pytest.raises(ValueError, match=r"group\(s\) \[2\] absent from the training data of fold 4"):
         weight_models._group_proba(estimator, frame, 3, "fold 4")
     np.testing.assert_array_equal(weight_models._group_proba(estimator, frame, 2, "x"), estimator.predict_proba(frame))
@@ -530,13 +530,13 @@ def test_weight_validation_test_groups(tiny):
 def test_fit_classifier_validation(tiny):
     X = tiny[FEATURES]
     with pytest.raises(ValueError, match=r"at least two classes; got only \{0\}"):
-        outcome_models.fit_classifier(X, np.zeros(len(X), dtype=int), random_state=0)
+        model_fitting.fit_classifier(X, np.zeros(len(X), dtype=int), random_state=0)
     with pytest.raises(ValueError, match=r"class 2 has 1 rows, fewer than n_splits=5"):
-        outcome_models.fit_classifier(X, np.r_[np.zeros(len(X) - 1, dtype=int), 2], random_state=0)
+        model_fitting.fit_classifier(X, np.r_[np.zeros(len(X) - 1, dtype=int), 2], random_state=0)
     with pytest.raises(ValueError, match=r"y must have shape \(200,\)"):
-        outcome_models.fit_classifier(X, tiny["y"].to_numpy()[:10], random_state=0)
+        model_fitting.fit_classifier(X, tiny["y"].to_numpy()[:10], random_state=0)
     with pytest.raises(TypeError, match="X must be a pandas DataFrame"):
-        outcome_models.fit_classifier(X.to_numpy(), tiny["y"], random_state=0)
+        model_fitting.fit_classifier(X.to_numpy(), tiny["y"], random_state=0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -639,11 +639,11 @@ def test_fixed_max_leaf_nodes_reproduce_the_grid_search(data2, weights2):
 
 def test_fit_classifier_with_fixed_max_leaf_nodes_equals_grid_refit(data2):
     train, test = data2
-    grid_fit, table = outcome_models.fit_classifier(
+    grid_fit, table = model_fitting.fit_classifier(
         train[FEATURES], train["a"], categorical_features=CATEGORICAL, grid=GRID, n_splits=N_SPLITS, random_state=11
     )
     value = int(table.loc[table["selected"], "max_leaf_nodes"].item())
-    fixed, fixed_table = outcome_models.fit_classifier(
+    fixed, fixed_table = model_fitting.fit_classifier(
         train[FEATURES], train["a"], categorical_features=CATEGORICAL, max_leaf_nodes=value, random_state=11
     )
     np.testing.assert_array_equal(fixed.predict_proba(test[FEATURES]), grid_fit.predict_proba(test[FEATURES]))
@@ -716,13 +716,13 @@ def test_n_jobs_workers_get_one_openmp_thread_and_same_results(data2, monkeypatc
 
     train, test = data2
     args = dict(categorical_features=CATEGORICAL, grid=GRID, n_splits=N_SPLITS, random_state=3)
-    one, table_one = outcome_models.fit_classifier(train[FEATURES], train["a"], n_jobs=1, **args)
-    two, table_two = outcome_models.fit_classifier(train[FEATURES], train["a"], n_jobs=2, **args)
+    one, table_one = model_fitting.fit_classifier(train[FEATURES], train["a"], n_jobs=1, **args)
+    two, table_two = model_fitting.fit_classifier(train[FEATURES], train["a"], n_jobs=2, **args)
     pd.testing.assert_frame_equal(table_one, table_two, check_exact=True)
     np.testing.assert_array_equal(one.predict_proba(test[FEATURES]), two.predict_proba(test[FEATURES]))
     # Snakemake exports OMP_NUM_THREADS = the job's threads; workers must not inherit it.
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
-    with outcome_models._worker_threads(2):
+    with model_fitting.worker_threads(2):
         threads = Parallel(n_jobs=2)(delayed(_openmp_threads_in_worker)() for _ in range(2))
     assert threads == [[1], [1]]
 

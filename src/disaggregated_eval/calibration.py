@@ -36,7 +36,8 @@ import pandas as pd
 from scipy import special, stats
 
 from . import vocabulary
-from ._validation import (
+from .intervals import wilson_interval
+from .validation import (
     check_group_codes,
     check_labels,
     check_length,
@@ -45,7 +46,6 @@ from ._validation import (
     check_scores,
     check_unique_labels,
 )
-from .intervals import wilson_interval
 
 __all__ = [
     "CALIBRATION_COLUMNS",

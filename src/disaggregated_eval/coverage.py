@@ -50,7 +50,9 @@ import pandas as pd
 from scipy import stats
 
 from . import evaluation, population, seeds, simulate, vocabulary
-from ._validation import (
+from .model_fitting import fit_classifier
+from .outcome_models import OutcomeModels
+from .validation import (
     check_choice,
     check_columns,
     check_int,
@@ -58,7 +60,6 @@ from ._validation import (
     check_positive_int,
     check_seed,
 )
-from .outcome_models import OutcomeModels, fit_classifier
 from .weight_models import crossfit_group_proba, score_frame
 from .weight_table import ANY_MODEL, concat_weight_tables, weight_table
 
@@ -259,7 +260,7 @@ def estimated_weights(
     As :func:`disaggregated_eval.weight_models.fit_weight_models` with ``fit_xy_on="train"`` and fixed
     hyperparameters (paper Algorithm 2; ``docs/method.md``, "Coverage study"):
 
-    * ``V = X``, ``V = Y``: :func:`outcome_models.fit_classifier` of ``A`` on ``train[["x"]]`` /
+    * ``V = X``, ``V = Y``: :func:`model_fitting.fit_classifier` of ``A`` on ``train[["x"]]`` /
       ``train[["y"]]`` (a sample independent of the test rows) with ``max_leaf_nodes[(V, "*")]``
       and ``random_state = sklearn_seed(seed, "coverage", dataset, "weights", replicate, V)``,
       predicting the test rows;

@@ -35,18 +35,6 @@ import numpy as np
 import pandas as pd
 
 from . import vocabulary
-from ._validation import (
-    check_choice,
-    check_columns,
-    check_group_codes,
-    check_labels,
-    check_length,
-    check_open_unit,
-    check_positive_int,
-    check_scores,
-    check_unique_labels,
-    check_weights,
-)
 from .derived import Replicated, difference, summarise
 from .engine.bootstrap import BootstrapResult, Evaluation, bootstrap_checked
 from .engine.resampling import as_seed_sequence, numba_threads, strata_for
@@ -58,6 +46,18 @@ from .memory import (
     replicate_memory_bytes,
 )
 from .metrics import check_metric_names
+from .validation import (
+    check_choice,
+    check_columns,
+    check_group_codes,
+    check_labels,
+    check_length,
+    check_open_unit,
+    check_positive_int,
+    check_scores,
+    check_unique_labels,
+    check_weights,
+)
 from .weight_table import KEY_COLUMNS, shared_space_weights, weight_matrix
 
 __all__ = [

@@ -28,8 +28,8 @@ import numba
 import numpy as np
 from scipy import special
 
-from ._validation import check_open_unit
 from .registry import METRIC_RECORDS
+from .validation import check_open_unit
 from .vocabulary import CAVEAT_DEGENERATE, CAVEAT_UNDEFINED
 
 __all__ = [

@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from ._validation import check_int, check_positive_int
+from .validation import check_int, check_positive_int
 
 __all__ = [
     "MAX_RESAMPLES",

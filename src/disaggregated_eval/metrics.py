@@ -59,7 +59,6 @@ from typing import Any
 import numpy as np
 
 from . import vocabulary as _vocabulary
-from ._validation import check_labels, check_open_unit, check_scores, check_weights
 from .engine.sums import (
     LOG_LOSS_EPS,
     METRIC_SLOTS,
@@ -72,6 +71,7 @@ from .engine.sums import (
     terms_for,
 )
 from .registry import check_metric_names
+from .validation import check_labels, check_open_unit, check_scores, check_weights
 
 __all__ = [
     "LOG_LOSS_EPS",

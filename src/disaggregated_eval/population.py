@@ -64,9 +64,9 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 
 from . import simulate, vocabulary
-from ._validation import check_binary_codes, check_choice, check_columns, check_int, check_scores
 from .metrics import compute_metrics
 from .outcome_models import OutcomeModels
+from .validation import check_binary_codes, check_choice, check_columns, check_int, check_scores
 from .weight_table import concat_weight_tables, weight_table
 
 __all__ = [

@@ -56,11 +56,11 @@ import numpy as np
 import pandas as pd
 
 from . import vocabulary
-from ._validation import check_int, check_open_unit
 from .engine.resampling import resample_counts
 from .engine.sums import PROPORTIONS, RATIOS_OF_SUMS, categories, ratio_of_sums_values
 from .intervals import effective_size, percentile_bounds
 from .metrics import check_metric_names
+from .validation import check_int, check_open_unit
 
 __all__ = [
     "BOUNDED_METRICS",

@@ -32,8 +32,8 @@ import numpy as np
 import pandas as pd
 
 from . import population, seeds, selection, simulate, vocabulary
-from ._validation import check_choice, check_int
 from .coverage import TRUTH_TOLERANCE, clopper_pearson, nominal_band
+from .validation import check_choice, check_int
 
 __all__ = [
     "MARGINS",

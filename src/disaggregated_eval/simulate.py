@@ -40,7 +40,7 @@ from scipy import integrate
 from scipy.special import expit, log_expit, ndtr
 
 from . import seeds, vocabulary
-from ._validation import check_binary_codes, check_choice, check_columns, check_positive_int
+from .validation import check_binary_codes, check_choice, check_columns, check_positive_int
 
 __all__ = [
     "CausalDGP",

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ._validation import check_group_codes, check_int, check_length, check_weights
-from .outcome_models import _MAX_CATEGORY_CODE
-from .weight_models import MAX_CELLS, _as_frame, cell_codes
+from .model_fitting import MAX_CATEGORY_CODE
+from .validation import check_group_codes, check_int, check_length, check_weights
+from .weight_models import MAX_CELLS, as_control_frame, cell_codes
 
 __all__ = [
     "POOR_BALANCE_SMD",
@@ -179,7 +179,7 @@ def standardized_mean_differences(
         If the shapes do not match, a group code is out of range, or a weight or probability is
         negative or not finite.
     """
-    frame = _as_frame(V)
+    frame = as_control_frame(V)
     a, p, sw = _check_diagnostic_inputs(frame, groups, proba, n_groups, sample_weight)
     x, names = _balance_terms(frame, list(categorical))
     smd = np.full((n_groups, x.shape[1]), np.nan)
@@ -200,7 +200,7 @@ def standardized_mean_differences(
 
 def _check_diagnostic_inputs(frame, groups, proba, n_groups, sample_weight):
     n = len(frame)
-    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=_MAX_CATEGORY_CODE + 1)
+    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=MAX_CATEGORY_CODE + 1)
     a = check_group_codes(groups, "groups", n_groups)
     check_length(a, n, "groups", reference="V")
     p = np.asarray(proba, dtype=np.float64)
@@ -295,7 +295,7 @@ def overlap_reasons(
         As :func:`standardized_mean_differences`, or if ``max_cells`` or ``min_rest_share`` is
         invalid.
     """
-    frame = _as_frame(V)
+    frame = as_control_frame(V)
     a, p, sw = _check_diagnostic_inputs(frame, groups, proba, n_groups, sample_weight)
     max_cells = check_int(max_cells, "max_cells", minimum=1)
     if not isinstance(min_rest_share, (int, float)) or not 0 <= min_rest_share < 1:
@@ -381,7 +381,7 @@ def weight_diagnostics(
     ValueError
         As :func:`standardized_mean_differences` and :func:`overlap_reasons`.
     """
-    frame = _as_frame(V)
+    frame = as_control_frame(V)
     a, p, sw = _check_diagnostic_inputs(frame, groups, proba, n_groups, sample_weight)
     smd, names = standardized_mean_differences(
         frame, a, p, n_groups=n_groups, categorical=categorical, sample_weight=sw

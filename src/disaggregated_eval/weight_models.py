@@ -12,7 +12,7 @@ population (``docs/method.md``, "Weights"):
   ``P(A | V, S = 1)``, not the ``P(A | V)`` of the population being evaluated).
 
 Each model is the grid-searched gradient boosting of
-:func:`disaggregated_eval.outcome_models.fit_classifier` (multiclass, target ``A``). Every
+:func:`disaggregated_eval.model_fitting.fit_classifier` (multiclass, target ``A``). Every
 ``random_state`` comes from :mod:`disaggregated_eval.seeds` with the name paths of ``docs/design.md``:
 
 - ``("weight_models", dataset, "X")``, ``("weight_models", dataset, "Y")`` for fits on the training
@@ -28,7 +28,7 @@ logistic regression (:func:`crossfit_spline_logistic`) for a continuous score, t
 (:func:`crossfit_group_proba`) for several covariates; all with the same outer folds for the same
 seed. Diagnostics of the resulting weights are in :mod:`disaggregated_eval.weight_diagnostics`.
 
-Threads: as in :mod:`disaggregated_eval.outcome_models` (``n_jobs`` worker processes with one
+Threads: as in :mod:`disaggregated_eval.model_fitting` (``n_jobs`` worker processes with one
 OpenMP thread each, ``n_threads`` OpenMP threads in the calling process); results depend on neither.
 The spline fits run BLAS on one thread.
 """
@@ -49,7 +49,22 @@ from sklearn.preprocessing import FunctionTransformer, SplineTransformer
 from threadpoolctl import threadpool_limits
 
 from . import seeds
-from ._validation import (
+from .model_fitting import (
+    MAX_CATEGORY_CODE,
+    check_class_counts,
+    check_dataset,
+    check_feature_names,
+    check_features,
+    check_grid,
+    check_n_threads,
+    chosen_max_leaf_nodes,
+    fit_classifier_unchecked,
+    openmp_threads,
+    report_fit,
+    row_requirement,
+    worker_threads,
+)
+from .validation import (
     check_1d,
     check_choice,
     check_columns,
@@ -61,21 +76,6 @@ from ._validation import (
     check_scores,
     check_seed,
     check_unique_labels,
-)
-from .outcome_models import (
-    _MAX_CATEGORY_CODE,
-    _check_class_counts,
-    _check_dataset,
-    _check_feature_names,
-    _check_features,
-    _check_grid,
-    _check_n_threads,
-    _fit_classifier,
-    _openmp_threads,
-    _report,
-    _row_requirement,
-    _selected,
-    _worker_threads,
 )
 from .vocabulary import WEIGHT_CONTROLS
 from .weight_table import ANY_MODEL, concat_weight_tables, weight_table
@@ -93,6 +93,7 @@ __all__ = [
     "fit_weight_models",
     "selected_max_leaf_nodes",
     "MAX_CELLS",
+    "as_control_frame",
     "cell_codes",
     "crossfit_cell_frequency",
     "SPLINE_KNOTS",
@@ -207,7 +208,7 @@ def crossfit_fold_ids(groups, *, crossfit_folds: int, random_state: int) -> np.n
     """
     crossfit_folds = check_int(crossfit_folds, "crossfit_folds", minimum=2)
     groups = check_1d(groups, "groups")
-    _check_class_counts(groups, crossfit_folds, "cannot cross-fit", name="group")
+    check_class_counts(groups, crossfit_folds, "cannot cross-fit", name="group")
     return _fold_ids(groups, crossfit_folds, random_state)
 
 
@@ -270,7 +271,7 @@ def _plan_crossfit(
                 f"crossfit_folds={crossfit_folds}; P(A = {code} | {variable}) cannot be cross-fitted"
             )
     fold_ids = _fold_ids(groups, crossfit_folds, seeds.sklearn_seed(seed))
-    min_rows, need = _row_requirement(n_splits, max_leaf_nodes is not None)
+    min_rows, need = row_requirement(n_splits, max_leaf_nodes is not None)
     for k in range(crossfit_folds if inner else 0):
         counts = np.bincount(groups[fold_ids != k], minlength=n_groups)
         for code in range(n_groups):
@@ -303,7 +304,7 @@ def _crossfit(
     for k in range(int(plan.fold_ids.max()) + 1):
         held_out = plan.fold_ids == k
         start = time.perf_counter()
-        estimator, table = _fit_classifier(
+        estimator, table = fit_classifier_unchecked(
             V.loc[~held_out],
             groups[~held_out],
             categorical_features=categorical,
@@ -314,10 +315,10 @@ def _crossfit(
             n_jobs=n_jobs,
         )
         proba[held_out] = _group_proba(estimator, V.loc[held_out], n_groups, f"{context}, outer fold {k}")
-        _report(
+        report_fit(
             progress,
             f"weight model P(A | {variable}) {context}, outer fold {k}: fit on {int((~held_out).sum())} rows, "
-            f"predict {int(held_out.sum())} rows, max_leaf_nodes={_selected(table)}, "
+            f"predict {int(held_out.sum())} rows, max_leaf_nodes={chosen_max_leaf_nodes(table)}, "
             f"{time.perf_counter() - start:.1f} s",
         )
         table.insert(0, "fold", k)
@@ -345,12 +346,13 @@ def crossfit_group_proba(
 
     The rows are split into ``crossfit_folds`` outer folds stratified by group
     (:func:`crossfit_fold_ids` with ``random_state = sklearn_seed(seed)``); for each outer fold
-    ``k`` a multiclass :func:`fit_classifier` of the group on the columns of ``V`` is fitted on the
-    other folds (inner ``n_splits``-fold grid search with ``random_state = sklearn_seed(seed, k)``,
-    or the given ``max_leaf_nodes``) and predicts fold ``k``, so no row is weighted by a model that
-    saw it (paper Supplementary A.3; ``docs/method.md``, "Weights"). :func:`fit_weight_models`
-    calls the same steps, so with ``seed = seeds.seed_sequence(root, "weight_models", dataset, "R",
-    model)`` and ``V = score_frame(scores)`` this reproduces its ``P(A | R)`` bit for bit.
+    ``k`` a multiclass :func:`~disaggregated_eval.model_fitting.fit_classifier` of the group on the
+    columns of ``V`` is fitted on the other folds (inner ``n_splits``-fold grid search with
+    ``random_state = sklearn_seed(seed, k)``, or the given ``max_leaf_nodes``) and predicts fold
+    ``k``, so no row is weighted by a model that saw it (paper Supplementary A.3; ``docs/method.md``,
+    "Weights"). :func:`fit_weight_models` calls the same steps, so with ``seed =
+    seeds.seed_sequence(root, "weight_models", dataset, "R", model)`` and ``V = score_frame(scores)``
+    this reproduces its ``P(A | R)`` bit for bit.
 
     Parameters
     ----------
@@ -411,15 +413,15 @@ def crossfit_group_proba(
         raise ValueError("V must have at least one column")
     categorical = check_names(categorical, "categorical")
     check_columns(V, categorical, "V")
-    _check_features(V, columns, categorical, "V")
-    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=_MAX_CATEGORY_CODE + 1)
+    check_features(V, columns, categorical, "V")
+    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=MAX_CATEGORY_CODE + 1)
     codes = check_group_codes(groups, "groups", n_groups)
     check_length(codes, len(V), "groups", reference="V")
     labels = _check_group_labels(group_labels, n_groups)
     grid, max_leaf_nodes, n_splits = _check_search(grid, max_leaf_nodes, n_splits)
     crossfit_folds = check_int(crossfit_folds, "crossfit_folds", minimum=2)
     n_jobs = check_int(n_jobs, "n_jobs")
-    n_threads = _check_n_threads(n_threads)
+    n_threads = check_n_threads(n_threads)
     variable = columns[0] if len(columns) == 1 else "V"
     context = f"V = {variable}" if len(columns) == 1 else f"V = ({', '.join(columns)})"
     plan = _plan_crossfit(
@@ -434,7 +436,7 @@ def crossfit_group_proba(
         context=context,
         labels=labels,
     )
-    with _openmp_threads(n_threads):
+    with openmp_threads(n_threads):
         return _crossfit(
             V,
             codes,
@@ -455,7 +457,7 @@ def _check_search(grid, max_leaf_nodes, n_splits) -> tuple[list[int], int | None
     """``(grid, None, n_splits)`` for a grid search, ``([], max_leaf_nodes, n_splits)`` without."""
     n_splits = check_int(n_splits, "n_splits", minimum=2)
     if max_leaf_nodes is None:
-        return _check_grid(grid), None, n_splits
+        return check_grid(grid), None, n_splits
     return [], check_int(max_leaf_nodes, "max_leaf_nodes", minimum=2), n_splits
 
 
@@ -544,10 +546,10 @@ def _check_weight_settings(
     controls,
 ) -> _WeightSettings:
     """Step 1 of :func:`fit_weight_models`: every scalar argument."""
-    features, categorical = _check_feature_names(features, categorical, reserved={"group": group})
+    features, categorical = check_feature_names(features, categorical, reserved={"group": group})
     n_splits = check_int(n_splits, "n_splits", minimum=2)
     if max_leaf_nodes is None:
-        grid = _check_grid(grid)
+        grid = check_grid(grid)
     elif isinstance(max_leaf_nodes, Mapping):
         grid = []
         max_leaf_nodes = {key: check_int(v, f"max_leaf_nodes[{key!r}]", minimum=2) for key, v in max_leaf_nodes.items()}
@@ -555,7 +557,7 @@ def _check_weight_settings(
         grid = []
         max_leaf_nodes = check_int(max_leaf_nodes, "max_leaf_nodes", minimum=2)
     crossfit_folds = check_int(crossfit_folds, "crossfit_folds", minimum=2)
-    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=_MAX_CATEGORY_CODE + 1)
+    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=MAX_CATEGORY_CODE + 1)
     if isinstance(controls, str):
         controls = [controls]
     controls = list(controls)
@@ -578,7 +580,7 @@ def _check_weight_settings(
         crossfit_folds=crossfit_folds,
         fit_xy_on=check_choice(fit_xy_on, "fit_xy_on", _XY_SOURCES),
         seed=check_seed(seed),
-        dataset=_check_dataset(dataset),
+        dataset=check_dataset(dataset),
         n_jobs=check_int(n_jobs, "n_jobs"),
         controls=controls,
     )
@@ -601,7 +603,7 @@ def _control_frames(
             raise ValueError(f"train is needed for the weight models of {on_train} (fit_xy_on='train'); got None")
         check_columns(train, list(dict.fromkeys([s.group] + [c for k in on_train for c in needs[k]])), "train")
         a_train = check_group_codes(train[s.group], f"train[{s.group!r}]", s.n_groups)
-        min_rows, need = _row_requirement(s.n_splits, s.max_leaf_nodes is not None)
+        min_rows, need = row_requirement(s.n_splits, s.max_leaf_nodes is not None)
         counts = np.bincount(a_train, minlength=s.n_groups)
         for code in range(s.n_groups):
             if counts[code] < min_rows:
@@ -616,8 +618,8 @@ def _control_frames(
         fit_on_train = control in on_train
         if control == "X":
             if fit_on_train:
-                _check_features(train, s.features, s.categorical, "train")
-            _check_features(test, s.features, s.categorical, "test")
+                check_features(train, s.features, s.categorical, "train")
+            check_features(test, s.features, s.categorical, "test")
             frames[("X", ANY_MODEL)] = (train[s.features] if fit_on_train else None, test[s.features])
         elif control == "Y":
             y_train = check_labels(train[s.label], f"train[{s.label!r}]", dtype=np.int64) if fit_on_train else None
@@ -726,7 +728,7 @@ def _run_weight_fit(fit: _WeightFit, s: _WeightSettings, progress) -> tuple[np.n
         )
     else:
         start = time.perf_counter()
-        estimator, table = _fit_classifier(
+        estimator, table = fit_classifier_unchecked(
             fit.V_fit,
             fit.groups_fit,
             categorical_features=fit.categorical,
@@ -737,10 +739,11 @@ def _run_weight_fit(fit: _WeightFit, s: _WeightSettings, progress) -> tuple[np.n
             n_jobs=s.n_jobs,
         )
         proba = _group_proba(estimator, fit.V_predict, s.n_groups, fit.context)
-        _report(
+        report_fit(
             progress,
             f"weight model P(A | {fit.variable}) {fit.context}: fit on {len(fit.V_fit)} rows, predict "
-            f"{len(fit.V_predict)} rows, max_leaf_nodes={_selected(table)}, {time.perf_counter() - start:.1f} s",
+            f"{len(fit.V_predict)} rows, max_leaf_nodes={chosen_max_leaf_nodes(table)}, "
+            f"{time.perf_counter() - start:.1f} s",
         )
         table.insert(0, "fold", pd.NA)
     table["fold"] = table["fold"].astype("Int64")
@@ -782,9 +785,9 @@ def fit_weight_models(
       (:func:`crossfit_group_proba` on :func:`score_frame` of the scores, seed branch
       ``("weight_models", dataset, "R", model)``).
     - ``V = X`` (``features``, without ``A``) and ``V = Y`` (the single feature ``label``):
-      with ``fit_xy_on="train"`` a multiclass :func:`fit_classifier` of ``A`` on the training split
-      (seed ``("weight_models", dataset, "X" | "Y")``) predicts the test split, which is right when
-      both splits come from the evaluated population; with ``fit_xy_on="test"`` they are
+      with ``fit_xy_on="train"`` a multiclass :func:`~disaggregated_eval.model_fitting.fit_classifier`
+      of ``A`` on the training split (seed ``("weight_models", dataset, "X" | "Y")``) predicts the
+      test split, which is right when both splits come from the evaluated population; with ``fit_xy_on="test"`` they are
       cross-fitted on the test split like ``R`` (seed branch ``("weight_models", dataset, "X" |
       "Y", "test")``), which is needed when the training split is a selected sample (the
       selection settings: fitted on it, the weights would be ``P(A | V, S = 1)``).
@@ -874,10 +877,10 @@ def fit_weight_models(
         n_jobs=n_jobs,
         controls=controls,
     )
-    n_threads = _check_n_threads(n_threads)
+    n_threads = check_n_threads(n_threads)
     fits = _plan_weight_fits(train, test, test_scores, settings)
     blocks, tables = [], []
-    with _openmp_threads(n_threads):
+    with openmp_threads(n_threads):
         for fit in fits:
             proba, table = _run_weight_fit(fit, settings, progress)
             blocks.append(weight_table(proba, weight_source="estimated", control=fit.control, model=fit.model))
@@ -931,9 +934,27 @@ def selected_max_leaf_nodes(selection: pd.DataFrame) -> dict[tuple[str, str], in
 MAX_CELLS = 50
 
 
-def _as_frame(V, name: str = "V") -> pd.DataFrame:
-    """A control variable as a DataFrame: a frame as is, an array of shape (n,) or (n, d) as columns
-    ``v`` or ``v0 .. v{d-1}``."""
+def as_control_frame(V, name: str = "V") -> pd.DataFrame:
+    """A control variable as a DataFrame.
+
+    Parameters
+    ----------
+    V : DataFrame of shape (n_samples, n_columns), or array-like of shape (n_samples,) or (n_samples, d)
+        The control variable.
+    name : str, default="V"
+        How the argument is named in messages.
+
+    Returns
+    -------
+    DataFrame of shape (n_samples, n_columns)
+        A frame as is (not copied); an array of shape (n,) as the column ``v``, of shape (n, d) as the
+        columns ``v0 .. v{d-1}``.
+
+    Raises
+    ------
+    ValueError
+        If an array has no or more than two dimensions.
+    """
     if isinstance(V, pd.DataFrame):
         return V
     array = np.asarray(V)
@@ -964,7 +985,7 @@ def cell_codes(V) -> tuple[np.ndarray, int]:
     ValueError
         If ``V`` has no columns or more than two dimensions.
     """
-    frame = _as_frame(V)
+    frame = as_control_frame(V)
     if frame.shape[1] == 0:
         raise ValueError("V must have at least one column")
     if len(frame) == 0:
@@ -1031,9 +1052,9 @@ def crossfit_cell_frequency(
         If ``groups`` has the wrong length or codes outside ``0..n_groups-1``, a group has fewer than
         ``crossfit_folds`` rows (the message names it), or an argument is invalid.
     """
-    frame = _as_frame(V)
+    frame = as_control_frame(V)
     codes, n_cells = cell_codes(frame)
-    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=_MAX_CATEGORY_CODE + 1)
+    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=MAX_CATEGORY_CODE + 1)
     a = check_group_codes(groups, "groups", n_groups)
     check_length(a, len(frame), "groups", reference="V")
     labels = _check_group_labels(group_labels, n_groups)
@@ -1141,7 +1162,7 @@ def _fit_spline_logistic(
     # One BLAS thread: the matrices are small (rows x ~13 columns), so threads only wait for each
     # other (measured: 8x the wall time with 2 threads on a busy machine), and a fixed thread count
     # keeps the summation order, hence the bits, the same on every machine.
-    with _worker_threads(n_jobs), threadpool_limits(limits=1, user_api="blas"):
+    with worker_threads(n_jobs), threadpool_limits(limits=1, user_api="blas"):
         search.fit(v[:, None], groups)
     results = search.cv_results_
     table = pd.DataFrame(
@@ -1232,9 +1253,9 @@ def crossfit_spline_logistic(
         than ``n_splits`` rows in the training part of an outer fold (the message names it); or if
         another argument is invalid.
     """
-    frame = _as_frame(V)
+    frame = as_control_frame(V)
     v = _check_continuous(frame)
-    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=_MAX_CATEGORY_CODE + 1)
+    n_groups = check_int(n_groups, "n_groups", minimum=2, maximum=MAX_CATEGORY_CODE + 1)
     a = check_group_codes(groups, "groups", n_groups)
     check_length(a, len(frame), "groups", reference="V")
     labels = _check_group_labels(group_labels, n_groups)
@@ -1327,7 +1348,7 @@ def _crossfit_spline(
         with threadpool_limits(limits=1, user_api="blas"):
             proba[np.ix_(held_out, classes)] = search.predict_proba(v[held_out, None])
         chosen = float(table.loc[table["selected"], "C"].iloc[0])
-        _report(
+        report_fit(
             progress,
             f"weight model P(A | {variable}) spline logistic, outer fold {k}: fit on {int((~held_out).sum())} rows, "
             f"predict {int(held_out.sum())} rows, C={chosen:g}, {time.perf_counter() - start:.1f} s",
@@ -1392,7 +1413,7 @@ def choose_weight_method(V, *, categorical: Sequence[str] = (), max_cells: int =
     str
         One of :data:`WEIGHT_METHODS`.
     """
-    frame = _as_frame(V)
+    frame = as_control_frame(V)
     _, n_cells = cell_codes(frame)
     if n_cells <= check_int(max_cells, "max_cells", minimum=1):
         return "cell_frequency"
@@ -1476,7 +1497,7 @@ def group_proba_for_control(
         If ``method`` is unknown, or as the chosen estimator raises (checked before any fit).
     """
     method = check_choice(method, "method", ("auto",) + WEIGHT_METHODS)
-    frame = _as_frame(V)
+    frame = as_control_frame(V)
     if method == "auto":
         method = choose_weight_method(frame, categorical=categorical, max_cells=max_cells)
     if method == "cell_frequency":
@@ -1484,7 +1505,7 @@ def group_proba_for_control(
             frame, groups, n_groups=n_groups, crossfit_folds=crossfit_folds, seed=seed, group_labels=group_labels
         )
         for fold in table.itertuples():
-            _report(
+            report_fit(
                 progress,
                 f"weight model P(A | V) cell frequency, outer fold {fold.fold}: {fold.n_cells} value(s) of V in "
                 f"{fold.n_fit_rows} rows, {fold.n_unseen_rows} held-out row(s) with an unseen value",

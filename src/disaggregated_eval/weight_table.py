@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from . import vocabulary
-from ._validation import check_choice
+from .validation import check_choice
 
 __all__ = [
     "KEY_COLUMNS",

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._validation import brief
+from ..validation import brief
 
 __all__ = [
     "COUNT_COLUMN",

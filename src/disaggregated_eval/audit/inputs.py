@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 
 from .. import vocabulary
-from .._validation import brief, format_values, show_value
+from ..model_fitting import MAX_CATEGORY_CODE
+from ..validation import brief, format_values, show_value
 from .errors import AuditInputError
 from .loading import required_columns
 from .options import ResolvedOptions, check_reference_levels
@@ -61,8 +62,6 @@ __all__ = [
 
 #: Name of the level that holds the rows with a missing attribute value (``missing_group="level"``).
 MISSING_LEVEL = "missing"
-#: Largest integer code of a categorical feature of HistGradientBoosting (``max_bins - 1``).
-_MAX_CATEGORY_CODE = 254
 #: How many offending values an error message shows.
 _SHOW = 5
 #: Most pairwise comparisons of slices (per model and metric, over every attribute and intersection):
@@ -642,14 +641,14 @@ def _features(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, tu
         levels = sorted(counts.index.tolist())
         codes = np.full(series.shape[0], np.nan)
         mapped = pd.Categorical(series[present].astype(str), categories=levels).codes.astype(np.float64)
-        if len(levels) > _MAX_CATEGORY_CODE + 1:
-            keep = set(counts.index[:_MAX_CATEGORY_CODE].tolist())  # most frequent first
+        if len(levels) > MAX_CATEGORY_CODE + 1:
+            keep = set(counts.index[:MAX_CATEGORY_CODE].tolist())  # most frequent first
             kept = [lv for lv in levels if lv in keep]
-            remap = np.array([kept.index(lv) if lv in keep else _MAX_CATEGORY_CODE for lv in levels], dtype=np.float64)
+            remap = np.array([kept.index(lv) if lv in keep else MAX_CATEGORY_CODE for lv in levels], dtype=np.float64)
             mapped = remap[mapped.astype(np.int64)]
             notes.append(
-                f"feature {brief(column)} has {len(levels)} levels; the {_MAX_CATEGORY_CODE} most frequent keep "
-                f"their own code for the weight models, the other {len(levels) - _MAX_CATEGORY_CODE} share one"
+                f"feature {brief(column)} has {len(levels)} levels; the {MAX_CATEGORY_CODE} most frequent keep "
+                f"their own code for the weight models, the other {len(levels) - MAX_CATEGORY_CODE} share one"
             )
         codes[present] = mapped
         out[column] = codes

@@ -39,10 +39,10 @@ import numpy as np
 import pandas as pd
 
 from .. import vocabulary
-from .._validation import brief, check_choice, check_int, check_nesting, check_open_unit, check_seed
 from ..io import DuplicateKeyError, read_yaml_unique_keys
 from ..memory import MAX_CALIBRATION_BINS, MAX_RESAMPLES
 from ..registry import check_metric_names
+from ..validation import brief, check_choice, check_int, check_nesting, check_open_unit, check_seed
 from .errors import AuditInputError, AuditWarning, UsageError
 from .slices import FAMILY_SEPARATOR, slice_name
 from .text import terminal_text

@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 
 from .. import seeds, selection, vocabulary
-from .._validation import brief
 from ..engine.resampling import strata_for
 from ..intervals import zero_width
+from ..validation import brief
 from .columns import SELECTION_COLUMNS
 from .errors import AuditInputError
 from .inputs import AuditInput

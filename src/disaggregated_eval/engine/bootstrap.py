@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_labels, check_open_unit, check_positive_int, check_scores, check_weights
 from ..registry import check_metric_names
+from ..validation import check_labels, check_open_unit, check_positive_int, check_scores, check_weights
 from ..vocabulary import METRICS
 from .resampling import as_seed_sequence, default_batch_size, make_strata, numba_threads, run_batches
 from .sums import metric_slots, terms_for

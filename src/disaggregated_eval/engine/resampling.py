@@ -29,7 +29,7 @@ import numba
 import numpy as np
 
 from .. import vocabulary
-from .._validation import check_choice, check_group_codes, check_int, check_length, check_positive_int, check_seed
+from ..validation import check_choice, check_group_codes, check_int, check_length, check_positive_int, check_seed
 
 __all__ = [
     "BATCH_MEMORY_BYTES",

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from disaggregated_eval import vocabulary
-from disaggregated_eval._validation import brief, check_nesting
 from disaggregated_eval.io import DuplicateKeyError, read_yaml_unique_keys
+from disaggregated_eval.validation import brief, check_nesting
 
 __all__ = [
     "ConfigError",

@@ -1,6 +1,8 @@
 """Input checks shared by every public function of the library (one home, as scikit-learn's
 ``sklearn.utils.validation`` and fairlearn's ``utils/_input_validation.py``).
 
+A public module: the audit and the workflow plumbing (``workflow/lib``, outside the installed
+package) check and show values with the same helpers (:func:`brief`, :func:`check_nesting`).
 Public functions validate their arguments here, at the boundary, and pass checked arrays to their
 internals, which trust them. Every error names the argument (or ``frame[column]``), the offending
 values (the first few) and what was expected, e.g. ``labels (y) must be 0/1; got values {2}``.
@@ -49,7 +51,19 @@ __all__ = [
 
 
 def show_value(value: Any) -> Any:
-    """A hashable, printable stand-in for a bad value (``nan`` and ``missing`` included)."""
+    """A hashable, printable stand-in for a bad value (``nan`` and ``missing`` included).
+
+    Parameters
+    ----------
+    value : any
+        One offending value.
+
+    Returns
+    -------
+    any
+        ``"missing"`` for None, ``pd.NA`` and ``pd.NaT``; ``"nan"`` for a float NaN; a NumPy scalar as
+        the Python scalar it holds; anything else unchanged.
+    """
     if value is None or value is pd.NA or value is pd.NaT:
         return "missing"
     if isinstance(value, (float, np.floating)) and np.isnan(value):
@@ -73,6 +87,21 @@ def brief(value: Any, limit: int = BRIEF_CHARS, *, plain: bool = False) -> str:
     A value in an error message is shown through this, so that no message is longer than a line,
     however large the value (a 20,000-item list, the expansion of a YAML alias bomb). A large list
     or mapping is not even converted in full: its ``repr`` is built from its first items only.
+
+    Parameters
+    ----------
+    value : any
+        The value to show.
+    limit : int, default=BRIEF_CHARS
+        Most characters of the result.
+    plain : bool, default=False
+        Show a string without quotes (``str`` instead of ``repr``); other values are unaffected.
+
+    Returns
+    -------
+    str
+        One line (runs of whitespace made one space) of at most ``limit`` characters, ending in
+        an ellipsis when cut. A value too deeply nested for ``repr`` is named by its type.
     """
     if isinstance(value, (list, tuple, dict, set, frozenset)) and len(value) > limit:
         head = list(value.items())[:limit] if isinstance(value, dict) else list(value)[:limit]
@@ -152,7 +181,20 @@ def check_nesting(
 
 
 def format_values(values: Iterable[Any], limit: int = 5) -> str:
-    """``{v1, v2, ... (k distinct)}``: the distinct values, sorted, at most ``limit`` shown."""
+    """``{v1, v2, ... (k distinct)}``: the distinct values, sorted, at most ``limit`` shown.
+
+    Parameters
+    ----------
+    values : iterable
+        The offending values (repeats allowed; missing values shown as by :func:`show_value`).
+    limit : int, default=5
+        Most distinct values shown, each through :func:`brief`.
+
+    Returns
+    -------
+    str
+        The braced list; ``... (k distinct)`` is added when there are more than ``limit``.
+    """
     distinct = sorted({show_value(v) for v in values}, key=lambda v: (str(type(v)), str(v)))
     shown = ", ".join(brief(v) for v in distinct[:limit])
     more = f", ... ({len(distinct)} distinct)" if len(distinct) > limit else ""
@@ -166,6 +208,18 @@ def format_values(values: Iterable[Any], limit: int = 5) -> str:
 
 def check_1d(values: Any, name: str) -> np.ndarray:
     """``values`` as a one-dimensional array.
+
+    Parameters
+    ----------
+    values : array-like of shape (n,)
+        A list, array, Series or Index.
+    name : str
+        How the argument is named in messages.
+
+    Returns
+    -------
+    ndarray of shape (n,)
+        The values (not copied when they are an array already; never modified).
 
     Raises
     ------
@@ -186,7 +240,21 @@ def check_1d(values: Any, name: str) -> np.ndarray:
 
 
 def check_length(array: np.ndarray, n: int, name: str, reference: str = "y") -> None:
-    """Raise ``ValueError`` unless ``array`` has ``n`` rows, like ``reference``."""
+    """Check that ``array`` has ``n`` rows, like ``reference``.
+
+    Parameters
+    ----------
+    array : ndarray of shape (n_rows, ...)
+    n : int
+        The rows expected.
+    name, reference : str
+        How ``array`` and the argument it must match are named in messages.
+
+    Raises
+    ------
+    ValueError
+        ``{name} has {n_rows} rows but {reference} has {n}; they must match``.
+    """
     if array.shape[0] != n:
         raise ValueError(f"{name} has {array.shape[0]} rows but {reference} has {n}; they must match")
 
@@ -236,7 +304,24 @@ def check_labels(y: Any, name: str = "y", *, dtype: Any = np.float64) -> np.ndar
 
 
 def check_binary_codes(values: Any, name: str) -> np.ndarray:
-    """0/1 codes (``a`` or ``y`` of a simulation) as int64; ``"{name} must be 0/1; got values ..."``."""
+    """0/1 codes (``a`` or ``y`` of a simulation) as int64.
+
+    Parameters
+    ----------
+    values : array-like of any shape (a scalar is one value)
+    name : str
+        How the argument is named in messages.
+
+    Returns
+    -------
+    ndarray of int64
+        The codes, of the shape of ``values`` (at least one dimension).
+
+    Raises
+    ------
+    ValueError
+        ``{name} must be 0/1; got values {...}`` if an entry is not 0 or 1 (NaN and missing included).
+    """
     array = np.atleast_1d(np.asarray(values))
     numbers_, ok = _numeric_codes(array.ravel())
     bad = ~(ok & ((numbers_ == 0) | (numbers_ == 1)))
@@ -247,6 +332,18 @@ def check_binary_codes(values: Any, name: str) -> np.ndarray:
 
 def check_scores(scores: Any, n: int | None = None, name: str = "scores") -> np.ndarray:
     """Scores as float64, finite and in [0, 1].
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_samples,)
+    n : int or None, default=None
+        Rows required (those of the labels), if given.
+    name : str, default="scores"
+        How the argument is named in messages.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,), float64
 
     Raises
     ------
@@ -272,7 +369,28 @@ def check_scores(scores: Any, n: int | None = None, name: str = "scores") -> np.
 
 
 def check_weights(weights: Any, n: int | None = None, name: str = "sample_weight") -> np.ndarray:
-    """Weights as float64, finite and >= 0; errors name the first bad value and its row."""
+    """Weights as float64, finite and >= 0.
+
+    Parameters
+    ----------
+    weights : array-like of shape (n_samples,)
+    n : int or None, default=None
+        Rows required, if given.
+    name : str, default="sample_weight"
+        How the argument is named in messages.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,), float64
+
+    Raises
+    ------
+    TypeError
+        If ``weights`` is not array-like.
+    ValueError
+        If the weights are not numeric, do not have ``n`` rows, or an entry is NaN, infinite or
+        negative (the first such value and its row are named).
+    """
     array = check_1d(weights, name)
     if array.dtype.kind not in "biuf":
         raise ValueError(f"{name} must be numeric weights >= 0; got dtype {array.dtype}")
@@ -290,6 +408,21 @@ def check_weights(weights: Any, n: int | None = None, name: str = "sample_weight
 
 def check_group_codes(values: Any, name: str, n_groups: int | None = None, *, max_code: int = 254) -> np.ndarray:
     """Integer group codes ``0..n_groups-1`` (or ``0..max_code``) as int64.
+
+    Parameters
+    ----------
+    values : array-like of shape (n_samples,)
+        Integer-valued numbers (floats such as ``2.0`` included; bool is refused).
+    name : str
+        How the argument is named in messages.
+    n_groups : int or None, default=None
+        Number of groups; without it the codes may go up to ``max_code``.
+    max_code : int, default=254
+        Largest code allowed without ``n_groups``.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,), int64
 
     Raises
     ------
@@ -315,7 +448,25 @@ def check_group_codes(values: Any, name: str, n_groups: int | None = None, *, ma
 
 
 def check_int(value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    """An integer (not bool) within ``[minimum, maximum]``; ``ValueError`` naming ``name`` otherwise."""
+    """An integer (not bool) within ``[minimum, maximum]``.
+
+    Parameters
+    ----------
+    value : any
+    name : str
+        How the argument is named in messages.
+    minimum, maximum : int or None, default=None
+        Inclusive bounds, if given.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        ``{name} must be an integer [in lo..hi | >= lo | <= hi]; got {value!r}``.
+    """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
         raise ValueError(f"{name} must be an integer{_range_text(minimum, maximum)}; got {value!r}")
     if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
@@ -334,7 +485,23 @@ def _range_text(minimum: int | None, maximum: int | None) -> str:
 
 
 def check_positive_int(value: Any, name: str) -> int:
-    """A positive integer (not bool): ``"{name} must be a positive integer; got {value!r}"``."""
+    """A positive integer (not bool).
+
+    Parameters
+    ----------
+    value : any
+    name : str
+        How the argument is named in messages.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        ``{name} must be a positive integer; got {value!r}``.
+    """
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)) or value <= 0:
         raise ValueError(f"{name} must be a positive integer; got {value!r}")
     return int(value)
@@ -342,6 +509,16 @@ def check_positive_int(value: Any, name: str) -> int:
 
 def check_open_unit(value: Any, name: str) -> float:
     """A real number strictly between 0 and 1 (thresholds, confidence levels, fractions).
+
+    Parameters
+    ----------
+    value : any
+    name : str
+        How the argument is named in messages.
+
+    Returns
+    -------
+    float
 
     Raises
     ------
@@ -359,14 +536,49 @@ def check_open_unit(value: Any, name: str) -> float:
 
 
 def check_seed(seed: Any, name: str = "seed") -> int:
-    """A non-negative integer seed (the configured root seed)."""
+    """A non-negative integer seed (the configured root seed).
+
+    Parameters
+    ----------
+    seed : any
+    name : str, default="seed"
+        How the argument is named in messages.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    ValueError
+        ``{name} must be a non-negative integer; got {seed!r}`` (bool is refused).
+    """
     if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (numbers.Integral, np.integer)) or seed < 0:
         raise ValueError(f"{name} must be a non-negative integer; got {seed!r}")
     return int(seed)
 
 
 def check_choice(value: Any, name: str, choices: Sequence[Any]) -> Any:
-    """``value`` if it is one of ``choices``; else ``ValueError`` listing them."""
+    """``value`` if it is one of ``choices``.
+
+    Parameters
+    ----------
+    value : any
+    name : str
+        How the argument is named in messages.
+    choices : sequence
+        The values allowed.
+
+    Returns
+    -------
+    any
+        ``value`` itself.
+
+    Raises
+    ------
+    ValueError
+        ``{name} must be one of {choices}; got {value!r}``.
+    """
     if value not in tuple(choices):
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return value
@@ -378,7 +590,23 @@ def check_choice(value: Any, name: str, choices: Sequence[Any]) -> Any:
 
 
 def check_names(names: Any, what: str) -> list[str]:
-    """A list of distinct column names (a single string is an error, not a list of characters)."""
+    """A list of distinct column names (a single string is an error, not a list of characters).
+
+    Parameters
+    ----------
+    names : iterable of str
+    what : str
+        How the argument is named in messages (``"features"``).
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    ValueError
+        If ``names`` is a single string, holds a non-string, or names a column twice.
+    """
     if isinstance(names, str):
         raise ValueError(f"{what} must be a list of column names, not a single string; got {names!r}")
     names = list(names)
@@ -392,7 +620,15 @@ def check_names(names: Any, what: str) -> list[str]:
 
 
 def check_columns(df: Any, columns: Sequence[str], frame: str) -> None:
-    """``df`` is a DataFrame holding ``columns``.
+    """Check that ``df`` is a DataFrame holding ``columns``.
+
+    Parameters
+    ----------
+    df : any
+    columns : sequence of str
+        The columns required (may be empty: then only the type is checked).
+    frame : str
+        How the argument is named in messages.
 
     Raises
     ------
@@ -410,6 +646,18 @@ def check_columns(df: Any, columns: Sequence[str], frame: str) -> None:
 
 def check_unique_labels(labels: Any, what: str, *, reserved: Sequence[str] = ("overall",)) -> list[str]:
     """Display labels (of subgroups, slices): strings, distinct, and none of ``reserved``.
+
+    Parameters
+    ----------
+    labels : iterable of str
+    what : str
+        How the argument is named in messages.
+    reserved : sequence of str, default=("overall",)
+        Names no label may take.
+
+    Returns
+    -------
+    list of str
 
     Raises
     ------
