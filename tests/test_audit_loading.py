@@ -73,6 +73,8 @@ def test_required_columns_keeps_order_and_drops_repeats():
                "sample_weight": "w"}  # fmt: skip
     assert required_columns(**options) == ["y", "a", "b", "race", "sex", "x", "w"]
     assert required_columns(label="y", scores=["a"], groups=["g"], sample_weight=None) == ["y", "a", "g"]
+    with pytest.raises(TypeError, match="groups must be a list of column names, not a single string; got 'race'"):
+        required_columns(label="y", scores=["a"], groups="race")
 
 
 # ---- bad files (docs/audit.md "Bad input") ---------------------------------------------------------

@@ -149,11 +149,19 @@ def test_attained_by_names_the_part_and_the_slices_of_the_plug_in_statistic():
     wide = SliceRates(np.array([0.9, 0.1, 0.1]), reps, np.full(3, 50.0))
     assert equalized_odds(tpr, wide)[0].attained_by() == (1, 0, 1)
     assert equalized_odds(tpr, wide)[1].attained_by() == (1, 0, 1)
-    # An undefined slice is skipped; no defined slice at all: None.
+    # An undefined statistic (a slice's value undefined, or a ratio's largest value 0) names no slices.
     partly = SliceRates(np.array([np.nan, 0.1, 0.3]), reps, np.full(3, 50.0))
-    assert demographic_parity(partly)[0].attained_by() == (0, 2, 1)
-    undefined = SliceRates(np.array([np.nan, np.nan]), np.zeros((4, 2)), np.full(2, 50.0))
-    assert demographic_parity(undefined)[0].attained_by() is None
+    assert np.isnan(demographic_parity(partly)[0].estimate) and demographic_parity(partly)[0].attained_by() is None
+    zero = SliceRates(np.array([0.0, 0.0]), np.zeros((4, 2)), np.full(2, 50.0))
+    assert demographic_parity(zero)[0].attained_by() == (0, 0, 0)  # a gap of 0 between equal slices
+    assert np.isnan(demographic_parity(zero)[1].estimate) and demographic_parity(zero)[1].attained_by() is None
+
+
+def test_the_parts_of_an_extreme_must_share_their_resamples():
+    three = np.full(3, 50.0)
+    with pytest.raises(ValueError, match=r"same paired resamples; got replicates of \[4, 7\] resamples"):
+        equalized_odds(SliceRates(np.full(3, 0.2), np.zeros((4, 3)), three),
+                       SliceRates(np.full(3, 0.2), np.zeros((7, 3)), three))  # fmt: skip
 
 
 def test_pair_ratio_replicates_are_undefined_where_the_reference_rate_is_zero():
@@ -161,3 +169,14 @@ def test_pair_ratio_replicates_are_undefined_where_the_reference_rate_is_zero():
     ratio = disparity_ratio(SliceRates(np.array([0.2, 0.4]), reps, np.array([50.0, 50.0])))
     np.testing.assert_allclose(ratio.replicates, [0.5, np.nan, np.nan])
     assert ratio.estimate == pytest.approx(0.5)
+
+
+def test_max_t_level_with_undefined_resamples_warns_nothing_and_reaches_one():
+    # An undefined resample has an infinite |t|; where the quantile falls between two of them numpy's
+    # interpolation computes inf - inf. The level is then 1 (nothing can be bounded), without a warning.
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert max_t_level(np.array([1.0, np.inf, np.inf, np.inf]), 0.05) == 1.0
+        assert max_t_level(np.array([1.0, 2.0, 3.0, np.inf]), 0.5) < 1.0

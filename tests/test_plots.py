@@ -576,6 +576,17 @@ def test_draw_interval_rows_refuses_arrays_of_other_shapes():
         plots.draw_interval_rows(ax, [0, 1], [0, 0], [0, 0], [1, 1], colors=["k"], family=[0, 1])
     with pytest.raises(ValueError, match="band_low and band_high must be given together"):
         plots.draw_interval_rows(ax, [0, 1], [0, 0], [0, 0], [1, 1], band_low=[0, 0], **ok)
+    rows = ([0, 1], [0, 0], [0, 0], [1, 1])
+    with pytest.raises(ValueError, match=r"family must be integer indices into colors; got 0, 0\.7"):
+        plots.draw_interval_rows(ax, *rows, colors=["k", "r"], family=[0, 0.7])
+    with pytest.raises(ValueError, match=r"shown must be booleans \(False: a withheld row\); got 'no'"):
+        plots.draw_interval_rows(ax, *rows, shown=["no", "no"], **ok)
+    with pytest.raises(
+        ValueError, match=r"caveat must be one of \['', 'degenerate', 'undefined'\] per row; got 'bogus'"
+    ):
+        plots.draw_interval_rows(ax, *rows, caveat=["", "bogus"], **ok)
+    with pytest.raises(ValueError, match="colors must hold at least one colour"):
+        plots.draw_interval_rows(ax, *rows, colors=[])
     assert not ax.collections and not ax.get_lines()
 
 

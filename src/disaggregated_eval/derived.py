@@ -527,6 +527,9 @@ class Extreme:
         sizes = {p.n_slices for p in self.parts}
         if len(sizes) != 1 or min(sizes) < 2:
             raise ValueError(f"every part must hold the same slices, at least 2; got {sorted(sizes)}")
+        resamples = [int(np.shape(p.replicates)[0]) for p in self.parts]
+        if len(set(resamples)) != 1:
+            raise ValueError(f"every part must hold the same paired resamples; got replicates of {resamples} resamples")
         if self.kind == "ratio" and any(p.size is None for p in self.parts):
             raise ValueError("a min/max ratio needs proportions (SliceRates.size of every part)")
 
@@ -582,27 +585,23 @@ class Extreme:
         -------
         (part, largest, smallest) : tuple of int, or None
             ``part`` indexes :attr:`parts`: the one with the largest gap (``kind="gap"``) or the smallest
-            min/max ratio (``"ratio"``), the first where no part's is defined (equalized odds: 0 the true
-            positive rate, 1 the false positive rate); ``largest`` and ``smallest`` index the family's
+            min/max ratio (``"ratio"``), the first of equals (equalized odds: 0 the true positive rate, 1
+            the false positive rate); ``largest`` and ``smallest`` index the family's
             slices (the first of equals): the slice with the largest and the one with the smallest value
-            of that part. None when no slice's value is defined.
+            of that part. None when the statistic is undefined (:attr:`estimate` NaN: some slice's value
+            is), so an undefined statistic names no slices.
         """
-        with np.errstate(invalid="ignore", divide="ignore"):
-            points = [np.asarray(p.estimate, dtype=np.float64) for p in self.parts]
-            if self.kind == "gap":
-                spreads = [np.nanmax(v) - np.nanmin(v) if np.isfinite(v).any() else np.nan for v in points]
-            else:
-                spreads = [
-                    np.nanmin(v) / np.nanmax(v) if np.isfinite(v).any() and np.nanmax(v) > 0 else np.nan for v in points
-                ]
-        spreads = np.asarray(spreads, dtype=np.float64)
-        part = 0
-        if len(points) > 1 and np.isfinite(spreads).any():
-            part = int(np.nanargmax(spreads)) if self.kind == "gap" else int(np.nanargmin(spreads))
-        values = points[part]
-        if not np.isfinite(values).any():
+        if not np.isfinite(self.estimate):
             return None
-        return part, int(np.nanargmax(values)), int(np.nanargmin(values))
+        # A defined statistic has every slice's value defined in every part (and a positive largest
+        # value for a ratio): the gap and the min/max ratio propagate NaN.
+        points = [np.asarray(p.estimate, dtype=np.float64) for p in self.parts]
+        if self.kind == "gap":
+            part = int(np.argmax([v.max() - v.min() for v in points]))
+        else:
+            part = int(np.argmin([v.min() / v.max() for v in points]))
+        values = points[part]
+        return part, int(np.argmax(values)), int(np.argmin(values))
 
     def max_t(self) -> np.ndarray | None:
         """Row-wise max |t| over the statistic's pairwise quantities, shape (n_resamples,) (None: too much work)."""

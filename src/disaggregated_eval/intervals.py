@@ -321,7 +321,8 @@ def max_t_level(max_t: np.ndarray, tail: float) -> float:
     values = np.asarray(max_t, dtype=np.float64)
     if values.size == 0:
         return float(1.0 - tail)
-    c = float(np.quantile(values, 1.0 - tail))
+    with np.errstate(invalid="ignore"):  # an infinite |t| (an undefined resample): inf - inf between two
+        c = float(np.quantile(values, 1.0 - tail))
     if not np.isfinite(c):
         return 1.0
     return float(max(1.0 - tail, 2.0 * special.ndtr(c) - 1.0))

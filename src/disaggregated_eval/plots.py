@@ -393,7 +393,7 @@ def draw_interval_rows(
       and, when its estimate is finite, a filled marker at the estimate; with ``band_low`` and
       ``band_high``, the simultaneous band as a wider, lighter line under the interval;
     - a withheld row (``shown`` false): its interval only, dashed, in :data:`WITHHELD_COLOR` (its
-      band too), never a point;
+      band too), never a point; nothing when it also has a caveat (no interval to show);
     - a shown row whose ``caveat`` is ``"degenerate"`` and whose estimate is finite: a hollow marker
       at the estimate, no interval; any other shown row with a caveat (``"undefined"``): a hollow
       marker at the axes' left edge (2% of its width), no interval;
@@ -437,7 +437,8 @@ def draw_interval_rows(
     ------
     ValueError
         If an array does not have one value per row, only one of ``band_low`` and ``band_high`` is
-        given, or a ``family`` is not an index into ``colors``.
+        given, ``colors`` is empty, a ``family`` is not an integer index into ``colors``, a ``caveat``
+        is not one of ``""``, ``"degenerate"`` and ``"undefined"``, or ``shown`` is not boolean.
 
     Notes
     -----
@@ -451,12 +452,33 @@ def draw_interval_rows(
     est = _row_array(estimate, n, "estimate", float)
     lo = _row_array(low, n, "low", float)
     hi = _row_array(high, n, "high", float)
-    family = np.zeros(n, dtype=np.int64) if family is None else _row_array(family, n, "family", np.int64)
+    if len(colors) == 0:
+        raise ValueError("colors must hold at least one colour (one per family)")
     rgb = np.array([to_rgb(c) for c in colors], dtype=float).reshape(-1, 3)
+    if family is None:
+        family = np.zeros(n, dtype=np.int64)
+    else:
+        given = _row_array(family, n, "family", object)
+        if not all(isinstance(f, (int, np.integer)) and not isinstance(f, (bool, np.bool_)) for f in given):
+            raise ValueError(
+                f"family must be integer indices into colors; got {', '.join(sorted(set(map(repr, given))))}"
+            )
+        family = given.astype(np.int64)
     if n and (family.min() < 0 or family.max() >= len(rgb)):
         raise ValueError(f"family must index colors (0 to {len(rgb) - 1}); got values {sorted(set(family.tolist()))}")
     caveat = np.full(n, "", dtype=object) if caveat is None else _row_array(caveat, n, "caveat", object)
-    shown = np.ones(n, dtype=bool) if shown is None else _row_array(shown, n, "shown", bool)
+    unknown = sorted({repr(c) for c in caveat if c not in ("", *vocabulary.CAVEATS)})
+    if unknown:
+        raise ValueError(f"caveat must be one of {['', *vocabulary.CAVEATS]} per row; got {', '.join(unknown)}")
+    if shown is None:
+        shown = np.ones(n, dtype=bool)
+    else:
+        shown = _row_array(shown, n, "shown", object)
+        if not all(isinstance(v, (bool, np.bool_)) for v in shown):
+            raise ValueError(
+                f"shown must be booleans (False: a withheld row); got {', '.join(sorted(set(map(repr, shown))))}"
+            )
+        shown = shown.astype(bool)
     if (band_low is None) != (band_high is None):
         raise ValueError("band_low and band_high must be given together")
     row_colors = rgb[family]

@@ -361,7 +361,16 @@ def required_columns(
     list of str
         ``label``, ``scores``, ``groups``, ``features``, ``sample_weight``, ``frequency_weight`` in this
         order, each name once; empty and missing names left out.
+
+    Raises
+    ------
+    TypeError
+        If ``scores``, ``groups`` or ``features`` is a single string (a list of names is expected: a
+        string would be read letter by letter).
     """
+    for name, value in (("scores", scores), ("groups", groups), ("features", features)):
+        if isinstance(value, str):
+            raise TypeError(f"{name} must be a list of column names, not a single string; got {value!r}")
     names = [label or "", *(scores or ()), *(groups or ()), *(features or ()), sample_weight or "",
              frequency_weight or ""]  # fmt: skip
     out: list[str] = []
