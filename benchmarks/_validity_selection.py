@@ -55,7 +55,7 @@ import _verdicts as v  # rates, percentages, verdicts: a leaf sibling module of 
 import numpy as np
 import pandas as pd
 
-from disaggregated_eval import selection
+from disaggregated_eval import selection, vocabulary
 from disaggregated_eval.coverage import TRUTH_TOLERANCE
 from disaggregated_eval.metrics import compute_metrics
 
@@ -109,9 +109,6 @@ METRICS: tuple[str, ...] = (
 )
 #: The audit's ``selection_sensitivity`` (1 is implied).
 GAMMAS: tuple[float, ...] = (1.1, 1.25, 1.5, 2.0, 3.0)
-#: A claim is listed by the terminal when its slice has at least this many rows in the metric's
-#: denominator (the audit's default ``min_denominator``).
-MIN_DENOMINATOR = 10
 #: Differences whose truth is 0 (the claims about them are wrong whatever their sign).
 NULL_METRICS: tuple[str, ...] = ("false_positive_rate",)
 _COLUMN = "group"
@@ -402,7 +399,8 @@ def _claims(rows: pd.DataFrame, strengths: dict) -> pd.DataFrame:
             & _same(one["bound_ci_low"], one["ci_low"]) & _same(one["bound_ci_high"], one["ci_high"])
         )  # fmt: skip
         diff = one[one["quantity"] == "difference"]
-        listed = diff["breakdown_gamma"].notna() & (diff["n_denominator"] >= MIN_DENOMINATOR)
+        # The terminal lists a claim whose slice has at least the audit's default min_denominator rows.
+        listed = diff["breakdown_gamma"].notna() & (diff["n_denominator"] >= vocabulary.MIN_DENOMINATOR)
         claim = listed & (diff["breakdown_gamma"] > gamma_box)
         null = diff["truth"].abs() <= TRUTH_TOLERANCE
         wrong = claim & (null | (np.sign(diff["truth"]) != np.sign(diff["estimate"])))

@@ -219,3 +219,21 @@ def test_large_comparisons_of_continuous_scores_use_the_large_sample_test():
     # with few permutations the same tests are cheap enough to permute
     few = audit(data, **dict(kwargs, n_permutations=100)).comparisons
     assert set(few.loc[few["metric"] == "auc", "test"]) == {MONTE_CARLO}
+
+
+def test_an_audit_whose_tests_are_all_exact_finds_no_units(monkeypatch):
+    # Unweighted proportions are tested exactly from the counts: finding the models' units (a sort of every
+    # row per model) is work for the Monte-Carlo tests only, so it must not run at all here.
+    from disaggregated_eval.audit import core
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("model_units called for exact tests")
+
+    monkeypatch.setattr(core, "model_units", refuse)
+    monkeypatch.setattr(comparison_tests, "model_units", refuse)
+    rng = np.random.default_rng(np.random.SeedSequence(5))
+    frame = pd.DataFrame({"y": rng.integers(0, 2, 600), "s": rng.uniform(size=600), "g": rng.choice(["a", "b"], 600)})
+    result = audit(frame, label="y", scores=["s"], groups=["g"], metrics=["sensitivity", "false_positive_rate"],
+                   n_resamples=200, n_permutations=100, seed=3)  # fmt: skip
+    tested = result.comparisons[result.comparisons["kind"] != "vs_model"]
+    assert set(tested["test"]) == {EXACT} and tested["p_value"].between(0, 1).all()

@@ -560,7 +560,9 @@ class Extreme:
                     high = min(high, float(np.nanmin(uh) / np.nanmax(lh)))
         return low, high
 
-    def _derived(self) -> Replicated:
+    @functools.cached_property
+    def _values(self) -> Replicated:
+        """The statistic and its replicates, computed once (a frozen dataclass: fields never change)."""
         members = np.arange(self.parts[0].n_slices)[None, :]
         values = []
         for part in self.parts:
@@ -571,12 +573,12 @@ class Extreme:
     @property
     def estimate(self) -> float:
         """The plug-in statistic (fairlearn's; NaN where a part is undefined)."""
-        return float(self._derived().point[0])
+        return float(self._values.point[0])
 
     @property
     def replicates(self) -> np.ndarray:
         """The statistic on each resample, shape (n_resamples,)."""
-        return self._derived().replicates[:, 0]
+        return self._values.replicates[:, 0]
 
     def attained_by(self) -> tuple[int, int, int] | None:
         """Which part and which two slices attain the plug-in statistic.
@@ -700,11 +702,18 @@ class PairRatio:
         if self.rates.n_slices != 2 or self.rates.size is None:
             raise ValueError("a disparity ratio needs two slices of a proportion, with their sizes")
 
+    @functools.cached_property
+    def _ratio(self) -> Replicated:
+        """:func:`ratio` of slice 0 over slice 1 (a proportion is >= 0: NaN where the reference's is 0 or undefined)."""
+        x = Replicated(
+            point=np.asarray(self.rates.estimate, dtype=np.float64), replicates=np.asarray(self.rates.replicates)
+        )
+        return ratio(x, np.array([0]), np.array([1]))
+
     @property
     def estimate(self) -> float:
         """``p_slice / p_reference`` (NaN when the reference's is 0 or undefined)."""
-        p = np.asarray(self.rates.estimate, dtype=np.float64)
-        return float(p[0] / p[1]) if p[1] > 0 else float("nan")
+        return float(self._ratio.point[0])
 
     @property
     def n_pairs(self) -> int:
@@ -713,9 +722,7 @@ class PairRatio:
     @property
     def replicates(self) -> np.ndarray:
         """The ratio on each resample, shape (n_resamples,) (NaN where the reference's rate is 0 or undefined)."""
-        p = np.asarray(self.rates.replicates)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return p[:, 0] / np.where(p[:, 1] > 0, p[:, 1], np.nan)
+        return self._ratio.replicates[:, 0]
 
     def max_t(self) -> np.ndarray | None:
         """|t| of the linearised log ratio on each resample, shape (n_resamples,)."""

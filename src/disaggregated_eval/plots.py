@@ -1314,8 +1314,8 @@ def plot_selection_bounds(
     title : str, optional
         Figure title.
     min_denominator : int, optional
-        Fewest rows in a metric's denominator for a panel to be drawn (default: the selection study's,
-        :data:`disaggregated_eval.selection_study.MIN_DENOMINATOR`, the audit's ``min_denominator``).
+        Fewest rows in a metric's denominator for a panel to be drawn (default
+        :data:`disaggregated_eval.vocabulary.MIN_DENOMINATOR`, the audit's ``min_denominator`` default).
 
     Returns
     -------
@@ -1326,8 +1326,10 @@ def plot_selection_bounds(
     ValueError
         If columns are missing or ``rows`` is empty.
     """
+    from disaggregated_eval.intervals import zero_width  # numba and scipy: only for this figure
+
     if min_denominator is None:
-        from disaggregated_eval.selection_study import MIN_DENOMINATOR as min_denominator
+        min_denominator = vocabulary.MIN_DENOMINATOR
     targets = _check_paths(paths)
     _require_columns(rows, _SELECTION_COLUMNS, "rows")
     _require_columns(truth, ("slice", "metric", "quantity", "truth"), "truth")
@@ -1355,7 +1357,7 @@ def plot_selection_bounds(
                 if drawn.any():
                     part, g = part[drawn], grid[drawn]
                     flat = part[["bound_ci_low", "bound_ci_high"]].to_numpy(float)
-                    if np.ptp(flat) == 0:  # width 0 at every Gamma: a band would be invisible
+                    if zero_width(flat.min(), flat.max()):  # width 0 at every Gamma: a band would be invisible
                         ax.plot(g, flat[:, 0], color=COLORBLIND[0], linewidth=2.0)
                         ax.text(0.5, 0.95, f"{flat[0, 0]:g} at every Gamma:\nevery row gives the same value",
                                 transform=ax.transAxes, ha="center", va="top", color="0.4", fontsize=7,

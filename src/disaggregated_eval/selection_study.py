@@ -63,9 +63,6 @@ MODELS: tuple[str, ...] = vocabulary.BAYES_MODELS
 METRICS: tuple[str, ...] = tuple(m for m in vocabulary.PIPELINE_METRICS if m in selection.BOUNDED_METRICS)
 #: Slices of the study: the two groups and the whole population (the reference of ``T_a``).
 SLICES: tuple[str, ...] = (*vocabulary.SIMULATION_GROUP_LABELS, vocabulary.OVERALL)
-#: A replicate's cell whose slice has fewer rows in the metric's denominator is withheld (the audit's
-#: ``min_denominator`` default): a rate of 3 predicted positives has no trustworthy percentile interval.
-MIN_DENOMINATOR = 10
 #: Columns of :func:`strength_table`.
 STRENGTH_COLUMNS: tuple[str, ...] = (
     "dataset",
@@ -342,7 +339,7 @@ def coverage_table(
     strength: pd.DataFrame,
     *,
     confidence: float = 0.95,
-    min_denominator: int = MIN_DENOMINATOR,
+    min_denominator: int = vocabulary.MIN_DENOMINATOR,
 ) -> pd.DataFrame:
     """Coverage of the full-population truth per cell: :data:`COVERAGE_COLUMNS`.
 

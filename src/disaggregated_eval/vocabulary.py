@@ -43,6 +43,7 @@ __all__ = [
     "FOUR_FIFTHS_BAND",
     "THRESHOLD_METRICS",
     "CALIBRATION_STATISTICS",
+    "MIN_DENOMINATOR",
     "CAVEAT_UNDEFINED",
     "CAVEAT_DEGENERATE",
     "CAVEATS",
@@ -171,6 +172,10 @@ THRESHOLD_METRICS: tuple[str, ...] = ("predicted_positive_rate", "sensitivity", 
 #: interval), the debiased root-mean-square calibration error (an interval that reaches 0), the
 #: observed/expected ratio.
 CALIBRATION_STATISTICS: tuple[str, ...] = ("expected_calibration_error", "calibration_error", "observed_expected_ratio")
+#: The fewest rows in a metric's own denominator (positives, negatives, predicted positives, the smaller
+#: class for the AUC) for a reported estimate: the audit's ``min_denominator`` default, and the rule of
+#: the selection study and its figure (a rate of 3 predicted positives has no trustworthy interval).
+MIN_DENOMINATOR = 10
 #: ``caveat`` of an estimate that is undefined (NaN) on the data themselves (e.g. precision without
 #: predicted positives).
 CAVEAT_UNDEFINED = "undefined"

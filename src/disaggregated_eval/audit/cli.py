@@ -210,8 +210,7 @@ def command_options(args: argparse.Namespace) -> tuple[Path, Path, dict[str, Any
                  for v in value if isinstance(v, str) and Path(v).is_file()]  # fmt: skip
         hint = f" ({eaten[0]!r} was taken as a value of a list option: put FILE first)" if eaten else ""
         raise UsageError(f"missing FILE: give the table to audit as the first argument (or 'file' in --config){hint}")
-    required = [("label", "--label COL"), ("scores", "--score COL"), ("groups", "--group COL")]
-    missing = [flag for name, flag in required if not merged.get(name)]
+    missing = [f"{flag_of(name)} COL" for name in REQUIRED_OPTIONS if not merged.get(name)]
     if missing:
         raise UsageError(f"missing {', '.join(missing)}: name the label, score and group columns of {file}")
     if out is not None and not str(out).strip():

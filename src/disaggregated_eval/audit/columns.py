@@ -18,7 +18,6 @@ __all__ = [
     "SLICE_COLUMNS",
     "COMPARISON_COLUMNS",
     "COMPARISON_KINDS",
-    "COMPARISON_TESTS",
     "EXACT",
     "MONTE_CARLO",
     "BOOTSTRAP_Z",
@@ -89,9 +88,6 @@ EXACT = "exact"
 MONTE_CARLO = "monte carlo"
 #: ``test`` of the large-sample z-test of a difference with the paired bootstrap's standard error.
 BOOTSTRAP_Z = "bootstrap z"
-#: Values of the ``test`` column of :attr:`AuditResult.comparisons` (``""``: no test).
-COMPARISON_TESTS: tuple[str, ...] = (EXACT, MONTE_CARLO, BOOTSTRAP_Z)
-
 #: Columns of :attr:`AuditResult.controlled`, in order.
 CONTROLLED_COLUMNS: tuple[str, ...] = (
     "model",

@@ -202,6 +202,11 @@ class ComparisonTests:
         """The keys of the tests that use the large-sample test."""
         return [key for key, how in self.method.items() if how == BOOTSTRAP_Z]
 
+    def metric_names(self, keys: Sequence[tuple], metrics: Sequence[str]) -> list[str]:
+        """The metrics tested by the tests ``keys`` (keys of :attr:`method`), in the order of ``metrics``."""
+        names = {metrics[q] for key in keys for q in self.designs[key[0]][key[3]]}
+        return [metric for metric in metrics if metric in names]
+
 
 def _side_rows(count: np.ndarray, s: int, other: int | None, cats: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
     """Rows of each category of ``cats`` in the first side (slice ``s``) and in the second (the rest of the
@@ -214,7 +219,7 @@ def _side_rows(count: np.ndarray, s: int, other: int | None, cats: Sequence[int]
 def plan_tests(
     comparisons: Sequence[Comparison],
     tallies: SliceTallies,
-    units: Sequence[ModelUnits],
+    units: Sequence[ModelUnits] | None,
     *,
     metrics: Sequence[str],
     weighted: bool,
@@ -239,8 +244,9 @@ def plan_tests(
     comparisons : sequence of Comparison
     tallies : SliceTallies
         Rows of every slice and outcome category.
-    units : sequence of ModelUnits
-        One per model (:func:`model_units`).
+    units : sequence of ModelUnits or None
+        One per model (:func:`model_units`); None when no metric needs a permutation design (every
+        metric a proportion, without sample weights: their tests are exact).
     metrics : sequence of str
     weighted : bool
         Whether the audit has sample weights (then every metric is tested by permutations).
@@ -260,11 +266,13 @@ def plan_tests(
         raise ValueError(f"test_method must be one of {TEST_METHODS}; got {test_method!r}")
     tests = [(c.model, c.slice, None) for c in comparisons if c.kind == "vs_overall"]
     tests += [(c.model, c.slice, c.minus[1]) for c in comparisons if c.kind == "pairwise"]
+    every_design = permutation_designs(metrics, weighted=weighted)
+    if every_design and units is None:
+        raise ValueError(f"the permutation designs of {list(metrics)} need the models' units (model_units)")
     designs = []
-    for m in range(len(units)):
+    for m in range(tallies.count.shape[0]):
         reported = [metric if metric_ok is None or metric_ok[m, q] else "" for q, metric in enumerate(metrics)]
-        designs.append({design: qs for design, qs in permutation_designs(metrics, weighted=weighted).items()
-                        if any(reported[q] for q in qs)})  # fmt: skip
+        designs.append({design: qs for design, qs in every_design.items() if any(reported[q] for q in qs)})
     method, work = {}, {}
     for m, s, other in tests:
         count = tallies.count[m]
@@ -291,7 +299,7 @@ def test_notes(test_plan: ComparisonTests, metrics: Sequence[str], test_method: 
     switched = test_plan.large_sample()
     if not switched:
         return []
-    names = sorted({metrics[q] for key in switched for q in test_plan.designs[key[0]][key[3]]}, key=list(metrics).index)
+    names = test_plan.metric_names(switched, metrics)
     total = len(test_plan.method)
     if test_method == "bootstrap":
         why = "test_method='bootstrap' asks for it"
@@ -389,8 +397,8 @@ def test_pvalues(
     if n_permutations == 0:
         return p, how
     w = np.ones(y.shape[0]) if weight is None else weight
-    if units is None:
-        units = model_units(plan, y, scores, weight, threshold, count=count)
+    if units is None and test_plan is None and permutation_designs(metrics, weighted=weight is not None):
+        units = model_units(plan, y, scores, weight, threshold, count=count)  # (no design: exact tests only)
     if test_plan is None:
         test_plan = plan_tests(comparisons, tallies, units, metrics=metrics, weighted=weight is not None,
                                n_permutations=n_permutations)  # fmt: skip

@@ -224,10 +224,9 @@ def comparison_table(
                      low, high, undefined, caveat, within=None if delta is None else within, tolerance=delta)  # fmt: skip
     _percentile_part(base, plus, minus, np.flatnonzero(is_model), np.arange(n_q), confidence, estimate, low, high,
                      undefined, caveat)  # fmt: skip
-    for rows in (np.flatnonzero(~is_model),):
-        columns = np.flatnonzero(proportion)
-        if rows.size and columns.size:
-            _point_part(base, plus, minus, rows, columns, estimate, undefined, caveat)
+    rows, columns = np.flatnonzero(~is_model), np.flatnonzero(proportion)
+    if rows.size and columns.size:
+        _point_part(base, plus, minus, rows, columns, estimate, undefined, caveat)
     for q, metric in enumerate(metrics):
         if metric in PROPORTIONS:
             if delta is None:

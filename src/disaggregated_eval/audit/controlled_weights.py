@@ -74,6 +74,11 @@ class ControlledPlan:
     families: tuple[_FamilyControl, ...]
     notes: tuple[str, ...]
 
+    def weighted_levels(self) -> list[int]:
+        """The levels of each weighted evaluation (one per family and control), as the bootstrap holds them
+        (:func:`.estimates.n_outputs`)."""
+        return [len(fc.labels) for fc in self.families for _ in self.weighted]
+
 
 def plan_controlled(
     prepared: AuditInput, plan: SlicePlan, *, controls: Sequence[str], crossfit_folds: int, cv_folds: int

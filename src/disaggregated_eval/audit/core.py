@@ -38,7 +38,7 @@ from .comparison_families import enumerate_comparisons, family_sizes, pairwise_n
 from .comparison_tests import ComparisonTests, ModelUnits, model_units, plan_tests, test_notes, test_pvalues
 from .comparisons import comparison_table
 from .controlled import controlled_table
-from .controlled_weights import ControlledPlan, fit_controlled_weights, plan_controlled, weight_notes
+from .controlled_weights import fit_controlled_weights, plan_controlled, weight_notes
 from .errors import AuditInputError, AuditWarning
 from .estimates import AuditEstimates, estimate_all, n_outputs
 from .inputs import PERMUTATION_WORK_WARNING, AuditInput, InputSpec, as_pandas, expand_input, prepare_input
@@ -124,10 +124,10 @@ def audit(
     controlled_plan = plan_controlled(
         prepared, plan, controls=opts.controls, crossfit_folds=opts.crossfit_folds, cv_folds=opts.cv_folds
     )  # checks sizes before any work
-    _check_memory(plan, controlled_plan, n_models=len(opts.scores), n_metrics=len(opts.metrics),
-                  n_resamples=opts.n_resamples)  # fmt: skip
-    peak_note = _check_peak(prepared, plan, controlled_plan, n_models=len(opts.scores), n_metrics=len(opts.metrics),
-                            n_resamples=opts.n_resamples, memory_limit_mb=opts.memory_limit_mb)  # fmt: skip
+    sizes = dict(n_models=len(opts.scores), n_metrics=len(opts.metrics), n_resamples=opts.n_resamples,
+                 n_outputs=n_outputs(plan, len(opts.scores), controlled_plan.weighted_levels()))  # fmt: skip
+    _check_memory(**sizes)
+    peak_note = _check_peak(prepared, n_families=len(plan.families), memory_limit_mb=opts.memory_limit_mb, **sizes)
     model_names = list(opts.scores)
     scores = [prepared.scores[m] for m in model_names]
     tallies = tally_slices(plan, prepared.y, scores, prepared.weight, opts.threshold, count)
@@ -343,10 +343,10 @@ def _plan(prepared: AuditInput, intersections: int) -> SlicePlan:
         raise AuditInputError(str(error)) from None
 
 
-def _check_memory(plan: SlicePlan, cplan: ControlledPlan, *, n_models: int, n_metrics: int, n_resamples: int) -> None:
-    """Refuse, before any work, a bootstrap whose replicates would not fit in memory."""
-    levels = [len(fc.labels) for fc in cplan.families for _ in cplan.weighted]
-    outputs = n_outputs(plan, n_models, levels)
+def _check_memory(*, n_models: int, n_metrics: int, n_resamples: int, n_outputs: int) -> None:
+    """Refuse, before any work, a bootstrap whose replicates would not fit in memory (``n_outputs``: its
+    slices, rests and weighted populations, :func:`.estimates.n_outputs`)."""
+    outputs = n_outputs
     size = 8 * n_resamples * outputs * n_metrics
     check_bytes(
         size,
@@ -365,12 +365,12 @@ PEAK_NOTE_BYTES = 2**30
 
 def _check_peak(
     prepared: AuditInput,
-    plan: SlicePlan,
-    cplan: ControlledPlan,
     *,
     n_models: int,
+    n_families: int,
     n_metrics: int,
     n_resamples: int,
+    n_outputs: int,
     memory_limit_mb: float | None,
 ) -> list[str]:
     """Refuse, before any work, an audit whose estimated peak memory exceeds the limit; a note on a large one.
@@ -379,9 +379,8 @@ def _check_peak(
     the distinct rows when the frame was counted (or given as counts), else every row. The limit is
     ``memory_limit_mb``, or 80% of the machine's memory.
     """
-    levels = [len(fc.labels) for fc in cplan.families for _ in cplan.weighted]
-    sizes = dict(n_models=n_models, n_families=len(plan.families), n_resamples=n_resamples,
-                 n_outputs=n_outputs(plan, n_models, levels), n_metrics=n_metrics)  # fmt: skip
+    sizes = dict(n_models=n_models, n_families=n_families, n_resamples=n_resamples, n_outputs=n_outputs,
+                 n_metrics=n_metrics)  # fmt: skip
     estimate = audit_peak_bytes(n_rows=prepared.n_rows, n_units=prepared.n, **sizes)
     limit_mb = memory_limit_mb if memory_limit_mb is not None else default_memory_limit_mb()
     held = f"{prepared.n:,} rows" + (
@@ -460,11 +459,16 @@ def _plan_permutations(
     units : list of ModelUnits or None
         The units of every model (None without tests of permutations or large-sample tests).
     test_plan : ComparisonTests or None
+        None without tests (``n_permutations`` 0).
     """
     weighted = prepared.weight is not None
     monte_carlo = [q for q in metrics if weighted or q not in PROPORTIONS]
-    if n_permutations == 0 or not monte_carlo:
+    if n_permutations == 0:
         return n_permutations, [], None, None
+    if not monte_carlo:  # every test exact: no units, no Monte-Carlo work to bound
+        test_plan = plan_tests(comparisons, tallies, None, metrics=metrics, weighted=weighted,
+                               n_permutations=n_permutations, test_method=test_method, metric_ok=metric_ok)  # fmt: skip
+        return n_permutations, [], None, test_plan
     notes = []
     sizes = family_sizes(plan, pairwise_max_levels=pairwise_max_levels)
     per_family = max(sizes.values()) * (len(monte_carlo) if adjust_scope == "model" else 1)
@@ -476,8 +480,7 @@ def _plan_permutations(
                            n_permutations=cap, test_method=test_method, metric_ok=metric_ok)  # fmt: skip
     permuted = test_plan.monte_carlo()
     if permuted and prepared.count is not None and prepared.n_rows >= MAX_PERMUTED_ROWS:
-        names = sorted({metrics[q] for key in permuted for q in test_plan.designs[key[0]][key[3]]},
-                       key=list(metrics).index)  # fmt: skip
+        names = test_plan.metric_names(permuted, metrics)
         raise AuditInputError(
             f"the Monte-Carlo permutation tests ({', '.join(names)}) would permute {prepared.n_rows:.3g} "
             f"rows (the sum of frequency_weight), and numpy's hypergeometric sampler takes fewer than "
@@ -495,8 +498,7 @@ def _plan_permutations(
     notes += test_notes(test_plan, metrics, test_method)
     bound = sum(test_plan.work[key] for key in permuted)
     if bound > PERMUTATION_WORK_WARNING:
-        names = sorted({metrics[q] for key in permuted for q in test_plan.designs[key[0]][key[3]]},
-                       key=list(metrics).index)  # fmt: skip
+        names = test_plan.metric_names(permuted, metrics)
         note = (
             f"the Monte-Carlo permutation tests ({', '.join(names)}) may walk up to {bound:.1e} rows: "
             f"{len(permuted):,} tests (comparisons x permutation designs, over {len(scores)} model(s)), each of up "

@@ -26,6 +26,7 @@ __all__ = [
     "MAX_COLUMNS",
     "WITHHELD_COLOR",
     "OVERALL_COLOR",
+    "rgb_palette",
     "Panel",
     "FigureData",
     "result_models",
@@ -104,10 +105,15 @@ def check_figure_metric(table: pd.DataFrame, metric: str | None, what: str) -> s
     return metric
 
 
-def _family_colors(attributes: Sequence[str]) -> dict[str, tuple]:
+def rgb_palette(levels: Sequence[str]) -> list[tuple[float, float, float]]:
+    """:func:`disaggregated_eval.plots.palette` of ``levels`` as plain RGB tuples of floats."""
     from matplotlib.colors import to_rgb
 
-    return {a: tuple(float(c) for c in to_rgb(color)) for a, color in zip(attributes, palette(attributes), strict=True)}
+    return [tuple(float(c) for c in to_rgb(color)) for color in palette(levels)]
+
+
+def _family_colors(attributes: Sequence[str]) -> dict[str, tuple]:
+    return dict(zip(attributes, rgb_palette(attributes), strict=True))
 
 
 def slice_rows(result: Any) -> tuple[list[str], dict[str, str], dict[str, int]]:

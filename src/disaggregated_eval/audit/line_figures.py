@@ -28,7 +28,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
 from .. import vocabulary
-from .figure_data import MAX_COLUMNS, OVERALL_COLOR, WITHHELD_COLOR, result_models, slice_rows
+from .figure_data import MAX_COLUMNS, WITHHELD_COLOR, result_models, rgb_palette, slice_rows
 from .figure_layout import EDGE, LEGEND_LINE, LEGEND_PT, SUPTITLE_H, TITLE_H, XAXIS_H, audit_style, text_width
 from .text import terminal_text
 
@@ -80,17 +80,15 @@ class LineFigureData:
 
 
 def _slice_styles(names: Sequence[str]) -> dict[str, tuple[tuple[float, float, float], Any]]:
-    """Colour and line style of each slice of a family (colour-blind palette, then line styles); overall black."""
-    from matplotlib.colors import to_rgb
-
+    """Colour (:func:`.figure_data.rgb_palette`) and line style of each slice of a family: overall dashed, the
+    others a new line style each time the colour-blind palette's colours come round again."""
     from disaggregated_eval.plots import COLORBLIND
 
     out, k = {}, 0
-    for name in names:
+    for name, color in zip(names, rgb_palette(names), strict=True):
         if name == vocabulary.OVERALL:
-            out[name] = (OVERALL_COLOR, (0, (3, 2)))
+            out[name] = (color, (0, (3, 2)))
             continue
-        color = tuple(float(c) for c in to_rgb(COLORBLIND[k % len(COLORBLIND)]))
         out[name] = (color, _LINE_STYLES[(k // len(COLORBLIND)) % len(_LINE_STYLES)])
         k += 1
     return out

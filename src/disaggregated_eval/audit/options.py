@@ -52,7 +52,6 @@ __all__ = [
     "ResolvedOptions",
     "resolve_options",
     "DEFAULT_SEED",
-    "option_help",
     "FLAG_NAMES",
     "CLI_KEYS",
     "AGGREGATE_CHOICES",
@@ -138,7 +137,7 @@ class AuditOptions:
         30, "a slice with fewer rows gets no point estimate, only its interval", section="slices", metavar="N"
     )
     min_denominator: int = _opt(
-        10,
+        vocabulary.MIN_DENOMINATOR,
         "a metric whose own denominator (positives, negatives, predicted positives, or the smaller class for AUC) is smaller gets no point estimate",
         section="slices",
         metavar="N",
@@ -330,11 +329,6 @@ class AuditOptions:
         section="computation",
         metavar="MB",
     )
-
-
-def option_help() -> dict[str, str]:
-    """Help text of every option, by name (the CLI's ``--help``)."""
-    return {f.name: f.metadata["help"] for f in fields(AuditOptions)}
 
 
 # ----------------------------------------------------------------------------------------------

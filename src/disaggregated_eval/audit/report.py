@@ -28,7 +28,6 @@ from typing import Any
 import pandas as pd
 
 from .. import verdicts, vocabulary
-from ..verdicts import parse_tolerance
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .decisions import flagged_rows, headline_metric
 from .figure_rendering import render_figures
@@ -304,7 +303,7 @@ def _fairness_section(result: Any) -> str:
     table = getattr(result, "fairness", None)
     if table is None or table.empty:
         return ""
-    tolerance = parse_tolerance(result.options.tolerance)
+    tolerance = result.options.parsed_tolerance
     low, high = tolerance.ratio or vocabulary.FOUR_FIFTHS_BAND
     parts = ['<h2 id="fairness" class="first">Fairness summary</h2>']
     for model in _ordered(table["model"], result.options.scores):

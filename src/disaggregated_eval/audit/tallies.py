@@ -92,8 +92,7 @@ def tally_slices(
     -------
     SliceTallies
     """
-    w = np.ones(y.shape[0]) if weight is None else weight
-    w_rows = w if count is None else w * count  # read only with sample weights
+    w_rows = None if weight is None else (weight if count is None else weight * count)
     cells = plan.cell_codes.astype(np.int64)
     k = plan.n_cells
     rows, sum_w, sum_w2 = [], [], []
@@ -102,11 +101,12 @@ def tally_slices(
         per_cell = np.bincount(key, weights=count, minlength=4 * k).reshape(k, 4)
         if count is not None:
             per_cell = np.rint(per_cell).astype(np.int64)
-        rows.append(plan.aggregate_cells(per_cell))
+        counted = plan.aggregate_cells(per_cell)
+        rows.append(counted)
         if weight is None:  # every weight 1: the sums are the counts (exact in float64 up to 2^53 rows)
-            sum_w.append(plan.aggregate_cells(per_cell.astype(np.float64)))
-            sum_w2.append(plan.aggregate_cells(per_cell.astype(np.float64)))
+            sum_w.append(counted.astype(np.float64))
+            sum_w2.append(sum_w[-1])
             continue
         sum_w.append(plan.aggregate_cells(np.bincount(key, weights=w_rows, minlength=4 * k).reshape(k, 4)))
-        sum_w2.append(plan.aggregate_cells(np.bincount(key, weights=w * w_rows, minlength=4 * k).reshape(k, 4)))
+        sum_w2.append(plan.aggregate_cells(np.bincount(key, weights=weight * w_rows, minlength=4 * k).reshape(k, 4)))
     return SliceTallies(count=np.stack(rows).astype(np.int64), sum_w=np.stack(sum_w), sum_w2=np.stack(sum_w2))

@@ -28,9 +28,11 @@ import pandas as pd
 from .. import verdicts as vocabulary_verdicts
 from .. import vocabulary
 from ..registry import FAIRNESS_RECORDS
+from ..verdicts import Tolerance
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .columns import BOOTSTRAP_Z
 from .decisions import flagged_rows, headline_metric
+from .options import flag_of
 from .text import terminal_text
 
 __all__ = [
@@ -374,11 +376,11 @@ def _verdict_cell(verdict: str) -> str:
     return f"{verdict} **" if verdict == vocabulary_verdicts.BEYOND else verdict
 
 
-def fairness_legend(fairness: pd.DataFrame, *, model: str, level: float, tolerance: Any) -> str:
+def fairness_legend(fairness: pd.DataFrame, *, model: str, level: float, tolerance: Tolerance) -> str:
     """The lines under the fairness overview: what DP, EO and the verdicts mean, and their family."""
     rows = fairness[(fairness["model"] == model) & fairness["reported"].astype(bool)]
     n_statistics = len(fairness[fairness["reported"].astype(bool)])
-    tol = tolerance.text() if hasattr(tolerance, "text") else str(tolerance)
+    tol = tolerance.text()
     lines = [
         "DP: demographic parity of the selection rate (max - min, min / max); EO: equalized odds (the larger of the "
         "TPR and FPR gaps, the smaller of their ratios). A largest gap is biased away from equality on small slices "
@@ -555,8 +557,7 @@ def summary_text(
     )
     weighted = weight_note(sample_weight=options.sample_weight, frequency_weight=options.frequency_weight)
     if weighted:
-        flags = [flag for flag, field in (("--sample-weight", "sample_weight"), ("--frequency-weight", "frequency_weight"))
-                 if getattr(options, field, None)]  # fmt: skip
+        flags = [flag_of(field) for field in ("sample_weight", "frequency_weight") if getattr(options, field)]
         lines.append(f"{weighted} ({', '.join(flags)}); n counts rows")
     for note in result.notes:
         lines.append(f"note: {t(note)}")
