@@ -26,8 +26,20 @@ the same code as the command line and :func:`disaggregated_eval.audit.audit`: th
 :func:`disaggregated_eval.audit.options.resolve_options` (one home for the option rules), and the
 file's header for every column named (:func:`disaggregated_eval.audit.loading.check_file_columns`,
 which reads the header only). So a bad value stops the workflow before any job starts, naming the
-run and the key, and no earlier result is deleted by a job that would fail on its options. The
-structure (keys of the section, resources) is checked by ``workflow/schemas/audit.schema.yaml``.
+run and the key. The structure (keys of the section, resources) is checked by
+``workflow/schemas/audit.schema.yaml``.
+
+Outputs are kept as the command line keeps them (``docs/design.md``, "The workflow's audit jobs"). A
+job writes ``<out_dir>/<run>/<model>/`` through the command line's own path
+(:func:`disaggregated_eval.audit.cli.run_audit`: the folder is checked first, then replaced atomically
+only when the new output is complete), and the rule declares as its output only the job's *record*,
+``<out_dir>/<run>/<model>.manifest.json``, a copy of the folder's ``manifest.json`` written after the
+swap. Snakemake deletes a job's declared outputs before the job runs and when it fails; it never sees
+the folder, so an error found in the data, a forced or edited rerun, an interrupted or killed job and
+a folder holding the user's own files (refused, as by the command line) leave the earlier output
+byte for byte as it was. A record whose folder is gone, or holds another audit's manifest, no longer
+describes it: :func:`remove_stale_records` deletes it when the workflow is parsed, so the job runs
+again. ``out_dir`` is a relative path inside the workflow's working directory (no ``..``).
 """
 
 from __future__ import annotations
@@ -35,11 +47,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from disaggregated_eval.audit.errors import UsageError
 from disaggregated_eval.audit.options import option_fields, options_from_mapping, read_config_file
+from disaggregated_eval.validation import brief
 
 from . import code_files
 
@@ -52,8 +65,11 @@ __all__ = [
     "audit_runs",
     "audit_code_files",
     "job_param",
+    "RECORD_SUFFIX",
     "audit_targets",
     "output_pattern",
+    "folder_pattern",
+    "remove_stale_records",
 ]
 
 #: Keys of a run besides the audit options.
@@ -66,7 +82,11 @@ ALL_MODELS = "all_models"
 DEFAULT_OUT_DIR = "results/audit"
 #: The script of rule ``run_audit``, relative to the workflow's folder.
 AUDIT_SCRIPT = "workflow/scripts/run_audit.py"
-_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: The job's record next to its folder: ``<out_dir>/<run>/<model>`` + this suffix (the rule's declared output).
+RECORD_SUFFIX = ".manifest.json"
+#: Run and model names (folder names): also the wildcard constraints of rule ``run_audit``.
+SEGMENT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+_SEGMENT = re.compile(rf"^{SEGMENT_PATTERN}$")
 
 
 def _segment(value: str, what: str) -> str:
@@ -75,7 +95,25 @@ def _segment(value: str, what: str) -> str:
             f"{what} {value!r} is used as a folder name: use letters, digits, '_', '-' and '.' only "
             "(rename the column, or set compare_models: true)"
         )
+    if value.endswith(RECORD_SUFFIX):
+        raise UsageError(
+            f"{what} {brief(value)} is used as a folder name and ends in {RECORD_SUFFIX!r}, the ending of the audit jobs' "
+            "records: rename it"
+        )
     return value
+
+
+def _out_dir(section: Mapping[str, Any]) -> str:
+    """``out_dir`` of the section: a relative path inside the working directory, without a trailing ``/``."""
+    value = str(section.get("out_dir", DEFAULT_OUT_DIR))
+    path = PurePosixPath(value)
+    if not value.strip() or path.is_absolute() or ".." in path.parts:
+        raise UsageError(
+            f"audit.out_dir {brief(value)}: give a folder inside the workflow's working directory, as a relative path "
+            "without '..' (e.g. results/audit); to write elsewhere, run the workflow there (--directory) or make "
+            "out_dir a symbolic link"
+        )
+    return value.rstrip("/")
 
 
 def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -89,8 +127,9 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     Returns
     -------
     dict
-        ``"<run>/<model>"`` -> ``{"run", "model", "file", "option_files", "out", "options"}`` where
-        ``options`` are the checked keyword arguments of :func:`disaggregated_eval.audit.audit`
+        ``"<run>/<model>"`` -> ``{"run", "model", "file", "option_files", "out", "record", "options"}``
+        where ``out`` is the output folder, ``record`` the job's record (the rule's declared output, module
+        docstring), ``options`` the checked keyword arguments of :func:`disaggregated_eval.audit.audit`
         (``scores`` is the one model, or all of them with ``compare_models``) and ``option_files`` the
         files its :data:`FILE_OPTIONS` name (inputs of the job besides ``file``).
 
@@ -99,10 +138,11 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     UsageError
         Naming the run and key: an unknown option, a value of the wrong type or out of range (the
         rules of ``audit()``), a missing file, a column the file's header lacks, a missing label,
-        score or group, a run or score name that cannot be a folder name.
+        score or group, a run or score name that cannot be a folder name, an ``out_dir`` outside the
+        working directory.
     """
     section = dict(section or {})
-    out_dir = str(section.get("out_dir", DEFAULT_OUT_DIR))
+    out_dir = _out_dir(section)
     defaults = options_from_mapping(section.get("defaults") or {}, source="audit.defaults", allow=())
     jobs: dict[str, dict[str, Any]] = {}
     for run, spec in (section.get("runs") or {}).items():
@@ -137,6 +177,7 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
                 "file": str(file),
                 "option_files": option_files,
                 "out": f"{out_dir}/{run}/{model}",
+                "record": f"{out_dir}/{run}/{model}{RECORD_SUFFIX}",
                 "options": options,
             }
     return jobs
@@ -199,7 +240,7 @@ def job_param(jobs: Mapping[str, Mapping[str, Any]], key: str):
 
 
 def audit_targets(jobs: Mapping[str, Mapping[str, Any]]):
-    """Input function of the target ``audit``: every job's output folder.
+    """Input function of the target ``audit``: every job's record (the declared output of ``run_audit``).
 
     Raises (when Snakemake evaluates it, i.e. only if ``audit`` is requested) a ``ValueError`` naming
     the missing section if the configuration has no runs.
@@ -211,12 +252,67 @@ def audit_targets(jobs: Mapping[str, Mapping[str, Any]]):
                 "no audits configured: add an `audit: runs:` section to the configuration "
                 "(see examples/audit_compas.yaml and docs/audit.md)"
             )
-        return [job["out"] for job in jobs.values()]
+        return [job["record"] for job in jobs.values()]
 
     return get
 
 
 def output_pattern(section: Mapping[str, Any] | None) -> str:
-    """The output folder of rule ``run_audit``: ``<out_dir>/{run}/{model}``."""
-    out_dir = str((section or {}).get("out_dir", DEFAULT_OUT_DIR)).rstrip("/")
-    return f"{out_dir}/{{run}}/{{model}}"
+    """The declared output of rule ``run_audit``, the job's record: ``<out_dir>/{run}/{model}.manifest.json``."""
+    return folder_pattern(section) + RECORD_SUFFIX
+
+
+def folder_pattern(section: Mapping[str, Any] | None) -> str:
+    """The output folder of rule ``run_audit``, written by the job itself: ``<out_dir>/{run}/{model}``."""
+    return f"{_out_dir(section or {})}/{{run}}/{{model}}"
+
+
+def remove_stale_records(jobs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Delete the records that no longer describe their folder, so that their jobs run again.
+
+    A record is stale when its folder has no ``manifest.json`` (the folder was deleted or moved) or when
+    the record is not empty and differs from that manifest (another audit, e.g. ``disagg-eval audit
+    --out`` by hand, rewrote the folder). An empty record (``snakemake --touch``) is kept while the folder
+    has a manifest. Called by ``workflow/rules/audit.smk`` each time the workflow is parsed; only records
+    are deleted, never a folder.
+
+    Parameters
+    ----------
+    jobs : mapping
+        :func:`audit_runs`'s result.
+
+    Returns
+    -------
+    list of str
+        One line per deleted record, saying why.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> os.chdir(tempfile.mkdtemp())
+    >>> os.makedirs("results/audit/r")
+    >>> _ = open("results/audit/r/m.manifest.json", "w").write('{"tool": "disagg-eval audit"}')
+    >>> remove_stale_records({"r/m": {"out": "results/audit/r/m", "record": "results/audit/r/m.manifest.json"}})
+    ['results/audit/r/m.manifest.json: deleted, as results/audit/r/m/ has no manifest.json (the folder was moved or deleted); its audit runs again']
+    """
+    lines = []
+    for job in jobs.values():
+        record, folder = Path(job["record"]), Path(job["out"])
+        try:
+            kept = record.read_bytes()
+        except OSError:  # no record: the job runs anyway
+            continue
+        try:
+            manifest = (folder / "manifest.json").read_bytes()
+        except OSError:
+            why = f"{folder}/ has no manifest.json (the folder was moved or deleted)"
+        else:
+            if not kept or kept == manifest:
+                continue
+            why = f"{folder}/manifest.json differs from it (another audit wrote the folder)"
+        try:
+            record.unlink()
+        except FileNotFoundError:
+            continue
+        lines.append(f"{record}: deleted, as {why}; its audit runs again")
+    return lines
