@@ -237,6 +237,28 @@ def test_positive_label_true_names_the_positive_class_of_a_boolean_label():
         audit(data, label="y", scores=["s"], groups=["g"], positive_label="maybe", **FAST)
 
 
+def test_positive_label_names_a_numeric_label_by_its_number(tmp_path, capsys):
+    """A label read as 0.0/1.0 with --positive-label 1 (issue 32, item 10): equal numbers name the class
+    (before, "1" was compared as text with "1.0" and refused as never occurring)."""
+    data = frame().assign(y=lambda d: d["y"].astype(float))
+    expected = audit(frame(), label="y", scores=["s"], groups=["g"], **FAST).slices
+    for spelled in ("1", 1, "1.0", 1.0, " 1 "):
+        got = audit(data, label="y", scores=["s"], groups=["g"], positive_label=spelled, **FAST).slices
+        np.testing.assert_array_equal(got["estimate"].to_numpy(float), expected["estimate"].to_numpy(float))
+    flipped = audit(data, label="y", scores=["s"], groups=["g"], positive_label="0", **FAST).slices
+    rate = flipped.set_index(["slice", "metric"])["estimate"][("overall", "label_rate")]
+    assert rate == pytest.approx(1 - expected.set_index(["slice", "metric"])["estimate"][("overall", "label_rate")])
+    for absent in ("2", "yes", "nan"):
+        with pytest.raises(AuditInputError, match=rf"positive_label '{absent}' does not occur in label column 'y'; "
+                                                  r"its values are \{0\.0, 1\.0\}"):  # fmt: skip
+            audit(data, label="y", scores=["s"], groups=["g"], positive_label=absent, **FAST)
+    csv_file = tmp_path / "float_label.csv"
+    data.to_csv(csv_file, index=False)  # written as 0.0/1.0
+    code, _, err = run(["audit", csv_file, "--label", "y", "--score", "s", "--group", "g", "--positive-label", "1",
+                        *FAST_CLI, "--out", tmp_path / "out", "--quiet"], capsys)  # fmt: skip
+    assert code == 0, err
+
+
 def test_levels_that_look_alike_are_separate_slices_with_a_note():
     data = frame()
     level = np.array(["A", "A\u200b", "\u00e9", "e\u0301"])[np.arange(len(data)) % 4]  # ZWSP; NFC and NFD e-acute
