@@ -146,12 +146,13 @@ def test_a_name_ending_like_a_record_is_refused():
 
 def test_records_that_no_longer_describe_their_folder_are_removed(tmp_path, monkeypatch):
     """A record whose folder is gone, or whose folder holds another manifest, is deleted (its job runs again);
-    a current record and an empty one (``snakemake --touch``) are kept; folders are never touched."""
+    a current record, an empty one (``snakemake --touch``) and a file at a record's path that is no audit's
+    manifest (the user's) are kept; folders are never touched."""
     monkeypatch.chdir(tmp_path)
+    one, two = (json.dumps({"tool": "disagg-eval audit", "seed": s}).encode() for s in (1, 2))
     jobs = {}
-    for name, manifest, kept in (("same", b'{"a": 1}', b'{"a": 1}'), ("other", b'{"a": 2}', b'{"a": 1}'),
-                                 ("gone", None, b'{"a": 1}'), ("touched", b'{"a": 1}', b""),
-                                 ("new", b'{"a": 1}', None)):  # fmt: skip
+    for name, manifest, kept in (("same", one, one), ("other", two, one), ("gone", None, one), ("touched", one, b""),
+                                 ("new", one, None), ("mine", None, b"my own notes")):  # fmt: skip
         folder = Path("res", "r", name)
         if manifest is not None:
             folder.mkdir(parents=True)
@@ -164,7 +165,7 @@ def test_records_that_no_longer_describe_their_folder_are_removed(tmp_path, monk
     assert [line.split(":")[0] for line in lines] == ["res/r/other.manifest.json", "res/r/gone.manifest.json"]
     assert "differs from it" in lines[0] and "has no manifest.json" in lines[1]
     assert sorted(p.name for p in Path("res", "r").iterdir()) == [
-        "new", "other", "same", "same.manifest.json", "touched", "touched.manifest.json"]  # fmt: skip
+        "mine.manifest.json", "new", "other", "same", "same.manifest.json", "touched", "touched.manifest.json"]  # fmt: skip
 
 
 def _margins_run(path: Path) -> dict:

@@ -44,6 +44,7 @@ again. ``out_dir`` is a relative path inside the workflow's working directory (n
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -52,6 +53,7 @@ from typing import Any
 
 from disaggregated_eval.audit.errors import UsageError
 from disaggregated_eval.audit.options import option_fields, options_from_mapping, read_config_file
+from disaggregated_eval.audit.outputs import TOOL
 from disaggregated_eval.validation import brief
 
 from . import code_files
@@ -273,8 +275,10 @@ def remove_stale_records(jobs: Mapping[str, Mapping[str, Any]]) -> list[str]:
     A record is stale when its folder has no ``manifest.json`` (the folder was deleted or moved) or when
     the record is not empty and differs from that manifest (another audit, e.g. ``disagg-eval audit
     --out`` by hand, rewrote the folder). An empty record (``snakemake --touch``) is kept while the folder
-    has a manifest. Called by ``workflow/rules/audit.smk`` each time the workflow is parsed; only records
-    are deleted, never a folder.
+    has a manifest; a file at a record's path that is not an audit's manifest (nor empty) is not this
+    workflow's and is left alone, and so is one larger than :data:`MAX_RECORD_BYTES`. Called by
+    ``workflow/rules/audit.smk`` each time the workflow is parsed; only records are deleted, never a
+    folder.
 
     Parameters
     ----------
@@ -288,27 +292,25 @@ def remove_stale_records(jobs: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
     Examples
     --------
-    >>> import os, tempfile
-    >>> os.chdir(tempfile.mkdtemp())
-    >>> os.makedirs("results/audit/r")
-    >>> _ = open("results/audit/r/m.manifest.json", "w").write('{"tool": "disagg-eval audit"}')
-    >>> remove_stale_records({"r/m": {"out": "results/audit/r/m", "record": "results/audit/r/m.manifest.json"}})
-    ['results/audit/r/m.manifest.json: deleted, as results/audit/r/m/ has no manifest.json (the folder was moved or deleted); its audit runs again']
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> _ = (root / "m.manifest.json").write_text('{"tool": "disagg-eval audit"}')  # its folder root/m is gone
+    >>> lines = remove_stale_records({"r/m": {"out": str(root / "m"), "record": str(root / "m.manifest.json")}})
+    >>> lines[0].endswith("has no manifest.json (the folder was moved or deleted); its audit runs again")
+    True
     """
     lines = []
     for job in jobs.values():
         record, folder = Path(job["record"]), Path(job["out"])
-        try:
-            kept = record.read_bytes()
-        except OSError:  # no record: the job runs anyway
+        kept = _read_bounded(record)
+        if kept is None or (kept and not _is_record(kept)):  # none, or a file this workflow did not write
             continue
-        try:
-            manifest = (folder / "manifest.json").read_bytes()
-        except OSError:
+        manifest = _read_bounded(folder / "manifest.json")
+        if manifest is None:
             why = f"{folder}/ has no manifest.json (the folder was moved or deleted)"
+        elif not kept or kept == manifest:
+            continue
         else:
-            if not kept or kept == manifest:
-                continue
             why = f"{folder}/manifest.json differs from it (another audit wrote the folder)"
         try:
             record.unlink()
@@ -316,3 +318,28 @@ def remove_stale_records(jobs: Mapping[str, Mapping[str, Any]]) -> list[str]:
             continue
         lines.append(f"{record}: deleted, as {why}; its audit runs again")
     return lines
+
+
+#: Largest record (or folder manifest) read when the workflow is parsed; an audit's manifest is a few KB.
+MAX_RECORD_BYTES = 1 << 24
+
+
+def _read_bounded(path: Path) -> bytes | None:
+    """The bytes of the regular file ``path`` if it has at most :data:`MAX_RECORD_BYTES`, else None."""
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_RECORD_BYTES:
+            return None
+        with path.open("rb") as handle:
+            data = handle.read(MAX_RECORD_BYTES + 1)
+    except OSError:
+        return None
+    return data if len(data) <= MAX_RECORD_BYTES else None
+
+
+def _is_record(data: bytes) -> bool:
+    """Whether ``data`` is an audit's manifest (what a record copies)."""
+    try:
+        content = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(content, dict) and content.get("tool") == TOOL
