@@ -136,6 +136,8 @@ def test_an_out_dir_outside_the_working_directory_is_refused(out_dir):
     run = {"file": "f.csv", "label": "y", "scores": ["s"], "groups": ["g"]}
     with pytest.raises(UsageError, match=r"audit\.out_dir .*: give a folder inside the workflow's working directory"):
         audit_runs({"out_dir": out_dir, "runs": {"r": run}})
+    with pytest.raises(UsageError, match=r"audit\.out_dir 'res/\{x\}': '\{' and '\}' would be read by Snakemake"):
+        audit_runs({"out_dir": "res/{x}", "runs": {"r": run}})
 
 
 def test_a_name_ending_like_a_record_is_refused():

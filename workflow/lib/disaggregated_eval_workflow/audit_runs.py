@@ -115,6 +115,10 @@ def _out_dir(section: Mapping[str, Any]) -> str:
             "without '..' (e.g. results/audit); to write elsewhere, run the workflow there (--directory) or make "
             "out_dir a symbolic link"
         )
+    if "{" in value or "}" in value:
+        raise UsageError(
+            f"audit.out_dir {brief(value)}: '{{' and '}}' would be read by Snakemake as a wildcard; rename it"
+        )
     return value.rstrip("/")
 
 
