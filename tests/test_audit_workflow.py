@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from disaggregated_eval.audit.errors import UsageError
+from disaggregated_eval.audit.text import terminal_text
 from disaggregated_eval_workflow.audit_runs import audit_runs, remove_stale_records
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,6 +139,16 @@ def test_an_out_dir_outside_the_working_directory_is_refused(out_dir):
         audit_runs({"out_dir": out_dir, "runs": {"r": run}})
     with pytest.raises(UsageError, match=r"audit\.out_dir 'res/\{x\}': '\{' and '\}' would be read by Snakemake"):
         audit_runs({"out_dir": "res/{x}", "runs": {"r": run}})
+
+
+@pytest.mark.parametrize(("key", "path"), [("file", "c\x1b]0;pwned\x07.csv"), ("population_margins", "m\u202evsc.csv")])
+def test_a_path_the_terminal_would_run_or_hide_is_refused(key, path):
+    """Snakemake prints a job's input paths raw: a path with control or invisible characters is refused at
+    parse time, shown escaped (issue 32: text from the user made safe for output)."""
+    run = {"file": "f.csv", "label": "y", "scores": ["s"], "groups": ["g"], key: path}
+    with pytest.raises(UsageError, match=rf"audit\.runs\.r\.{key} .*: holds control or invisible characters") as info:
+        audit_runs({"runs": {"r": run}})
+    assert terminal_text(str(info.value)) == str(info.value)
 
 
 def test_a_name_ending_like_a_record_is_refused():

@@ -54,6 +54,7 @@ from typing import Any
 from disaggregated_eval.audit.errors import UsageError
 from disaggregated_eval.audit.options import option_fields, options_from_mapping, read_config_file
 from disaggregated_eval.audit.outputs import TOOL
+from disaggregated_eval.audit.text import terminal_text
 from disaggregated_eval.validation import brief
 
 from . import code_files
@@ -171,8 +172,13 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
         if missing:
             raise UsageError(f"{where}: missing {', '.join(missing)}")
         models = [ALL_MODELS] if compare else [_segment(s, f"score column of {where}") for s in merged["scores"]]
-        _check_run(where, str(file), merged)
         option_files = [str(merged[k]) for k in FILE_OPTIONS if merged.get(k) is not None]
+        for key, path in [
+            ("file", str(file)),
+            *((k, str(merged[k])) for k in FILE_OPTIONS if merged.get(k) is not None),
+        ]:
+            _printable_path(f"{where}.{key}", path)
+        _check_run(where, str(file), merged)
         for model in models:
             options = dict(merged)
             if not compare:
@@ -187,6 +193,16 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
                 "options": options,
             }
     return jobs
+
+
+def _printable_path(where: str, path: str) -> None:
+    """Refuse a path that holds a character the terminal would run or hide (``text.UNSAFE_CATEGORIES``):
+    Snakemake prints a job's input paths as they are."""
+    if terminal_text(path) != path:
+        raise UsageError(
+            f"{where} {brief(path)}: holds control or invisible characters, which Snakemake would print raw on the "
+            "terminal; rename the file"
+        )
 
 
 def _check_run(where: str, file: str, options: Mapping[str, Any]) -> None:
