@@ -275,6 +275,17 @@ def test_a_detect_gap_too_small_for_any_slice_size_gets_a_note():
     assert table["rows_needed"][table["reported"]].isna().all()
     note = [n for n in result.notes if n.startswith("detect_gap 1e-300: rows_needed is empty")]
     assert note and "no slice of up to 1e+09 rows" in note[0], result.notes
+    # Each row's reason, only the reasons that hold (issue 32, item 10: before, "or a rate 1e-300 away would
+    # leave [0, 1]" was said of every gap).
+    assert note[0].endswith(f"{table['reported'].sum()} because no slice of up to 1e+09 rows (the rest of the file "
+                            "unchanged) would detect a gap this small with power 0.8"), note[0]  # fmt: skip
+    wide = audit(frame(), label="y", scores=["s"], groups=["g"], detect_gap=0.95, **FAST)
+    empty = wide.detectability["reported"] & wide.detectability["rows_needed"].isna()
+    rates = wide.detectability["method"] == "two-proportion normal"
+    assert empty.sum() == (empty & rates).sum() > 0  # every rate, none of the bootstrap rows
+    note = [n for n in wide.notes if n.startswith("detect_gap 0.95")]
+    assert note and note[0].endswith(f"{empty.sum()} because a rate 0.95 away from overall would leave [0, 1] in "
+                                     "either direction"), note  # fmt: skip
     fine = audit(frame(), label="y", scores=["s"], groups=["g"], detect_gap=0.2, **FAST)
     assert not any(n.startswith("detect_gap") for n in fine.notes)
 
