@@ -220,6 +220,32 @@ def test_an_edited_margins_file_reruns_the_audit(tmp_path):
     assert "margins.csv" in output_of(after)
 
 
+CANCEL_STOPS_JOBS = """
+import signal, subprocess, sys, time, types
+from concurrent.futures import ThreadPoolExecutor
+from snakemake.executors.local import Executor
+from disaggregated_eval_workflow.snakemake_compat import stop_local_jobs_on_cancel
+
+assert stop_local_jobs_on_cancel(grace=0.5)
+quick = subprocess.Popen([sys.executable, "-c", "pass"])  # stops on its own within the grace period
+slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # a job that got no signal
+time.sleep(0.2)
+start = time.monotonic()
+Executor.cancel(types.SimpleNamespace(pool=ThreadPoolExecutor()))
+print(slow.wait(timeout=60), quick.wait(timeout=60), round(time.monotonic() - start, 1))
+"""
+
+
+def test_a_cancelled_local_executor_stops_the_jobs_still_running():
+    """Snakemake's local executor, cancelled (SIGINT to Snakemake), waited for its jobs; patched, it gives them
+    the grace period, then sends SIGTERM to those still running (in a subprocess: it signals every child)."""
+    proc = subprocess.run([sys.executable, "-c", CANCEL_STOPS_JOBS], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    slow, quick, seconds = proc.stdout.split()
+    assert (int(slow), int(quick)) == (-signal.SIGTERM, 0)
+    assert 0.5 <= float(seconds) < 30
+
+
 # ---- a tiny end-to-end run -------------------------------------------------------------------------
 @pytest.mark.slow
 def test_two_audits_run_in_parallel_and_write_every_output(tmp_path):

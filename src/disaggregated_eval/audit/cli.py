@@ -302,6 +302,11 @@ def run_audit(
     -------
     int
         The exit status of :func:`main` (0, 1, 2, 130 or 143); nothing raises.
+
+    Examples
+    --------
+    >>> run_audit("no_such_file.csv", "audit_out", {"label": "y", "scores": ["p"], "groups": ["g"]})
+    2
     """
 
     def command() -> int:

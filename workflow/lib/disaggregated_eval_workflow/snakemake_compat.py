@@ -118,6 +118,12 @@ def stop_local_jobs_on_cancel(grace: float = GRACE_SECONDS) -> bool:
     bool
         ``True`` if the executor was patched (in this process), ``False`` if this Snakemake has no local
         executor of the known layout, psutil is missing, or it was patched already.
+
+    Examples
+    --------
+    >>> first = stop_local_jobs_on_cancel()
+    >>> stop_local_jobs_on_cancel()  # once per process
+    False
     """
     cls = _local_executor_class()
     try:
