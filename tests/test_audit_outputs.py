@@ -234,6 +234,7 @@ def test_an_output_left_aside_by_an_audit_killed_mid_swap_is_restored_by_the_nex
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     aside = [n for n in leftovers(tmp_path) if n.endswith(".old")]
     assert not out_dir.exists() and len(aside) == 1
+    out_dir.mkdir()  # an empty folder made in its place meanwhile (it holds nothing: replaced by the restored one)
     assert cli.main([*argv[:-1], "--positive-label", "7", "--quiet"]) == 2  # fails on its data, after the check
     err = capsys.readouterr().err
     assert f"restored the earlier audit's output from {aside[0]}" in err and "positive_label '7' does not occur" in err

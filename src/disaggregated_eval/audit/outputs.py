@@ -191,13 +191,18 @@ def _is_complete_output(folder: Path) -> bool:
     return all((folder / name).is_file() for name in listed)
 
 
+def _is_empty(folder: Path) -> bool:
+    with os.scandir(folder) as entries:
+        return next(entries, None) is None
+
+
 def _restore_interrupted_swap(out_dir: Any, dest: Path) -> Path | None:
     """Put back an earlier output that an audit killed in the middle of its swap left aside.
 
     Under :func:`_swap_lock`. :func:`_swap_in` renames the earlier output to ``.<out>.<pid>-<token>.old``,
     then the new one to ``dest``: a process killed between the two renames (SIGKILL, a power cut) leaves
-    ``dest`` missing and the earlier output, complete, in that folder. When ``dest`` is missing and such a
-    folder of a process that no longer runs holds a complete, unmodified audit output
+    ``dest`` missing and the earlier output, complete, in that folder. When ``dest`` is missing (or an empty
+    folder, made in its place since) and such a folder of a process that no longer runs holds a complete, unmodified audit output
     (:func:`_is_complete_output`), the newest one is renamed back to ``dest``, with an
     :class:`OutputWarning` that says so. A ``.old`` folder beside an existing ``dest`` is the output that
     a finished swap replaced (its removal was cut short): it is removed, as before, by :func:`write_outputs`.
@@ -207,11 +212,14 @@ def _restore_interrupted_swap(out_dir: Any, dest: Path) -> Path | None:
     pathlib.Path or None
         The folder that was restored, or None.
     """
-    if os.path.lexists(dest):
+    empty = dest.is_dir() and not dest.is_symlink() and _is_empty(dest)
+    if os.path.lexists(dest) and not empty:
         return None
     for old in reversed(project_io.stale_temporaries(dest, suffix=".old")):
         if old.is_symlink() or not old.is_dir() or not _is_complete_output(old):
             continue
+        if empty:  # an empty folder made in its place holds nothing
+            os.rmdir(dest)
         os.replace(old, dest)
         warnings.warn(
             f"{_where(out_dir)}: restored the earlier audit's output from {old.name}, where an audit that was "
