@@ -381,7 +381,10 @@ def _swap_lock(dest: Path):
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
-    fd = os.open(dest.parent, os.O_RDONLY)
+    try:
+        fd = os.open(dest.parent, os.O_RDONLY)
+    except OSError as exc:
+        raise OutputDirError(f"--out {dest}: cannot open its parent folder {dest.parent} ({exc.strerror})") from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
