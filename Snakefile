@@ -26,11 +26,17 @@ from disaggregated_eval_workflow.config import (
     placeholder_warnings,
     validate_config,
 )
-from disaggregated_eval_workflow.snakemake_compat import fix_params_change_listing
+from disaggregated_eval_workflow.snakemake_compat import (
+    fix_params_change_listing,
+    stop_local_jobs_on_cancel,
+)
 
 # `snakemake --list-changes params` lists every output in Snakemake 9 (a bug of its listing, not of
 # scheduling): this makes it list only outputs whose params changed; a no-op once Snakemake is fixed.
 fix_params_change_listing()
+# A SIGINT to Snakemake (Ctrl-C, kill -INT) stops its local jobs (SIGTERM to those still running after
+# 2 s) instead of waiting for them to finish and then marking their complete outputs incomplete.
+stop_local_jobs_on_cancel()
 
 # The config files must be YAML mappings that give each key once (a message naming the file, not
 # Snakemake's generic one; plain YAML would keep the last of two values silently). Snakemake has read

@@ -1,5 +1,6 @@
 """Names in any alphabet: an audit whose group levels and column names are CJK, emoji, fullwidth
-signs or private-use characters finishes with every table and figure (issue 22, item 1).
+signs, private-use characters or letters of a script no installed font has finishes with every table
+and figure (issue 22, item 1).
 
 matplotlib's default font has no CJK glyph: measuring such a label with ``FT2Font.load_char`` raised
 ``RuntimeError: No glyphs have been loaded`` after all the work. Now every character is measured
@@ -18,9 +19,12 @@ import pandas as pd
 import pytest
 
 from disaggregated_eval.audit import cli, figure_layout, figure_rendering
+from disaggregated_eval.audit.text import terminal_text
 
 CITY = "都市"  # a CJK column name
-LEVELS = ["東京", "大阪", "😀 emoji", "＝ fullwidth", "\ue000 private"]  # CJK, emoji, U+FF1D, U+E000
+# CJK, emoji, U+FF1D, a private-use character (drawn escaped, as the terminal shows it: issue 32, item 10) and
+# an Egyptian hieroglyph (a letter that no installed font has).
+LEVELS = ["東京", "大阪", "😀 emoji", "＝ fullwidth", "\ue000 private", "\U00013000 hieroglyph"]
 FAST = ["--n-resamples", "200", "--n-permutations", "0", "--max-leaf-nodes", "10", "--cv-folds", "2",
         "--crossfit-folds", "2"]  # fmt: skip
 
@@ -54,12 +58,13 @@ def test_an_audit_of_cjk_emoji_fullwidth_and_private_use_names_finishes(world_au
     figures = sorted(p.name for p in (out / "figures").iterdir())
     assert "forest_auc.png" in figures and "controlled_Y.svg" in figures, figures
     svg = (out / "figures" / "forest_auc.svg").read_text(encoding="utf-8")
-    for level in LEVELS:  # the SVG keeps text as text: every label is there, character for character
-        assert f"{CITY}={level}" in svg
+    for level in LEVELS:  # the SVG keeps text as text: every label is there, as the terminal shows it
+        assert f"{CITY}={terminal_text(level)}" in svg
+    assert "\ue000" not in svg and "\\ue000 private" in svg
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
-    # The private-use character is in no font: the note names it (a box is drawn in its place).
-    assert any("U+E000" in note for note in manifest["notes"]), manifest["notes"]
-    assert "U+E000" in err  # and the warning says so on standard error
+    # The hieroglyph is in no font: the note names it (a box is drawn in its place).
+    assert any("U+13000" in note for note in manifest["notes"]), manifest["notes"]
+    assert "U+13000" in err  # and the warning says so on standard error
 
 
 @pytest.mark.parametrize("text", ["東京", "＝", "\ue000", "😀", "A\u200bB", "e\u0301"])

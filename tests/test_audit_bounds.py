@@ -237,6 +237,28 @@ def test_positive_label_true_names_the_positive_class_of_a_boolean_label():
         audit(data, label="y", scores=["s"], groups=["g"], positive_label="maybe", **FAST)
 
 
+def test_positive_label_names_a_numeric_label_by_its_number(tmp_path, capsys):
+    """A label read as 0.0/1.0 with --positive-label 1 (issue 32, item 10): equal numbers name the class
+    (before, "1" was compared as text with "1.0" and refused as never occurring)."""
+    data = frame().assign(y=lambda d: d["y"].astype(float))
+    expected = audit(frame(), label="y", scores=["s"], groups=["g"], **FAST).slices
+    for spelled in ("1", 1.0, " 1 "):
+        got = audit(data, label="y", scores=["s"], groups=["g"], positive_label=spelled, **FAST).slices
+        np.testing.assert_array_equal(got["estimate"].to_numpy(float), expected["estimate"].to_numpy(float))
+    flipped = audit(data, label="y", scores=["s"], groups=["g"], positive_label="0", **FAST).slices
+    rate = flipped.set_index(["slice", "metric"])["estimate"][("overall", "label_rate")]
+    assert rate == pytest.approx(1 - expected.set_index(["slice", "metric"])["estimate"][("overall", "label_rate")])
+    for absent in ("2", "yes", "nan"):
+        with pytest.raises(AuditInputError, match=rf"positive_label '{absent}' does not occur in label column 'y'; "
+                                                  r"its values are \{0\.0, 1\.0\}"):  # fmt: skip
+            audit(data, label="y", scores=["s"], groups=["g"], positive_label=absent, **FAST)
+    csv_file = tmp_path / "float_label.csv"
+    data.to_csv(csv_file, index=False)  # written as 0.0/1.0
+    code, _, err = run(["audit", csv_file, "--label", "y", "--score", "s", "--group", "g", "--positive-label", "1",
+                        *FAST_CLI, "--out", tmp_path / "out", "--quiet"], capsys)  # fmt: skip
+    assert code == 0, err
+
+
 def test_levels_that_look_alike_are_separate_slices_with_a_note():
     data = frame()
     level = np.array(["A", "A\u200b", "\u00e9", "e\u0301"])[np.arange(len(data)) % 4]  # ZWSP; NFC and NFD e-acute
@@ -253,6 +275,17 @@ def test_a_detect_gap_too_small_for_any_slice_size_gets_a_note():
     assert table["rows_needed"][table["reported"]].isna().all()
     note = [n for n in result.notes if n.startswith("detect_gap 1e-300: rows_needed is empty")]
     assert note and "no slice of up to 1e+09 rows" in note[0], result.notes
+    # Each row's reason, only the reasons that hold (issue 32, item 10: before, "or a rate 1e-300 away would
+    # leave [0, 1]" was said of every gap).
+    assert note[0].endswith(f"{table['reported'].sum()} because no slice of up to 1e+09 rows (the rest of the file "
+                            "unchanged) would detect a gap this small with power 0.8"), note[0]  # fmt: skip
+    wide = audit(frame(), label="y", scores=["s"], groups=["g"], detect_gap=0.95, **FAST)
+    empty = wide.detectability["reported"] & wide.detectability["rows_needed"].isna()
+    rates = wide.detectability["method"] == "two-proportion normal"
+    assert empty.sum() == (empty & rates).sum() > 0  # every rate, none of the bootstrap rows
+    note = [n for n in wide.notes if n.startswith("detect_gap 0.95")]
+    assert note and note[0].endswith(f"{empty.sum()} because a rate 0.95 away from overall would leave [0, 1] in "
+                                     "either direction"), note  # fmt: skip
     fine = audit(frame(), label="y", scores=["s"], groups=["g"], detect_gap=0.2, **FAST)
     assert not any(n.startswith("detect_gap") for n in fine.notes)
 

@@ -4,8 +4,8 @@ The generated file's column names and level names carry HTML and JavaScript, spr
 paths that walk out of a folder, terminal escape sequences (retitle, recolour, clear) and line breaks.
 ``disagg-eval audit`` runs on it in a subprocess (its real standard output and error), then:
 
-- terminal: no control character but the summary's own line breaks reaches standard output or error;
-  the payloads are shown escaped (``\\x1b``);
+- terminal: no control, format, private-use or unassigned character but the summary's own line breaks
+  reaches standard output or error; the payloads are shown escaped (``\\x1b``, ``\\u202e``, ``\\U000e0041``);
 - figures: labels with dollar signs are drawn as text (matplotlib would typeset ``$...$``), every
   SVG file is well-formed XML (a raw control character is not) without a script;
 - file names: every file is inside ``--out`` and has a plain name (letters, digits, ``_-.``);
@@ -13,7 +13,8 @@ paths that walk out of a folder, terminal escape sequences (retitle, recolour, c
   the parquet files keep the names as they are;
 - the report: parsed as written, and as headless Chromium builds its DOM after running the page,
   holds exactly one script (the report's own), no event-handler attribute, no element from the
-  data, every image decodes, and the payloads appear as text; the SVG figures hold no script.
+  data, every image decodes, and the payloads appear as text, each name as the terminal shows it (one
+  rule: ``audit.text``); the SVG figures hold no script.
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ import html.parser
 import re
 import subprocess
 import sys
+import unicodedata
 import xml.etree.ElementTree as ET
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from disaggregated_eval.audit.text import UNSAFE_CATEGORIES, html_text, terminal_text
 from test_audit_report import chromium, run_chromium
 
 HTML = "<script>alert('col')</script>"
@@ -41,8 +44,11 @@ SCORE_PATH = "../../escape/risk"
 SCORE_TERMINAL = f"{FORMULA}{TERMINAL}"  # a formula, then escape sequences
 GROUP_HTML = HTML  # a group column name may not hold '=' (it separates attribute and level)
 GROUP_TERMINAL = f"-sex{TERMINAL}\nfake line"  # starts with '-' (a formula to a spreadsheet)
+# Invisible or misleading on a terminal and in a browser: a right-to-left override, a bell, tag characters
+# (text no one sees), a private-use character (any icon a font puts there), a zero-width space.
+HIDDEN = "txt.exe\u202egnp\x07\U000e0041\U000e0042\ue000\u200b"
 LEVELS = [LEVEL_HTML, FORMULA, "../../etc/passwd", TERMINAL, "-1 + 2", "+cmd", "plain\r\nbreak", "Tab\tinside",
-          "$\\frac{1}{0}$", "$5"]  # fmt: skip
+          "$\\frac{1}{0}$", "$5", HIDDEN]  # fmt: skip
 SAFE_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
@@ -74,7 +80,9 @@ def hostile(tmp_path_factory):
 
 
 def control_characters(text: str) -> set[str]:
-    return {c for c in text if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) < 0xA0}
+    """Characters that no output may hold raw (the summary's own line breaks aside): every character of the
+    categories ``text.UNSAFE_CATEGORIES`` (controls, format, private use, unassigned, surrogates, separators)."""
+    return {c for c in text if c != "\n" and unicodedata.category(c) in UNSAFE_CATEGORIES}
 
 
 def test_terminal_output_carries_no_control_characters(hostile):
@@ -89,6 +97,19 @@ def test_terminal_output_carries_no_control_characters(hostile):
     # no line of the output starts with text from the data (a line break in a name cannot fake a row)
     assert not [line for line in proc.stdout.splitlines() if line.startswith("fake line")]
     assert "note: group column '-sex" in proc.stdout and "'M ' -> 'M'" in proc.stdout
+    assert "txt.exe\\u202egnp\\x07\\U000e0041\\U000e0042\\ue000\\u200b" in proc.stdout  # issue 32, item 10
+
+
+def test_report_shows_every_name_as_the_terminal_does(hostile):
+    """One rule for the terminal and the report (issue 32, item 10): before, report.html held 1,400 raw
+    right-to-left overrides, ESC, BEL, tag and private-use characters."""
+    _, out_dir, proc = hostile
+    page = (out_dir / "report.html").read_text(encoding="utf-8")
+    assert control_characters(page) == set()
+    for level in (HIDDEN, TERMINAL, "plain\r\nbreak"):
+        shown = f"{GROUP_HTML}={level}"
+        assert terminal_text(shown) in proc.stdout, level
+        assert html_text(shown) in page, level
 
 
 def test_every_file_is_inside_out_with_a_plain_name(hostile):

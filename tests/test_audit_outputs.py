@@ -203,6 +203,51 @@ def test_a_killed_audit_leaves_its_temporary_folder_and_the_next_audit_removes_i
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "t.csv"]
 
 
+KILLED_BETWEEN_RENAMES = """
+import os, signal, sys
+from disaggregated_eval.audit.cli import main
+
+real_replace = os.replace
+
+def replace(src, dst, *args, **kwargs):
+    real_replace(src, dst, *args, **kwargs)
+    if str(dst).endswith(".old"):  # the earlier output is aside, the new one not yet in place
+        os.kill(os.getpid(), signal.SIGKILL)
+
+os.replace = replace
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.slow
+def test_an_output_left_aside_by_an_audit_killed_mid_swap_is_restored_by_the_next(result, tmp_path, capsys):
+    """SIGKILL between the swap's two renames leaves no --out and the earlier output in ``.out.<pid>-<token>.old``:
+    the next audit's first check renames it back, with a warning, so that an audit that then fails (here on
+    its data) leaves it as it was; before, it stayed aside (and the next successful audit deleted it)."""
+    out_dir = write_outputs(result, tmp_path / "out")
+    before = snapshot(out_dir)
+    data = tmp_path / "t.csv"
+    frame().to_csv(data, index=False)
+    argv = ["audit", str(data), "--label", "y", "--score", "p", "--group", "g", "--metrics", "accuracy",
+            "--n-resamples", "200", "--n-permutations", "0", "--out", str(out_dir), "--quiet"]  # fmt: skip
+    killed = subprocess.run([sys.executable, "-c", KILLED_BETWEEN_RENAMES, *argv], capture_output=True, text=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    aside = [n for n in leftovers(tmp_path) if n.endswith(".old")]
+    assert not out_dir.exists() and len(aside) == 1
+    out_dir.mkdir()  # an empty folder made in its place meanwhile (it holds nothing: replaced by the restored one)
+    assert cli.main([*argv[:-1], "--positive-label", "7", "--quiet"]) == 2  # fails on its data, after the check
+    err = capsys.readouterr().err
+    assert f"restored the earlier audit's output from {aside[0]}" in err and "positive_label '7' does not occur" in err
+    assert snapshot(out_dir) == before
+    assert not [n for n in leftovers(tmp_path) if n.endswith(".old")]
+    # An incomplete folder aside (a removal cut short) is never put back (the next write removes it, as before).
+    incomplete = tmp_path / ".out.99999999-0123abcd.old"
+    out_dir.rename(incomplete)
+    (incomplete / "slices.csv").unlink()
+    check_out_dir(out_dir)
+    assert not out_dir.exists() and incomplete.is_dir()
+
+
 def test_stale_temporaries_of_running_processes_and_of_other_folders_are_kept(result, tmp_path):
     mine = tmp_path / f".out.{os.getpid()}-0123abcd.tmp"  # a process that runs: this one
     other = tmp_path / ".other.99999999-0123abcd.tmp"  # another target's

@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -20,7 +21,8 @@ import pytest
 import yaml
 
 from disaggregated_eval.audit.errors import UsageError
-from disaggregated_eval_workflow.audit_runs import audit_runs
+from disaggregated_eval.audit.text import terminal_text
+from disaggregated_eval_workflow.audit_runs import audit_runs, remove_stale_records
 
 REPO = Path(__file__).resolve().parents[1]
 LINKED = ("Snakefile", "workflow", "config", "src", "envs", "profiles", "examples")
@@ -130,6 +132,55 @@ def test_runs_reject_names_that_cannot_be_folders():
         audit_runs({"runs": {"a/b": {"file": "f.csv", "label": "y", "scores": ["s"], "groups": ["g"]}}})
 
 
+@pytest.mark.parametrize("out_dir", ["/tmp/elsewhere", "../outside", "results/../../outside", "  "])
+def test_an_out_dir_outside_the_working_directory_is_refused(out_dir):
+    run = {"file": "f.csv", "label": "y", "scores": ["s"], "groups": ["g"]}
+    with pytest.raises(UsageError, match=r"audit\.out_dir .*: give a folder inside the workflow's working directory"):
+        audit_runs({"out_dir": out_dir, "runs": {"r": run}})
+    with pytest.raises(UsageError, match=r"audit\.out_dir 'res/\{x\}': '\{' and '\}' would be read by Snakemake"):
+        audit_runs({"out_dir": "res/{x}", "runs": {"r": run}})
+
+
+@pytest.mark.parametrize(("key", "path"), [("file", "c\x1b]0;pwned\x07.csv"), ("population_margins", "m\u202evsc.csv")])
+def test_a_path_the_terminal_would_run_or_hide_is_refused(key, path):
+    """Snakemake prints a job's input paths raw: a path with control or invisible characters is refused at
+    parse time, shown escaped (issue 32: text from the user made safe for output)."""
+    run = {"file": "f.csv", "label": "y", "scores": ["s"], "groups": ["g"], key: path}
+    with pytest.raises(UsageError, match=rf"audit\.runs\.r\.{key} .*: holds control or invisible characters") as info:
+        audit_runs({"runs": {"r": run}})
+    assert terminal_text(str(info.value)) == str(info.value)
+
+
+def test_a_name_ending_like_a_record_is_refused():
+    run = {"file": "f.csv", "label": "y", "scores": ["s.manifest.json"], "groups": ["g"]}
+    with pytest.raises(UsageError, match=r"ends in '\.manifest\.json', the ending of the audit jobs' records"):
+        audit_runs({"runs": {"r": run}})
+
+
+def test_records_that_no_longer_describe_their_folder_are_removed(tmp_path, monkeypatch):
+    """A record whose folder is gone, or whose folder holds another manifest, is deleted (its job runs again);
+    a current record, an empty one (``snakemake --touch``) and a file at a record's path that is no audit's
+    manifest (the user's) are kept; folders are never touched."""
+    monkeypatch.chdir(tmp_path)
+    one, two = (json.dumps({"tool": "disagg-eval audit", "seed": s}).encode() for s in (1, 2))
+    jobs = {}
+    for name, manifest, kept in (("same", one, one), ("other", two, one), ("gone", None, one), ("touched", one, b""),
+                                 ("new", one, None), ("mine", None, b"my own notes")):  # fmt: skip
+        folder = Path("res", "r", name)
+        if manifest is not None:
+            folder.mkdir(parents=True)
+            (folder / "manifest.json").write_bytes(manifest)
+        if kept is not None:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            Path(f"{folder}.manifest.json").write_bytes(kept)
+        jobs[f"r/{name}"] = {"out": str(folder), "record": f"{folder}.manifest.json"}
+    lines = remove_stale_records(jobs)
+    assert [line.split(":")[0] for line in lines] == ["res/r/other.manifest.json", "res/r/gone.manifest.json"]
+    assert "differs from it" in lines[0] and "has no manifest.json" in lines[1]
+    assert sorted(p.name for p in Path("res", "r").iterdir()) == [
+        "mine.manifest.json", "new", "other", "same", "same.manifest.json", "touched", "touched.manifest.json"]  # fmt: skip
+
+
 def _margins_run(path: Path) -> dict:
     """A run with a margins file, written in ``path`` (the working directory)."""
     (path / "data.csv").write_text("y,s,g\n" + "1,0.7,x\n0,0.2,x\n1,0.6,z\n0,0.4,z\n" * 5)
@@ -152,10 +203,11 @@ def test_an_edited_margins_file_reruns_the_audit(tmp_path):
     config = write_config(workdir / "m.yaml", {"out_dir": "res", "runs": {"m": _margins_run(workdir)}})
     out = workdir / "res" / "m" / "s"
     out.mkdir(parents=True)
-    (out / "summary.json").write_text("{}")
-    (out / ".snakemake_timestamp").write_text("")
+    (out / "manifest.json").write_text('{"tool": "disagg-eval audit"}')
+    record = workdir / "res" / "m" / "s.manifest.json"  # the job's declared output: a copy of the manifest
+    record.write_text('{"tool": "disagg-eval audit"}')
     now = time.time()
-    for path in (out / "summary.json", out / ".snakemake_timestamp", out):
+    for path in (out / "manifest.json", out, record):
         os.utime(path, (now + 1000, now + 1000))
     args = ("--dry-run", "--cores", "1", "audit", "--configfile", config, "--rerun-triggers", "mtime")
     before = snakemake(workdir, *args)
@@ -166,6 +218,32 @@ def test_an_edited_margins_file_reruns_the_audit(tmp_path):
     assert after.returncode == 0, output_of(after)
     assert "run_audit        1" in output_of(after)
     assert "margins.csv" in output_of(after)
+
+
+CANCEL_STOPS_JOBS = """
+import signal, subprocess, sys, time, types
+from concurrent.futures import ThreadPoolExecutor
+from snakemake.executors.local import Executor
+from disaggregated_eval_workflow.snakemake_compat import stop_local_jobs_on_cancel
+
+assert stop_local_jobs_on_cancel(grace=0.5)
+quick = subprocess.Popen([sys.executable, "-c", "pass"])  # stops on its own within the grace period
+slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # a job that got no signal
+time.sleep(0.2)
+start = time.monotonic()
+Executor.cancel(types.SimpleNamespace(pool=ThreadPoolExecutor()))
+print(slow.wait(timeout=60), quick.wait(timeout=60), round(time.monotonic() - start, 1))
+"""
+
+
+def test_a_cancelled_local_executor_stops_the_jobs_still_running():
+    """Snakemake's local executor, cancelled (SIGINT to Snakemake), waited for its jobs; patched, it gives them
+    the grace period, then sends SIGTERM to those still running (in a subprocess: it signals every child)."""
+    proc = subprocess.run([sys.executable, "-c", CANCEL_STOPS_JOBS], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    slow, quick, seconds = proc.stdout.split()
+    assert (int(slow), int(quick)) == (-signal.SIGTERM, 0)
+    assert 0.5 <= float(seconds) < 30
 
 
 # ---- a tiny end-to-end run -------------------------------------------------------------------------
@@ -230,29 +308,110 @@ BAD_EDITS = [
 ]
 
 
+def snapshot(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` (hidden ones too) by relative path, with its bytes."""
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def start_snakemake(workdir: Path, *args) -> subprocess.Popen:
+    """``snakemake`` in the background, with SIGINT at its default (a test runner may ignore it)."""
+    cmd = [sys.executable, "-m", "snakemake", *map(str, args), "--directory", str(workdir)]
+    return subprocess.Popen(cmd, cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+
+
+def wait_for_line(path: Path, needle: str, proc: subprocess.Popen, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.is_file() and needle in path.read_text(errors="replace"):
+            return
+        if proc.poll() is not None:
+            pytest.fail(f"snakemake ended before {needle!r} was logged: {proc.stdout.read()[-3000:]}")
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail(f"{needle!r} never appeared in {path}")
+
+
 @pytest.mark.slow
-def test_a_bad_edit_fails_the_dry_run_and_keeps_the_earlier_result(tmp_path):
-    """A run audited once, then edited with a bad value (out of range, or a column the file lacks):
-    ``snakemake -n`` and ``snakemake`` stop at parse time with a message naming the run and the value,
-    and the earlier output folder is byte for byte as it was. Before, only types were checked at parse
-    time: the job started, failed, and Snakemake deleted the earlier results/audit/<run>/<model>."""
+def test_no_failed_refused_or_interrupted_rerun_changes_the_earlier_output(tmp_path):
+    """A run audited once keeps its folder byte for byte through every rerun that does not complete
+    (issue 22, item 2; issue 32, item 5):
+
+    - a bad edit (out of range, a column the file lacks) stops ``snakemake -n`` and ``snakemake`` at
+      parse time, naming the run and the value, with no job planned;
+    - an error that only the data show (a ``positive_label`` the label never takes) passes the parse-time
+      check: the job runs and fails, naming the value; before, Snakemake then deleted the folder;
+    - a file of the user's in the folder is refused (as by ``disagg-eval audit --out``), never deleted;
+    - an edited rerun leaves the earlier output in place while it runs, and SIGINT to Snakemake alone
+      stops its job (SIGTERM after 2 s; the job unwinds); before, Snakemake had deleted the folder before
+      the job started, and the job ran on to its end;
+    - the rerun, left to finish, replaces the folder; a folder deleted afterwards makes its job run again.
+    """
     workdir = make_workdir(tmp_path / "wd")
     pd.read_csv(REPO / "examples" / "data" / "compas.csv").head(600).to_csv(workdir / "c.csv", index=False)
     run = {"file": "c.csv", "label": "two_year_recid", "scores": ["compas_score"], "groups": ["race"],
            "metrics": ["false_positive_rate"], "controls": ["none"], **TINY_OPTIONS, "n_resamples": 200}  # fmt: skip
     config = write_config(workdir / "audit.yaml", {"runs": {"race": run}})
-    first = snakemake(workdir, "--cores", "1", "audit", "--configfile", config)
+    args = ("--cores", "1", "audit", "--configfile", config)
+    first = snakemake(workdir, *args)
     assert first.returncode == 0, output_of(first)
     out = workdir / "results" / "audit" / "race" / "compas_score"
-    before = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-    assert "manifest.json" in {str(p) for p in before}
-    for edit, message in BAD_EDITS:
+    record = out.with_name("compas_score.manifest.json")  # the rule's declared output
+    before = snapshot(out)
+    assert "manifest.json" in before and ".snakemake_timestamp" not in before  # an audit's folder, nothing else
+    assert record.read_bytes() == before["manifest.json"]
+
+    # A bad edit: parse time, no job (the real run checked once: it fails at the same place as the dry run).
+    for i, (edit, message) in enumerate(BAD_EDITS):
         write_config(config, {"runs": {"race": {**run, **edit}}})
-        for dry in (["--dry-run"], []):
-            result = snakemake(workdir, *dry, "--cores", "1", "audit", "--configfile", config)
+        for dry in (["--dry-run"], []) if i == 0 else (["--dry-run"],):
+            result = snakemake(workdir, *dry, *args)
             text = output_of(result)
             assert result.returncode != 0, text
             assert "audit.runs.race" in text and message in text, (edit, text[-3000:])
             assert "Job stats" not in text, text  # no job was planned
-        after = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
-        assert after == before, edit
+        assert snapshot(out) == before, edit
+
+    # An error only the data show: the job fails; the folder stays (its record goes: the job runs again).
+    write_config(config, {"runs": {"race": {**run, "positive_label": 7}}})
+    result = snakemake(workdir, *args)
+    assert result.returncode != 0
+    assert "positive_label '7' does not occur in label column 'two_year_recid'" in output_of(result), output_of(result)
+    assert snapshot(out) == before and not record.exists()
+
+    # A file of the user's in the folder: refused before the file is read, nothing deleted.
+    (out / "notes.md").write_text("mine")
+    write_config(config, {"runs": {"race": run}})
+    result = snakemake(workdir, *args)
+    assert result.returncode != 0
+    assert "holds files that the earlier audit did not write: notes.md" in output_of(result), output_of(result)
+    assert snapshot(out) == {**before, "notes.md": b"mine"}
+    (out / "notes.md").unlink()
+
+    # An edited rerun: the earlier output stays while it runs; SIGINT to Snakemake stops the job.
+    write_config(config, {"runs": {"race": {**run, "n_resamples": 300_000}}})
+    log = workdir / "logs" / "run_audit" / "race" / "compas_score.log"
+    log.unlink()
+    proc = start_snakemake(workdir, *args)
+    wait_for_line(log, "bootstrap", proc)
+    assert snapshot(out) == before
+    proc.send_signal(signal.SIGINT)
+    text = proc.communicate(timeout=300)[0]
+    assert proc.returncode != 0, text
+    assert log.read_text().strip().splitlines()[-1] == "disagg-eval: terminated (SIGTERM); nothing was written", text
+    assert snapshot(out) == before
+    assert sorted(p.name for p in out.parent.iterdir()) == ["compas_score"]  # no temporary folder, no record
+
+    # Left to finish, the rerun replaces the folder and writes its record last.
+    write_config(config, {"runs": {"race": {**run, "n_resamples": 300}}})
+    result = snakemake(workdir, *args)
+    assert result.returncode == 0, output_of(result)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["options"]["n_resamples"] == 300 and record.read_bytes() == (out / "manifest.json").read_bytes()
+
+    # A folder deleted by hand: its record no longer describes it, so its job is planned again.
+    shutil.rmtree(out)
+    dry = snakemake(workdir, "--dry-run", *args)
+    assert dry.returncode == 0, output_of(dry)
+    assert "run_audit        1" in output_of(dry), output_of(dry)
+    assert f"{record.relative_to(workdir)}: deleted, as" in output_of(dry)

@@ -27,6 +27,7 @@ import pandas as pd
 __all__ = [
     "atomic_path",
     "temporary_sibling",
+    "stale_temporaries",
     "remove_stale_temporaries",
     "write_table",
     "write_json",
@@ -61,41 +62,74 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_temporaries(path: str | os.PathLike[str], *, suffix: str = ".tmp") -> list[Path]:
-    """Remove the temporaries of ``path`` left behind by writers that no longer run.
+def stale_temporaries(path: str | os.PathLike[str], *, suffix: str = ".tmp") -> list[Path]:
+    """The temporaries of ``path`` left behind by writers that no longer run, oldest first.
 
     A temporary ``.<name>.<pid>-<token><suffix>`` next to ``path`` is stale when no process ``pid``
     runs on this host; files (or folders) of running writers, and temporaries of any other target, are
-    kept. Within the workflow one job writes a given output, so a temporary whose writer runs on
+    not listed. Within the workflow one job writes a given output, so a temporary whose writer runs on
     another cluster node (whose id may be unknown here) is never one of a concurrent writer of the
     same target.
 
     Parameters
     ----------
     path : path-like
-        The target file whose temporaries are looked for in its folder.
+        The target file (or folder) whose temporaries are looked for in its folder.
     suffix : str, default ".tmp"
-        The temporaries' suffix (``".download"`` for the folders of :mod:`disaggregated_eval.acs`).
+        The temporaries' suffix (``".download"`` for the folders of :mod:`disaggregated_eval.acs`,
+        ``".old"`` for an earlier audit moved aside by :mod:`disaggregated_eval.audit.outputs`).
+
+    Returns
+    -------
+    list of pathlib.Path
+        Ordered by the time of their last status change (``st_ctime``; a rename changes it), then name.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / ".out.csv.99999999-0123abcd.tmp").write_text("left by a killed writer")
+    >>> [p.name for p in stale_temporaries(folder / "out.csv")]
+    ['.out.csv.99999999-0123abcd.tmp']
+    """
+    target = Path(path)
+    pattern = _temporary_pattern(target.name, suffix)
+    try:
+        entries = list(os.scandir(target.parent))
+    except FileNotFoundError:
+        return []
+    stale = []
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None or _process_alive(int(match["pid"])):
+            continue
+        try:
+            changed = entry.stat(follow_symlinks=False).st_ctime
+        except FileNotFoundError:
+            continue
+        stale.append((changed, entry.name, Path(entry.path)))
+    return [found for _, _, found in sorted(stale)]
+
+
+def remove_stale_temporaries(path: str | os.PathLike[str], *, suffix: str = ".tmp") -> list[Path]:
+    """Remove the temporaries of ``path`` left behind by writers that no longer run.
+
+    Parameters
+    ----------
+    path : path-like
+        The target file whose temporaries are looked for in its folder (:func:`stale_temporaries`).
+    suffix : str, default ".tmp"
+        The temporaries' suffix.
 
     Returns
     -------
     list of pathlib.Path
         The removed paths.
     """
-    target = Path(path)
-    pattern = _temporary_pattern(target.name, suffix)
     removed = []
-    try:
-        entries = list(os.scandir(target.parent))
-    except FileNotFoundError:
-        return removed
-    for entry in entries:
-        match = pattern.fullmatch(entry.name)
-        if match is None or _process_alive(int(match["pid"])):
-            continue
-        stale = Path(entry.path)
+    for stale in stale_temporaries(path, suffix=suffix):
         with contextlib.suppress(FileNotFoundError):
-            if entry.is_dir(follow_symlinks=False):
+            if stale.is_dir() and not stale.is_symlink():
                 shutil.rmtree(stale, ignore_errors=True)
             else:
                 stale.unlink()

@@ -15,7 +15,9 @@
 #    COMPLETED SLURM job in the test partition with the rule's threads, mem_mb and runtime
 #    (scontrol and the sbatch calls in the Snakemake log), that SLURM logs exist, and that the local
 #    rules (`all`, and `obtain_pums_file` on a synthetic PUMS file) never reach sbatch;
-# 5. cancels leftover jobs, stops the daemons it started (by PID) and removes the temporary folder.
+# 5. runs the audit target through the same profile: one audit job writes its folder and its record,
+#    and a rerun that fails on its data leaves the folder byte for byte;
+# 6. cancels leftover jobs, stops the daemons it started (by PID) and removes the temporary folder.
 # Exit status 0 only if every check passed.
 #
 # Environment: PYTHON (interpreter with snakemake and snakemake-executor-plugin-slurm; default
@@ -365,4 +367,31 @@ EOF
     log "obtain_pums_file ran locally; no SLURM job submitted"
 fi
 
-log "SUMMARY: tiny workflow through SLURM in ${WALL} s, ${N_TINY_JOBS} SLURM jobs, all checks passed"
+# --------------------------------------------------------------------------------------------
+# the audit target on the cluster profile: one job writes its folder and its record; a rerun that fails
+# on its data (a positive_label the label never takes) keeps the folder byte for byte
+log "audit target: one audit job through SLURM, then a rerun that fails on its data"
+"$PYTHON" - "$REPO/examples/data/compas.csv" <<'EOF'
+import sys, pandas as pd, yaml
+pd.read_csv(sys.argv[1]).head(600).to_csv("compas_head.csv", index=False)
+run = {"file": "compas_head.csv", "label": "two_year_recid", "scores": ["compas_score"], "groups": ["race"],
+       "metrics": ["false_positive_rate"], "controls": ["none"], "n_resamples": 200, "n_permutations": 30}
+yaml.safe_dump({"audit": {"runs": {"race": run}}}, open("audit_good.yaml", "w"))
+yaml.safe_dump({"audit": {"runs": {"race": {**run, "positive_label": 7}}}}, open("audit_bad.yaml", "w"))
+EOF
+AUDIT_OUT=results/audit/race/compas_score
+timeout "$RUN_TIMEOUT" "${SMK[@]}" audit --configfile audit_good.yaml >"$TMP/snakemake_audit.log" 2>&1 ||
+    { tail -40 "$TMP/snakemake_audit.log" >&2; fail "audit run failed"; }
+grep -q "sbatch call:" "$TMP/snakemake_audit.log" || fail "the audit job did not reach sbatch"
+[[ -f $AUDIT_OUT/report.html ]] || fail "$AUDIT_OUT/report.html missing"
+cmp -s "$AUDIT_OUT/manifest.json" "$AUDIT_OUT.manifest.json" || fail "the job's record is not its folder's manifest"
+find "$AUDIT_OUT" -type f | sort | xargs sha256sum >"$TMP/audit_before.sha"
+if timeout "$RUN_TIMEOUT" "${SMK[@]}" audit --configfile audit_bad.yaml >"$TMP/snakemake_audit_bad.log" 2>&1; then
+    fail "the audit that fails on its data succeeded"
+fi
+grep -rq "positive_label '7' does not occur" "$TMP/snakemake_audit_bad.log" .snakemake/slurm_logs ||
+    fail "the failed audit's message is in neither Snakemake's nor SLURM's log"
+sha256sum -c --quiet "$TMP/audit_before.sha" || fail "the failed rerun changed the earlier audit's folder"
+log "audit job ran through SLURM; the failed rerun left the earlier folder byte for byte"
+
+log "SUMMARY: tiny workflow through SLURM in ${WALL} s, ${N_TINY_JOBS} SLURM jobs, the audit target, all checks passed"

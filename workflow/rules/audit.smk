@@ -2,19 +2,31 @@
 # one job per run and model of the `audit` section (disaggregated_eval_workflow.audit_runs, docs/audit.md).
 # The section's structure is checked here against workflow/schemas/audit.schema.yaml (which fills the
 # defaults), the audit options inside it by the same code as the command line, before any job starts.
+#
+# A job writes its folder <out_dir>/<run>/<model>/ as `disagg-eval audit --out` does (checked first,
+# replaced atomically once the new output is complete); the rule declares only the job's record,
+# <out_dir>/<run>/<model>.manifest.json (a copy of the folder's manifest.json, written last), because
+# Snakemake deletes declared outputs before a job runs and after it fails: so it never deletes an
+# earlier audit's folder (docs/design.md, "The workflow's audit jobs").
 from snakemake.utils import validate
 
 from disaggregated_eval_workflow.audit_runs import (
+    SEGMENT_PATTERN,
     audit_code_files,
     audit_runs,
     audit_targets,
+    folder_pattern,
     job_param,
     output_pattern,
+    remove_stale_records,
 )
 
 config.setdefault("audit", {})
 validate(config["audit"], "../schemas/audit.schema.yaml")
 AUDIT_RUNS = audit_runs(config["audit"])
+# A record whose folder was deleted or rewritten no longer describes it: deleted, so its job runs again.
+for line in remove_stale_records(AUDIT_RUNS):
+    print(line, file=sys.stderr)
 
 
 rule run_audit:
@@ -23,11 +35,14 @@ rule run_audit:
         option_files=job_param(AUDIT_RUNS, "option_files"),
         code=audit_code_files(workflow.basedir),
     output:
-        directory(output_pattern(config["audit"])),
+        output_pattern(config["audit"]),
     log:
         "logs/run_audit/{run}/{model}.log",
     benchmark:
         "benchmarks/output/run_audit/{run}/{model}.tsv"
+    wildcard_constraints:
+        run=SEGMENT_PATTERN,
+        model=SEGMENT_PATTERN,
     conda:
         "../../envs/disaggregated_eval.yaml"
     threads: config["audit"]["resources"]["threads"]
@@ -35,6 +50,7 @@ rule run_audit:
         mem_mb=config["audit"]["resources"]["mem_mb"],
         runtime=config["audit"]["resources"]["runtime"],
     params:
+        folder=folder_pattern(config["audit"]),
         options=job_param(AUDIT_RUNS, "options"),
     script:
         "../scripts/run_audit.py"

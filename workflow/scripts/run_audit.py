@@ -1,26 +1,33 @@
-"""Rule run_audit: one audit of one file and model (disaggregated_eval.audit, docs/audit.md)."""
+"""Rule run_audit: one audit of one file and model, written as ``disagg-eval audit --out`` writes it.
+
+The folder ``params.folder`` is written by the command line's own path
+(:func:`disaggregated_eval.audit.cli.run_audit`): checked before the file is read (a folder holding
+files that no audit wrote is refused, never emptied), replaced atomically once the new output is
+complete, so that a failure, Ctrl-C or SIGTERM leaves an earlier output as it was. Progress, warnings,
+the summary and errors go to the job's log, an error's line also to standard error. The job's declared
+output, its record (``<folder>.manifest.json``: a copy of the folder's manifest), is written last,
+atomically, and only after success (``docs/design.md``, "The workflow's audit jobs").
+"""
+
+import contextlib
+import sys
+from pathlib import Path
 
 from disaggregated_eval import io
-from disaggregated_eval.audit import audit
-from disaggregated_eval.audit.inputs import InputSpec
-from disaggregated_eval.audit.loading import load_table
-from disaggregated_eval.audit.options import resolve_options
-from disaggregated_eval.audit.outputs import write_outputs
+from disaggregated_eval.audit.cli import run_audit
+from disaggregated_eval.audit.signals import EXIT_OK
 
-log = io.rule_logger(snakemake.log[0], "run_audit")  # noqa: F821 (snakemake is injected)
-
-
-def progress(stage, done, total):
-    log.info("%s %d / %d", stage, done, total)
-
-
-options = dict(snakemake.params.options)
-options.setdefault("n_threads", snakemake.threads)
-resolved = resolve_options(None, options)  # once: the audit trusts the resolved options
-data = load_table(snakemake.input.data, columns=InputSpec.from_options(resolved).columns)
-log.info("read %s: %d rows", snakemake.input.data, len(data))
-result = audit(data, options=resolved, progress=progress)
-write_outputs(result, snakemake.output[0], input_path=snakemake.input.data)
-for note in result.notes:
-    log.info("note: %s", note)
-log.info("wrote %s", snakemake.output[0])
+job = snakemake  # noqa: F821 (injected by Snakemake)
+options = dict(job.params.options)
+options.setdefault("n_threads", job.threads)
+folder = Path(job.params.folder)
+log_path = Path(job.log[0])
+errors = sys.stderr
+with log_path.open("w", encoding="utf-8") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+    status = run_audit(job.input.data, folder, options)
+if status != EXIT_OK:
+    lines = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    print(f"{lines[-1] if lines else f'exit status {status}'} (log: {log_path})", file=errors)
+    sys.exit(status)
+with io.atomic_path(job.output[0]) as tmp:
+    tmp.write_bytes((folder / "manifest.json").read_bytes())

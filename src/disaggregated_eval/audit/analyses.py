@@ -36,7 +36,7 @@ from ..memory import check_bytes
 from ..verdicts import Tolerance
 from .calibration_table import calibration_analysis
 from .decisions import flagged_rows, headline_metric
-from .detectability import MAX_SEARCHED_ROWS, detectability_table
+from .detectability import detectability_table, rows_needed_note
 from .errors import AuditInputError
 from .estimates import AuditEstimates, estimate_all, n_outputs
 from .fairness import (
@@ -269,16 +269,9 @@ def run_analyses(
         detect_gap=detect_gap,
         adjusted=adjusted,
     )
-    if detect_gap is not None and len(detectability):
-        reported = detectability["reported"].to_numpy(dtype=bool)
-        empty = reported & detectability["rows_needed"].isna().to_numpy()
-        if empty.any():
-            notes.append(
-                f"detect_gap {detect_gap:g}: rows_needed is empty for {int(empty.sum())} of {int(reported.sum())} "
-                f"reported rows of the detectability table: no slice of up to {MAX_SEARCHED_ROWS:.0e} rows (the rest of "
-                f"the file unchanged) would detect a gap this small with power {power:g}, or a rate "
-                f"{detect_gap:g} away would leave [0, 1]"
-            )
+    note = rows_needed_note(detectability, detect_gap, power)
+    if note:
+        notes.append(note)
     # ---- evaluation under selection (population margins, sensitivity bounds) -------------------------
     selection, selection_notes = selection_table(
         plan,

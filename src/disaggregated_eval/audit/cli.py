@@ -13,19 +13,21 @@ Streams and exit codes (``docs/audit.md``): results go to files under ``--out``;
 goes to standard output; progress and warnings go to standard error (:mod:`.progress`). Exit status 0
 on success, 2 on bad usage or bad input (one line naming the problem, before any work), 1 on any other
 failure, 130 when interrupted (Ctrl-C), 143 when terminated (SIGTERM, which unwinds like Ctrl-C so that
-no temporary folder is left behind: :mod:`.signals`).
+no temporary folder is left behind: :mod:`.signals`). :func:`run_audit` is the same command for a caller
+that holds the options already (the workflow's rule ``run_audit``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 import time
 import traceback
 import typing
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +49,10 @@ from .options import (
     split_list,
 )
 from .progress import PROG, StderrProgress, one_line, show_warning
-from .signals import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, Terminated, sigterm_unwinds
+from .signals import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, Terminated, signals_unwind
 from .text import terminal_text
 
-__all__ = ["build_parser", "command_options", "main"]
+__all__ = ["build_parser", "command_options", "main", "run_audit"]
 _AUDIT_DESCRIPTION = (
     "Disaggregated and controlled evaluation of the predictions in FILE: every metric for every level "
     "of every --group attribute and their intersections, with paired bootstrap intervals, comparisons "
@@ -245,28 +247,86 @@ def main(argv: Sequence[str] | None = None) -> int:
         0 success, 2 bad usage or input, 1 other failure, 130 interrupted (Ctrl-C), 143 terminated
         (SIGTERM). On 1, 130 and 143 nothing is written to ``--out`` and no temporary is left behind.
     """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+
+    def command() -> int:
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help and --version exit 0 through argparse
+            return int(exc.code or 0)
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        file, out, options, seed_is_default = command_options(args)
+        return _audit_command(file, out, options, seed_is_default, quiet=args.quiet, aggregate=args.aggregate)
+
+    return _exit_status(command)
+
+
+def run_audit(
+    file: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    options: Mapping[str, Any],
+    *,
+    seed_is_default: bool = False,
+    aggregate: str = "auto",
+    quiet: bool = False,
+) -> int:
+    """Audit ``file`` into the folder ``out`` exactly as ``disagg-eval audit`` does; return its exit status.
+
+    The command line after its arguments are read, for a caller that holds the options already (the
+    workflow's rule ``run_audit``): ``out`` checked before anything else
+    (:func:`.outputs.check_out_dir`), the options resolved once, the file read within its bounds, the
+    folder written atomically (:func:`.outputs.write_outputs`: an earlier audit's folder stays as it
+    was until the new one is complete), progress, warnings and one-line errors on standard error, the
+    summary on standard output, and Ctrl-C and SIGTERM unwinding (:func:`.signals.signals_unwind`).
+
+    Parameters
+    ----------
+    file : path-like
+        The table (or folder of Parquet files) to audit.
+    out : path-like
+        The output folder (``--out``).
+    options : mapping
+        Audit options by field name (``label``, ``scores``, ``groups``, ...), as
+        :func:`.options.resolve_options` takes them.
+    seed_is_default : bool, default False
+        Whether the summary says that the seed is the default one.
+    aggregate : {"auto", "yes", "no"}, default "auto"
+        ``--aggregate``.
+    quiet : bool, default False
+        ``--quiet``: no progress and no summary.
+
+    Returns
+    -------
+    int
+        The exit status of :func:`main` (0, 1, 2, 130 or 143); nothing raises.
+
+    Examples
+    --------
+    >>> run_audit("no_such_file.csv", "audit_out", {"label": "y", "scores": ["p"], "groups": ["g"]})
+    2
+    """
+
+    def command() -> int:
+        return _audit_command(Path(file), Path(out), dict(options), seed_is_default, quiet=quiet, aggregate=aggregate)
+
+    return _exit_status(command)
+
+
+def _exit_status(command: Callable[[], int]) -> int:
+    """Run ``command`` as the command line runs it: warnings as one line, SIGINT and SIGTERM unwinding,
+    an error as one line on standard error, and the exit status (``docs/audit.md``)."""
     from .loading import InputFileError
     from .outputs import OutputDirError
 
     input_errors = (UsageError, InputFileError, OutputDirError, AuditInputError)
-    argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    progress = None
     old_showwarning = warnings.showwarning
     warnings.showwarning = show_warning
     try:
-        with sigterm_unwinds():
-            try:
-                args = parser.parse_args(argv)
-            except SystemExit as exc:  # --help and --version exit 0 through argparse
-                return int(exc.code or 0)
-            if args.command is None:
-                parser.print_help(sys.stderr)
-                return EXIT_USAGE
-            file, out, options, seed_is_default = command_options(args)
-            progress = StderrProgress(sys.stderr, quiet=args.quiet)
-            return _audit_command(file, out, options, seed_is_default, progress=progress, quiet=args.quiet,
-                                  aggregate=args.aggregate)  # fmt: skip
+        with signals_unwind():
+            return command()
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -282,12 +342,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILURE
     finally:
         warnings.showwarning = old_showwarning
-        if progress is not None:
-            progress.close()
 
 
-def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_default: bool, *,
-                   progress: StderrProgress, quiet: bool, aggregate: str = "auto") -> int:  # fmt: skip
+def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_default: bool, *, quiet: bool,
+                   aggregate: str = "auto") -> int:  # fmt: skip
     from dataclasses import replace
 
     from .core import audit
@@ -297,24 +355,28 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
     from .outputs import check_out_dir, write_outputs
     from .terminal import summary_text
 
-    # Everything that needs no data is checked before the file is read: the output folder, then
-    # every option value (once: the resolved options go to the engine as they are).
-    check_out_dir(out)
-    resolved = resolve_options(None, options)
-    columns = InputSpec.from_options(resolved).columns
-    started = time.monotonic()
-    data, counts, read = load_input(file, columns, frequency_weight=resolved.frequency_weight,
-                                    memory_limit_mb=resolved.memory_limit_mb, aggregate=aggregate)  # fmt: skip
-    if counts != resolved.frequency_weight:  # aggregated by DuckDB: its count column (checked by load_input)
-        resolved = replace(resolved, frequency_weight=counts)
-    progress.message(read, hold=True)
-    result = audit(data, options=resolved, progress=progress)
-    # The report shows the summary without the output folder, so that the same audit gives the same
-    # bytes wherever it is written.
-    in_report = summary_text(result, input_path=file, seed_is_default=seed_is_default)
-    write_outputs(result, out, input_path=file, summary=in_report, progress=progress)
-    text = summary_text(result, input_path=file, out_dir=out, seed_is_default=seed_is_default)
-    progress.message(f"wrote {out} in {time.monotonic() - started:.1f} s")
+    progress = StderrProgress(sys.stderr, quiet=quiet)
+    try:
+        # Everything that needs no data is checked before the file is read: the output folder, then
+        # every option value (once: the resolved options go to the engine as they are).
+        check_out_dir(out)
+        resolved = resolve_options(None, options)
+        columns = InputSpec.from_options(resolved).columns
+        started = time.monotonic()
+        data, counts, read = load_input(file, columns, frequency_weight=resolved.frequency_weight,
+                                        memory_limit_mb=resolved.memory_limit_mb, aggregate=aggregate)  # fmt: skip
+        if counts != resolved.frequency_weight:  # aggregated by DuckDB: its count column (checked by load_input)
+            resolved = replace(resolved, frequency_weight=counts)
+        progress.message(read, hold=True)
+        result = audit(data, options=resolved, progress=progress)
+        # The report shows the summary without the output folder, so that the same audit gives the same
+        # bytes wherever it is written.
+        in_report = summary_text(result, input_path=file, seed_is_default=seed_is_default)
+        write_outputs(result, out, input_path=file, summary=in_report, progress=progress)
+        text = summary_text(result, input_path=file, out_dir=out, seed_is_default=seed_is_default)
+        progress.message(f"wrote {out} in {time.monotonic() - started:.1f} s")
+    finally:
+        progress.close()
     if not quiet:
         print("\n".join(terminal_text(line) for line in text.split("\n")))
     return EXIT_OK

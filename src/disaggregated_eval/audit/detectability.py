@@ -48,7 +48,7 @@ from .slices import SlicePlan
 from .tallies import SliceTallies
 
 __all__ = ["METHODS", "MAX_SEARCHED_ROWS", "proportion_power", "minimum_detectable_difference", "rows_needed",
-           "detectability_table"]  # fmt: skip
+           "detectability_table", "rows_needed_note"]  # fmt: skip
 
 #: The ``method`` column: how the MDD of a metric is computed.
 METHODS: dict[str, str] = {"proportion": "two-proportion normal", "other": "bootstrap se"}
@@ -378,3 +378,55 @@ def detectability_table(
     table = pd.concat(frames, ignore_index=True).sort_values(["_m", "_s", "_q"], kind="stable")
     table["family_size"] = table["family_size"].astype(np.int64)
     return table[list(DETECTABILITY_COLUMNS)].reset_index(drop=True)
+
+
+def rows_needed_note(table: pd.DataFrame, detect_gap: float | None, power: float) -> str | None:
+    """The note of an audit whose ``rows_needed`` is empty for reported rows, naming each row's reason.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The ``detectability`` table (:func:`detectability_table`).
+    detect_gap : float or None
+        The option ``detect_gap`` (no note without it).
+    power : float
+
+    Returns
+    -------
+    str or None
+        None when every reported row has its ``rows_needed``. Otherwise the count of the rows without
+        one, split by reason: a rate ``detect_gap`` away from overall would leave [0, 1] in both
+        directions; the bootstrap standard error of the difference is undefined (fewer than 2 finite
+        replicates); or no slice of up to :data:`MAX_SEARCHED_ROWS` rows (the rest of the file
+        unchanged) would detect so small a gap with that power.
+
+    Examples
+    --------
+    >>> table = pd.DataFrame({"reported": [True, True], "rows_needed": [np.nan, 120.0],
+    ...                       "method": [METHODS["proportion"]] * 2, "overall": [0.4, 0.4],
+    ...                       "mdd_above": [0.1, 0.1]})
+    >>> rows_needed_note(table, 1e-300, 0.8)[:60]
+    'detect_gap 1e-300: rows_needed is empty for 1 of 2 reported '
+    """
+    if detect_gap is None or not len(table):
+        return None
+    reported = table["reported"].to_numpy(dtype=bool)
+    empty = reported & table["rows_needed"].isna().to_numpy()
+    if not empty.any():
+        return None
+    rate = (table["method"] == METHODS["proportion"]).to_numpy()
+    overall = table["overall"].to_numpy(dtype=float)
+    outside = empty & rate & (overall + detect_gap > 1.0) & (overall - detect_gap < 0.0)
+    no_se = empty & ~rate & table["mdd_above"].isna().to_numpy()
+    too_small = empty & ~outside & ~no_se
+    reasons = []
+    if too_small.any():
+        reasons.append(f"{int(too_small.sum())} because no slice of up to {MAX_SEARCHED_ROWS:.0e} rows (the rest of the "
+                       f"file unchanged) would detect a gap this small with power {power:g}")  # fmt: skip
+    if outside.any():
+        reasons.append(f"{int(outside.sum())} because a rate {detect_gap:g} away from overall would leave [0, 1] in "
+                       "either direction")  # fmt: skip
+    if no_se.any():
+        reasons.append(f"{int(no_se.sum())} because the bootstrap standard error of the difference is undefined")
+    return (f"detect_gap {detect_gap:g}: rows_needed is empty for {int(empty.sum())} of {int(reported.sum())} reported "
+            f"rows of the detectability table: {'; '.join(reasons)}")  # fmt: skip

@@ -308,13 +308,27 @@ def _labels(series: pd.Series, column: str, positive_label: Any) -> np.ndarray:
                 f"positive_label {brief(positive_label)} does not occur in {what}: it is never {wanted}"
             )
         return positive.astype(np.float64)
-    text = series.astype(str).to_numpy()
-    positive = text == str(positive_label)
+    wanted = _number(positive_label) if pd.api.types.is_numeric_dtype(series.dtype) else None
+    if wanted is not None:  # a numeric label: equal numbers match (1, "1", 1.0 and "1.0" name the class 1.0)
+        positive = series.to_numpy(dtype=np.float64) == wanted
+    else:
+        positive = series.astype(str).to_numpy() == str(positive_label)
     if not positive.any():
         raise AuditInputError(
             f"positive_label {brief(positive_label)} does not occur in {what}; its values are {_show(distinct)}"
         )
     return positive.astype(np.float64)
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a finite number (a number, or text that reads as one), else None."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        return None
+    return number if np.isfinite(number) else None
 
 
 def _scores(series: pd.Series, column: str) -> np.ndarray:

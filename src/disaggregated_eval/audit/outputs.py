@@ -6,7 +6,9 @@ the whole audit succeeded; a failure, Ctrl-C or SIGTERM (which the command line 
 path) removes the temporary folder. A process killed outright (SIGKILL, a power cut) leaves it: the
 next audit writing next to it removes every such folder whose process no longer runs
 (:func:`disaggregated_eval.io.remove_stale_temporaries`), and the same for ``.old`` folders (an earlier
-output moved aside for the instant of the swap).
+output moved aside for the instant of the swap). A process killed in that very instant, between the
+swap's two renames, leaves no ``--out`` and the earlier output complete in its ``.old`` folder: the next
+audit (its first check, :func:`check_out_dir`) renames it back, with a warning, before anything else.
 
 An existing target is replaced only if it is empty or an earlier audit's folder holding nothing but
 what that audit wrote, unmodified: its ``manifest.json`` (written by this tool) lists every other file
@@ -175,8 +177,66 @@ def _check_replaceable(out_dir: Any, dest: Path) -> None:
         )
 
 
+def _is_complete_output(folder: Path) -> bool:
+    """Whether ``folder`` holds an audit's complete, unmodified output: its manifest, every file the manifest
+    lists with its SHA-256, and nothing else."""
+    manifest = folder / "manifest.json"
+    listed = _listed_files(manifest) if manifest.is_file() and not manifest.is_symlink() else None
+    if not listed:
+        return False
+    try:
+        _check_replaceable(folder, folder)
+    except OutputDirError:
+        return False
+    return all((folder / name).is_file() for name in listed)
+
+
+def _is_empty(folder: Path) -> bool:
+    with os.scandir(folder) as entries:
+        return next(entries, None) is None
+
+
+def _restore_interrupted_swap(out_dir: Any, dest: Path) -> Path | None:
+    """Put back an earlier output that an audit killed in the middle of its swap left aside.
+
+    Under :func:`_swap_lock`. :func:`_swap_in` renames the earlier output to ``.<out>.<pid>-<token>.old``,
+    then the new one to ``dest``: a process killed between the two renames (SIGKILL, a power cut) leaves
+    ``dest`` missing and the earlier output, complete, in that folder. When ``dest`` is missing (or an empty
+    folder, made in its place since) and such a folder of a process that no longer runs holds a complete, unmodified audit output
+    (:func:`_is_complete_output`), the newest one is renamed back to ``dest``, with an
+    :class:`OutputWarning` that says so. A ``.old`` folder beside an existing ``dest`` is the output that
+    a finished swap replaced (its removal was cut short): it is removed, as before, by :func:`write_outputs`.
+
+    Returns
+    -------
+    pathlib.Path or None
+        The folder that was restored, or None.
+    """
+    empty = dest.is_dir() and not dest.is_symlink() and _is_empty(dest)
+    if os.path.lexists(dest) and not empty:
+        return None
+    for old in reversed(project_io.stale_temporaries(dest, suffix=".old")):
+        if old.is_symlink() or not old.is_dir() or not _is_complete_output(old):
+            continue
+        if empty:  # an empty folder made in its place holds nothing
+            os.rmdir(dest)
+        os.replace(old, dest)
+        warnings.warn(
+            f"{_where(out_dir)}: restored the earlier audit's output from {old.name}, where an audit that was "
+            "killed while it replaced the folder had moved it; the folder is as that earlier audit wrote it",
+            OutputWarning,
+            stacklevel=4,
+        )
+        return old
+    return None
+
+
 def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
     """Check that ``out_dir`` can receive an audit, before any work is done (module docstring).
+
+    An earlier output that an audit killed in the middle of its swap left aside is renamed back first
+    (:func:`_restore_interrupted_swap`, with an :class:`OutputWarning`), so that it is checked, and kept,
+    like any earlier output.
 
     Returns
     -------
@@ -199,8 +259,9 @@ def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputDirError(f"{_where(out_dir)}: cannot create the parent folder {parent} ({exc.strerror})") from exc
-    if dest.is_dir():
-        with _swap_lock(dest):  # not while another audit swaps its output in
+    with _swap_lock(dest):  # not while another audit swaps its output in
+        _restore_interrupted_swap(out_dir, dest)
+        if dest.is_dir():
             _check_replaceable(out_dir, dest)
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputDirError(f"{_where(out_dir)}: the parent folder {parent} is not writable")
@@ -320,7 +381,10 @@ def _swap_lock(dest: Path):
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
-    fd = os.open(dest.parent, os.O_RDONLY)
+    try:
+        fd = os.open(dest.parent, os.O_RDONLY)
+    except OSError as exc:
+        raise OutputDirError(f"--out {dest}: cannot open its parent folder {dest.parent} ({exc.strerror})") from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

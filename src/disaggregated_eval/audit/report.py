@@ -18,7 +18,6 @@ A short inline script only counts the figures that decoded (``<body data-images-
 from __future__ import annotations
 
 import base64
-import html
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -32,7 +31,7 @@ from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .decisions import flagged_rows, headline_metric
 from .figure_rendering import render_figures
 from .terminal import format_estimate, format_interval, format_mdd, weight_note
-from .text import terminal_text
+from .text import html_text
 
 __all__ = ["render_html", "write_report"]
 
@@ -110,12 +109,12 @@ def _cell(value: Any, column: str) -> str:
         value = value.item()
         if isinstance(value, float):
             return f"{value:.4f}"
-    return html.escape(str(value))
+    return html_text(str(value))
 
 
 def _html_table(frame: pd.DataFrame, *, kind: str, key: str, row_class=None) -> str:
     columns = list(frame.columns)
-    head = "".join(f'<th class="{"text" if c in _TEXT_COLUMNS else "num"}">{html.escape(c)}</th>' for c in columns)
+    head = "".join(f'<th class="{"text" if c in _TEXT_COLUMNS else "num"}">{html_text(c)}</th>' for c in columns)
     body = []
     for record in frame.to_dict("records"):
         cls = row_class(record) if row_class else ""
@@ -124,13 +123,13 @@ def _html_table(frame: pd.DataFrame, *, kind: str, key: str, row_class=None) -> 
         )
         body.append(f'<tr class="{cls}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
     return (
-        f'<table data-table="{html.escape(kind)}" data-key="{html.escape(key)}" data-rows="{len(frame)}">'
+        f'<table data-table="{html_text(kind)}" data-key="{html_text(key)}" data-rows="{len(frame)}">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
     )
 
 
 def _metric_title(metric: str) -> str:
-    return html.escape(vocabulary.METRIC_LABELS.get(metric, metric))
+    return html_text(vocabulary.METRIC_LABELS.get(metric, metric))
 
 
 def _slices_section(result: Any) -> str:
@@ -174,7 +173,7 @@ def _controlled_section(result: Any) -> str:
     for control in _ordered(table["control"], result.options.controls):
         rows = table[table["control"] == control]
         title = "no control (M_a is the overall value)" if control == "none" else f"control V = {control}"
-        parts.append(f"<details><summary>{html.escape(title)}</summary>")
+        parts.append(f"<details><summary>{html_text(title)}</summary>")
         parts.append(_html_table(rows, kind="controlled", key=control, row_class=_controlled_class))
         parts.append("</details>")
     return "\n".join(parts)
@@ -205,13 +204,13 @@ def _ordered(values: pd.Series, preferred: Sequence[str]) -> list[str]:
 def _figure_html(name: str, spec: Mapping[str, Any], images: Mapping[str, bytes]) -> str:
     fmt, mime = ("svg", "image/svg+xml") if "svg" in images else ("png", "image/png")
     data = base64.b64encode(images[fmt]).decode("ascii")
-    title = html.escape(spec.get("title", name))
+    title = html_text(spec.get("title", name))
     # Shown at 140 px per figure inch (about 1.5 times the figure's print size), never wider than the page.
     size = f' style="width: {140 * spec["width_in"]:.0f}px"' if spec.get("width_in") else ""
     return (
-        f'<figure data-figure="{html.escape(name)}" id="figure-{html.escape(name)}">'
+        f'<figure data-figure="{html_text(name)}" id="figure-{html_text(name)}">'
         f'<img src="data:{mime};base64,{data}" alt="{title}"{size}>'
-        f"<figcaption>{title} (<code>figures/{html.escape(name)}.png</code>, <code>.svg</code>)"
+        f"<figcaption>{title} (<code>figures/{html_text(name)}.png</code>, <code>.svg</code>)"
         "</figcaption></figure>"
     )
 
@@ -221,15 +220,15 @@ def _meta_table(result: Any, manifest: Mapping[str, Any] | None, input_path: Any
     rows = []
     source = (manifest or {}).get("input") or {}  # None when the audit was written without its input file
     if input_path is not None or source.get("path"):
-        rows.append(("input file", html.escape(str(source.get("path", input_path)))))
+        rows.append(("input file", html_text(str(source.get("path", input_path)))))
     if source.get("sha256"):
         rows.append(("input SHA-256", f"<code>{source['sha256']}</code>"))
     rows.append(("rows audited", f"{result.n_rows:,}"))
-    rows.append(("label", html.escape(options.label)))
-    rows.append(("models (score columns)", html.escape(", ".join(options.scores))))
-    rows.append(("attributes", html.escape(", ".join(options.groups))))
+    rows.append(("label", html_text(options.label)))
+    rows.append(("models (score columns)", html_text(", ".join(options.scores))))
+    rows.append(("attributes", html_text(", ".join(options.groups))))
     weighted = weight_note(sample_weight=options.sample_weight, frequency_weight=options.frequency_weight)
-    rows.append(("row weights", f"<b>{html.escape(weighted)}</b>" if weighted else "none (every row counts once)"))
+    rows.append(("row weights", f"<b>{html_text(weighted)}</b>" if weighted else "none (every row counts once)"))
     rows.append(("seed", str(options.seed)))
     body = "".join(f'<tr><th class="text">{k}</th><td class="text">{v}</td></tr>' for k, v in rows)
     return f'<table class="meta" data-table="run" data-key="run">{body}</table>'
@@ -238,7 +237,7 @@ def _meta_table(result: Any, manifest: Mapping[str, Any] | None, input_path: Any
 def _options_table(result: Any) -> str:
     values = result.options.record()
     body = "".join(
-        f'<tr><th class="text">{html.escape(k)}</th><td class="text">{html.escape(_option_text(v))}</td></tr>'
+        f'<tr><th class="text">{html_text(k)}</th><td class="text">{html_text(_option_text(v))}</td></tr>'
         for k, v in values.items()
     )
     return f'<table class="meta" data-table="options" data-key="options">{body}</table>'
@@ -255,7 +254,7 @@ def _versions_table(manifest: Mapping[str, Any] | None) -> str:
     if not versions:
         return ""
     body = "".join(
-        f'<tr><th class="text">{html.escape(k)}</th><td class="text">{html.escape(str(v))}</td></tr>'
+        f'<tr><th class="text">{html_text(k)}</th><td class="text">{html_text(str(v))}</td></tr>'
         for k, v in versions.items()
     )
     return f'<h3>Package versions</h3><table class="meta" data-table="versions" data-key="versions">{body}</table>'
@@ -269,14 +268,14 @@ def _with_ci(estimate: float, low: float, high: float, *, signed: bool = False) 
 def _run_line(result: Any, input_path: Any) -> str:
     """One line on the run: rows, models, attributes, intervals, seed, and the weights in bold."""
     options = result.options
-    name = html.escape(Path(input_path).name) + ": " if input_path is not None else ""
+    name = html_text(Path(input_path).name) + ": " if input_path is not None else ""
     models = ", ".join(options.scores)
     weighted = weight_note(sample_weight=options.sample_weight, frequency_weight=options.frequency_weight)
-    text = (f"{name}{result.n_rows:,} rows; model{'s' if len(options.scores) != 1 else ''} {html.escape(models)}; "
-            f"slices of {html.escape(' x '.join(options.groups))}; {float(options.confidence):.0%} intervals, "
+    text = (f"{name}{result.n_rows:,} rows; model{'s' if len(options.scores) != 1 else ''} {html_text(models)}; "
+            f"slices of {html_text(' x '.join(options.groups))}; {float(options.confidence):.0%} intervals, "
             f"{options.n_resamples:,} paired bootstrap resamples, seed {options.seed}")  # fmt: skip
     if weighted:
-        text += f"; <b>{html.escape(weighted)}</b>"
+        text += f"; <b>{html_text(weighted)}</b>"
     return f'<p class="run" data-run="line">{text}.</p>'
 
 
@@ -315,10 +314,10 @@ def _fairness_section(result: Any) -> str:
                 f"Largest gap, {vocabulary.METRIC_LABELS.get(gap_metric.iloc[0], gap_metric.iloc[0])}"
             )
         present = [k for k, _ in _OVERVIEW_COLUMNS if k in set(rows["statistic"])]
-        head = '<th class="text">family</th>' + "".join(f"<th>{html.escape(titles[k])}</th>" for k in present)
+        head = '<th class="text">family</th>' + "".join(f"<th>{html_text(titles[k])}</th>" for k in present)
         body = []
         for family, group in rows.groupby("attribute", sort=False):
-            cells = [f'<td class="text">{html.escape(str(family))}</td>']
+            cells = [f'<td class="text">{html_text(str(family))}</td>']
             indexed = {r["statistic"]: r for r in group.to_dict("records")}
             for k in present:
                 r = indexed.get(k)
@@ -331,13 +330,13 @@ def _fairness_section(result: Any) -> str:
                        f"{format_interval(r['band_low'], r['band_high'])}"
                        if r["slice"] else str(r["reason"]))  # fmt: skip
                 cls = _verdict_class(r)
-                word = html.escape(str(r["verdict"])) if r["reported"] else ""
-                cells.append(f'<td class="{cls}" title="{html.escape(tip)}">'
+                word = html_text(str(r["verdict"])) if r["reported"] else ""
+                cells.append(f'<td class="{cls}" title="{html_text(tip)}">'
                              f"{_with_ci(estimate, r['ci_low'], r['ci_high'])}"
                              f' <span class="verdict">{word}</span></td>')  # fmt: skip
             body.append(f"<tr>{''.join(cells)}</tr>")
-        parts.append(f"<h3>{html.escape(str(model))}</h3>" if len(result.options.scores) > 1 else "")
-        parts.append(f'<table data-table="fairness" data-key="{html.escape(str(model))}" data-rows="{len(body)}">'
+        parts.append(f"<h3>{html_text(str(model))}</h3>" if len(result.options.scores) > 1 else "")
+        parts.append(f'<table data-table="fairness" data-key="{html_text(str(model))}" data-rows="{len(body)}">'
                      f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")  # fmt: skip
     level = float(result.options.confidence)
     parts.append(
@@ -346,7 +345,7 @@ def _fairness_section(result: Any) -> str:
         "selection rate's largest minus smallest value and smallest over largest (fairlearn); equalized odds: the "
         "larger of the true and false positive rates' gaps, the smaller of their ratios. A largest gap is biased away "
         "from equality for small slices (it picks the extremes; hover a cell for its bias-corrected estimate and the "
-        f"slices). Verdicts (tolerance: {html.escape(tolerance.text())}) come from intervals simultaneous over every "
+        f"slices). Verdicts (tolerance: {html_text(tolerance.text())}) come from intervals simultaneous over every "
         f"statistic of the summary, so that the probability of any wrong verdict is at most {1 - level:.0%}: "
         "<i>differs</i> (shaded) the slices are not all equal; <i>beyond tolerance</i> (dark) the whole interval is "
         f"outside the tolerance (for a ratio: outside [{low:g}, {high:g}], the four-fifths rule fails and the data "
@@ -394,7 +393,7 @@ def _headline_section(result: Any) -> str:
         records, withheld = [], []
         for r in rows.to_dict("records"):
             if not r["reported"]:
-                withheld.append(f"{html.escape(str(r['slice']))} ({html.escape(str(r['reason']))})")
+                withheld.append(f"{html_text(str(r['slice']))} ({html_text(str(r['reason']))})")
                 continue
             c = comps.loc[r["slice"]] if r["slice"] in comps.index else None
             difference = float(c["difference"]) if c is not None else float("nan")
@@ -405,13 +404,13 @@ def _headline_section(result: Any) -> str:
             p_adj = c["p_adjusted"] if c is not None else float("nan")
             order = {"worse": 0, "better": 1, "differs": 1, "within": 2}.get(cls, 3)
             records.append((order, -abs(difference) if flagged else 0.0, cls, [
-                f'<td class="text">{html.escape(str(r["slice"]))}</td>',
+                f'<td class="text">{html_text(str(r["slice"]))}</td>',
                 f"<td>{int(r['n']):,}</td>",
                 f"<td>{_with_ci(r['estimate'], r['ci_low'], r['ci_high'])}</td>",
                 f"<td>{_with_ci(difference, c['ci_low'], c['ci_high'], signed=True) if c is not None else ''}</td>",
                 f"<td>{_cell(p_adj, 'p_adjusted')}</td>",
-                f"<td>{html.escape(mdd.get(r['slice'], ''))}</td>",
-                f'<td class="text">{html.escape(verdict)}</td>',
+                f"<td>{html_text(mdd.get(r['slice'], ''))}</td>",
+                f'<td class="text">{html_text(verdict)}</td>',
             ]))  # fmt: skip
         records.sort(key=lambda x: (x[0], x[1]))
         body = "".join(f'<tr class="{cls}">{"".join(cells)}</tr>' if cls else f"<tr>{''.join(cells)}</tr>"
@@ -422,9 +421,9 @@ def _headline_section(result: Any) -> str:
         size = int(comps["family_size"].max()) if len(comps) and "family_size" in comps else 0
         overall_text = (_with_ci(overall.iloc[0]["estimate"], overall.iloc[0]["ci_low"], overall.iloc[0]["ci_high"])
                         if len(overall) else "")  # fmt: skip
-        parts.append(f'<h2 id="headline-{html.escape(str(model))}">{html.escape(label)} of {html.escape(str(model))}: '
+        parts.append(f'<h2 id="headline-{html_text(str(model))}">{html_text(label)} of {html_text(str(model))}: '
                      f"which slices differ from overall ({overall_text})</h2>")  # fmt: skip
-        parts.append(f'<table data-table="headline" data-key="{html.escape(str(model))}" data-rows="{len(records)}">'
+        parts.append(f'<table data-table="headline" data-key="{html_text(str(model))}" data-rows="{len(records)}">'
                      f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")  # fmt: skip
         family = (f"adjusted within the family of {size} slice-vs-overall tests ({options.adjust})" if size
                   else "no tests: flagged when the interval of the difference excludes 0")  # fmt: skip
@@ -517,13 +516,18 @@ def _selection_section(result: Any) -> str:
     return (
         '<details id="selection" open><summary>Evaluation under selection: population margins and sensitivity '
         "bounds</summary>"
-        + "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+        + "".join(f"<p>{html_text(line)}</p>" for line in lines)
         + "<p>Differences from overall per Gamma (all rows, also each slice's metric, in <code>selection.csv</code>; "
         "docs/audit.md, 'Evaluation under selection'). bound_low/bound_high: the bounds; bound_ci_low/high: their "
         "interval; breakdown_gamma: where that interval first reaches 0.</p>"
         + _html_table(shown, kind="selection", key="differences")
         + "</details>"
     )
+
+
+def _summary_html(summary: str) -> str:
+    """The terminal summary for ``<pre>``: each line as the terminal shows it (:func:`.text.html_text`)."""
+    return "\n".join(html_text(line) for line in summary.split("\n"))
 
 
 def render_html(
@@ -551,16 +555,16 @@ def render_html(
     name = Path(input_path).name if input_path is not None else "audit"
     forest = [(n, s, b) for n, (s, b) in figures.items() if s.get("kind") == "forest"]
     controlled = [(n, s, b) for n, (s, b) in figures.items() if s.get("kind") == "controlled"]
-    notes = "".join(f'<li class="note">{html.escape(n)}</li>' for n in result.notes)
+    notes = "".join(f'<li class="note">{html_text(n)}</li>' for n in result.notes)
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         # The file name is data: a right-to-left override (U+202E) or a control character in it would
         # reorder or hide text in the browser's title bar; escaped as the terminal shows it.
-        f"<title>Disaggregated evaluation: {html.escape(terminal_text(name))}</title>",
+        f"<title>Disaggregated evaluation: {html_text(name)}</title>",
         f"<style>{_CSS}</style></head><body>",
-        f"<h1>Disaggregated evaluation: {html.escape(terminal_text(name))}</h1>",
+        f"<h1>Disaggregated evaluation: {html_text(name)}</h1>",
         _run_line(result, input_path),
         # ---- the first screen: the fairness summary and what differs, by how much, and what the data can tell
         _fairness_section(result),
@@ -592,7 +596,7 @@ def render_html(
         _READING_GUIDE,
         "</details>",
         '<details id="summary"><summary>Terminal summary</summary>',
-        f'<pre data-summary="terminal">{html.escape(summary)}</pre>',
+        f'<pre data-summary="terminal">{_summary_html(summary)}</pre>',
         "</details>",
         '<details id="tables"><summary>Slices, comparisons and controlled tables</summary>',
         _slices_section(result),

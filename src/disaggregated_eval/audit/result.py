@@ -27,7 +27,6 @@ values are all NaN, which is what a withheld slice's estimate is).
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +44,7 @@ from .columns import (
     empty_table,
 )
 from .options import ResolvedOptions
+from .text import html_text, terminal_text
 
 __all__ = ["AuditResult"]
 
@@ -187,7 +187,7 @@ class AuditResult:
         lines.append(
             "print(result.summary()) for the summary; result.slices, .comparisons, .controlled are tidy frames"
         )
-        return "<AuditResult: " + "\n ".join(lines) + ">"
+        return "<AuditResult: " + "\n ".join(terminal_text(line) for line in lines) + ">"  # names from the data
 
     def _repr_html_(self) -> str:
         """Jupyter's display: the headline metric per slice and model, with intervals and flags.
@@ -202,7 +202,7 @@ class AuditResult:
         options = self.options
         alpha = 1.0 - float(options.confidence)
         weighted = weight_note(sample_weight=options.sample_weight, frequency_weight=options.frequency_weight)
-        esc = html.escape
+        esc = html_text
         parts = [
             '<div class="disagg-eval-audit" style="font-family: -apple-system, Helvetica, Arial, sans-serif">',
             f"<p style='margin: 0.2em 0'><b>AuditResult</b>: {esc(self._overview()[0])}.<br>"
@@ -255,7 +255,7 @@ class AuditResult:
         from .. import vocabulary
         from .terminal import format_estimate, format_interval
 
-        esc = html.escape
+        esc = html_text
         table = self.fairness
         rows = (
             table[(table["model"] == model) & table["statistic"].isin(vocabulary.FAMILY_STATISTICS)]

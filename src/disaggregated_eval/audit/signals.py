@@ -1,10 +1,13 @@
-"""How the command line stops: exit statuses, and SIGTERM unwinding like Ctrl-C.
+"""How the command line stops: exit statuses, and Ctrl-C and SIGTERM unwinding the same way.
 
 Exit status 0 on success, 2 on bad usage or bad input, 1 on any other failure, 130 when interrupted
-(Ctrl-C), 143 when terminated (SIGTERM: a kill, a timeout, ``docker stop``, a cluster's pre-emption)
-(``docs/audit.md``, "Exit codes and bad input"). Within :func:`sigterm_unwinds`, SIGTERM raises
-:class:`Terminated` in the main thread, so that it unwinds like Ctrl-C and every temporary file and folder
-is removed on the way out.
+(Ctrl-C, SIGINT), 143 when terminated (SIGTERM: a kill, a timeout, ``docker stop``, a cluster's
+pre-emption, Snakemake stopping its jobs) (``docs/audit.md``, "Exit codes and bad input"). Within
+:func:`signals_unwind`, SIGINT raises :class:`KeyboardInterrupt` and SIGTERM :class:`Terminated` in the
+main thread, so that both unwind and every temporary file and folder is removed on the way out; once
+one of them has arrived, both are ignored until the block ends, so that a second Ctrl-C (or a SIGTERM
+sent to every process of a job after a Ctrl-C) cannot cut that cleanup short. SIGKILL runs no handler:
+what it leaves is removed, or restored, by the next audit (:mod:`.outputs`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_TERMINATED",
     "Terminated",
-    "sigterm_unwinds",
+    "signals_unwind",
 ]
 
 #: Exit statuses (docs/audit.md, "Exit codes and bad input"): 128 + the signal's number when stopped by one.
@@ -29,29 +32,49 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: Ctrl-C
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: kill, timeout, docker stop, a cluster's pre-emption
 
+_HANDLED = (signal.SIGINT, signal.SIGTERM)
+
 
 class Terminated(BaseException):
     """Raised in the main thread on SIGTERM, so that it unwinds like Ctrl-C (temporary files removed)."""
 
 
-def _on_sigterm(signum, frame) -> typing.NoReturn:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
+def _unwind(signum, frame) -> typing.NoReturn:
+    for other in _HANDLED:  # the first signal wins: the cleanup on the way out runs to its end
+        signal.signal(other, signal.SIG_IGN)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise Terminated(signum)
 
 
 @contextlib.contextmanager
-def sigterm_unwinds() -> Iterator[None]:
-    """Within the block, SIGTERM raises :class:`Terminated`; the previous handler is restored after it.
+def signals_unwind() -> Iterator[None]:
+    """Within the block, SIGINT raises ``KeyboardInterrupt`` and SIGTERM :class:`Terminated` (module docstring).
 
-    Only the main thread may install a signal handler: elsewhere (a thread of a notebook or a server) the
-    block runs with the handler it has.
+    A signal that the process ignored when the block began (``nohup``, a background job of a
+    non-interactive shell ignores SIGINT) stays ignored. The previous handlers are restored when the
+    block ends. Only the main thread may install a signal handler: elsewhere (a thread of a notebook or
+    a server) the block runs with the handlers it has.
+
+    Examples
+    --------
+    >>> import os, signal
+    >>> try:
+    ...     with signals_unwind():
+    ...         os.kill(os.getpid(), signal.SIGTERM)
+    ... except Terminated:
+    ...     print("unwound")
+    unwound
     """
+    previous: dict[int, typing.Any] = {}
     try:
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    except ValueError:
-        previous = None
+        for signum in _HANDLED:
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                previous[signum] = signal.signal(signum, _unwind)
+    except ValueError:  # not the main thread
+        pass
     try:
         yield
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: set outside Python

@@ -1,14 +1,20 @@
-"""Text from the data, made safe where it leaves the program: the terminal and file names.
+"""Text from the data, made safe where it leaves the program: the terminal, the report, figures and file names.
 
 Column and level names come from the user's file and may hold anything: an escape sequence that
 retitles or recolours the terminal (``ESC ] 0 ; ... BEL``), a newline that fakes a line of the
-summary, a right-to-left override that reorders what is shown, a ``/`` or ``..`` that walks out of
-the output folder. Two helpers, used wherever such text leaves the program:
+summary, a right-to-left override that reorders what is shown, tag characters (U+E0000 to U+E007F)
+that carry text no one sees, a private-use character that a terminal's font draws as any icon, a
+``/`` or ``..`` that walks out of the output folder. One rule, :func:`terminal_text`, decides which
+characters are shown escaped, wherever such text leaves the program:
 
-- :func:`terminal_text` escapes control and bidirectional-formatting characters the way Python's
-  ``repr`` does (``\\x1b``, ``\\n``, ``\\u202e``), so that what is printed is what is in the data,
-  visibly; ordinary text (accents, CJK, emoji) is unchanged. The summary, the progress lines, the
-  warnings and the error messages of the command line go through it.
+- :func:`terminal_text` escapes every character of the Unicode categories of :data:`UNSAFE_CATEGORIES`
+  (controls, format characters, surrogates, private use, unassigned, line and paragraph separators)
+  the way Python's ``repr`` does (``\\x1b``, ``\\n``, ``\\u202e``, ``\\U000e0041``), so that what is
+  printed is what is in the data, visibly; ordinary text (accents, CJK, emoji) is unchanged (a
+  zero-width joiner inside an emoji sequence is a format character: shown escaped). The summary, the
+  progress lines, the warnings and the error messages of the command line go through it.
+- :func:`html_text` is :func:`terminal_text`, then HTML-escaped: every text of ``report.html`` and of
+  the notebook display, so that the page shows exactly what the terminal shows.
 - :func:`figure_text` is :func:`terminal_text` for the labels of a matplotlib figure, with ``$``
   escaped (a name with two dollar signs would otherwise be typeset as mathematics, or fail to draw):
   control characters are invalid in the SVG files' XML and have no glyph in the PNG files.
@@ -17,21 +23,25 @@ the output folder. Two helpers, used wherever such text leaves the program:
   ``-``); otherwise a readable slug plus the first 8 hex digits of the name's SHA-256, so that two
   different names never share a file.
 
-HTML is escaped separately, where HTML is written (:mod:`.report`, with :func:`html.escape`), and
-spreadsheet formulas in the CSV files (:func:`disaggregated_eval.audit.outputs.csv_safe`).
+Spreadsheet formulas in the CSV files are neutralised separately
+(:func:`disaggregated_eval.audit.outputs.csv_safe`); the tables keep every value as it is.
 """
 
 from __future__ import annotations
 
 import hashlib
+import html
 import re
 import unicodedata
 
-__all__ = ["terminal_text", "figure_text", "file_component"]
+__all__ = ["UNSAFE_CATEGORIES", "terminal_text", "html_text", "figure_text", "file_component"]
 
-#: Characters printed escaped besides the C0/C1 controls: bidirectional formatting (the "Trojan
-#: source" characters), line and paragraph separators, and the byte-order mark.
-_INVISIBLE = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u2028\u2029\ufeff")
+#: Unicode general categories shown escaped: controls (Cc: ESC, BEL, newline, DEL, the C1 controls),
+#: format characters (Cf: the bidirectional overrides and isolates of "Trojan source", zero-width
+#: characters, the byte-order mark, soft hyphen, tag characters), surrogates (Cs), private use (Co),
+#: unassigned code points and noncharacters (Cn), line and paragraph separators (Zl, Zp). None of them
+#: is printable (``str.isprintable``).
+UNSAFE_CATEGORIES: frozenset[str] = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,59}")
 _SLUG_CHARACTERS = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -49,17 +59,18 @@ def _escape(char: str) -> str:
 
 
 def _unsafe(char: str) -> bool:
-    return char in _INVISIBLE or unicodedata.category(char) in ("Cc", "Cs")
+    return unicodedata.category(char) in UNSAFE_CATEGORIES
 
 
 def terminal_text(text: object) -> str:
-    """``text`` with every control character escaped, safe to print on a terminal.
+    """``text`` with every character of :data:`UNSAFE_CATEGORIES` escaped, safe to print on a terminal.
 
-    Escaped: the C0 and C1 control characters (``ESC``, ``BEL``, newline, carriage return, tab,
-    ``DEL``, ...), lone surrogates, the bidirectional-formatting characters and the line and
-    paragraph separators, written as Python writes them in ``repr`` (``\\x1b``, ``\\n``,
-    ``\\u202e``). Everything else, backslashes included, is unchanged, so applying it twice gives the
-    same text.
+    Escaped as Python writes them in ``repr`` (``\\x1b``, ``\\n``, ``\\u202e``, ``\\ue000``,
+    ``\\U000e0041``): the C0 and C1 control characters (``ESC``, ``BEL``, newline, carriage return,
+    tab, ``DEL``, ...), format characters (bidirectional overrides and isolates, zero-width characters,
+    the byte-order mark, tag characters), lone surrogates, private-use and unassigned code points, and
+    the line and paragraph separators. Everything else, backslashes included, is unchanged, so
+    applying it twice gives the same text.
 
     Parameters
     ----------
@@ -70,11 +81,28 @@ def terminal_text(text: object) -> str:
     -------
     str
         One line if ``text`` had no other line breaks than ``\\n`` and ``\\r`` (both escaped).
+
+    Examples
+    --------
+    >>> print(terminal_text("risk\\u202e\\x1b[31m\\U000e0041 東京 😀"))
+    risk\\u202e\\x1b[31m\\U000e0041 東京 😀
     """
     text = str(text)
     if text.isprintable():  # fast path: nothing to escape (str.isprintable is False for all of them)
         return text
     return "".join(_escape(c) if _unsafe(c) else c for c in text)
+
+
+def html_text(text: object) -> str:
+    """``text`` for HTML (an element's text or an attribute's value): :func:`terminal_text`, then
+    :func:`html.escape` (``&``, ``<``, ``>``, ``"`` and ``'``), so that a page shows what the terminal shows.
+
+    Examples
+    --------
+    >>> html_text("<b>\\u202eA&B</b>")
+    '&lt;b&gt;\\\\u202eA&amp;B&lt;/b&gt;'
+    """
+    return html.escape(terminal_text(text))
 
 
 def figure_text(text: object) -> str:

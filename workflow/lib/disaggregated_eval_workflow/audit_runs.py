@@ -26,20 +26,36 @@ the same code as the command line and :func:`disaggregated_eval.audit.audit`: th
 :func:`disaggregated_eval.audit.options.resolve_options` (one home for the option rules), and the
 file's header for every column named (:func:`disaggregated_eval.audit.loading.check_file_columns`,
 which reads the header only). So a bad value stops the workflow before any job starts, naming the
-run and the key, and no earlier result is deleted by a job that would fail on its options. The
-structure (keys of the section, resources) is checked by ``workflow/schemas/audit.schema.yaml``.
+run and the key. The structure (keys of the section, resources) is checked by
+``workflow/schemas/audit.schema.yaml``.
+
+Outputs are kept as the command line keeps them (``docs/design.md``, "The workflow's audit jobs"). A
+job writes ``<out_dir>/<run>/<model>/`` through the command line's own path
+(:func:`disaggregated_eval.audit.cli.run_audit`: the folder is checked first, then replaced atomically
+only when the new output is complete), and the rule declares as its output only the job's *record*,
+``<out_dir>/<run>/<model>.manifest.json``, a copy of the folder's ``manifest.json`` written after the
+swap. Snakemake deletes a job's declared outputs before the job runs and when it fails; it never sees
+the folder, so an error found in the data, a forced or edited rerun, an interrupted or killed job and
+a folder holding the user's own files (refused, as by the command line) leave the earlier output
+byte for byte as it was. A record whose folder is gone, or holds another audit's manifest, no longer
+describes it: :func:`remove_stale_records` deletes it when the workflow is parsed, so the job runs
+again. ``out_dir`` is a relative path inside the workflow's working directory (no ``..``).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from disaggregated_eval.audit.errors import UsageError
 from disaggregated_eval.audit.options import option_fields, options_from_mapping, read_config_file
+from disaggregated_eval.audit.outputs import TOOL
+from disaggregated_eval.audit.text import terminal_text
+from disaggregated_eval.validation import brief
 
 from . import code_files
 
@@ -52,8 +68,11 @@ __all__ = [
     "audit_runs",
     "audit_code_files",
     "job_param",
+    "RECORD_SUFFIX",
     "audit_targets",
     "output_pattern",
+    "folder_pattern",
+    "remove_stale_records",
 ]
 
 #: Keys of a run besides the audit options.
@@ -66,7 +85,11 @@ ALL_MODELS = "all_models"
 DEFAULT_OUT_DIR = "results/audit"
 #: The script of rule ``run_audit``, relative to the workflow's folder.
 AUDIT_SCRIPT = "workflow/scripts/run_audit.py"
-_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+#: The job's record next to its folder: ``<out_dir>/<run>/<model>`` + this suffix (the rule's declared output).
+RECORD_SUFFIX = ".manifest.json"
+#: Run and model names (folder names): also the wildcard constraints of rule ``run_audit``.
+SEGMENT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+_SEGMENT = re.compile(rf"^{SEGMENT_PATTERN}$")
 
 
 def _segment(value: str, what: str) -> str:
@@ -75,7 +98,29 @@ def _segment(value: str, what: str) -> str:
             f"{what} {value!r} is used as a folder name: use letters, digits, '_', '-' and '.' only "
             "(rename the column, or set compare_models: true)"
         )
+    if value.endswith(RECORD_SUFFIX):
+        raise UsageError(
+            f"{what} {brief(value)} is used as a folder name and ends in {RECORD_SUFFIX!r}, the ending of the audit jobs' "
+            "records: rename it"
+        )
     return value
+
+
+def _out_dir(section: Mapping[str, Any]) -> str:
+    """``out_dir`` of the section: a relative path inside the working directory, without a trailing ``/``."""
+    value = str(section.get("out_dir", DEFAULT_OUT_DIR))
+    path = PurePosixPath(value)
+    if not value.strip() or path.is_absolute() or ".." in path.parts:
+        raise UsageError(
+            f"audit.out_dir {brief(value)}: give a folder inside the workflow's working directory, as a relative path "
+            "without '..' (e.g. results/audit); to write elsewhere, run the workflow there (--directory) or make "
+            "out_dir a symbolic link"
+        )
+    if "{" in value or "}" in value:
+        raise UsageError(
+            f"audit.out_dir {brief(value)}: '{{' and '}}' would be read by Snakemake as a wildcard; rename it"
+        )
+    return value.rstrip("/")
 
 
 def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -89,8 +134,9 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     Returns
     -------
     dict
-        ``"<run>/<model>"`` -> ``{"run", "model", "file", "option_files", "out", "options"}`` where
-        ``options`` are the checked keyword arguments of :func:`disaggregated_eval.audit.audit`
+        ``"<run>/<model>"`` -> ``{"run", "model", "file", "option_files", "out", "record", "options"}``
+        where ``out`` is the output folder, ``record`` the job's record (the rule's declared output, module
+        docstring), ``options`` the checked keyword arguments of :func:`disaggregated_eval.audit.audit`
         (``scores`` is the one model, or all of them with ``compare_models``) and ``option_files`` the
         files its :data:`FILE_OPTIONS` name (inputs of the job besides ``file``).
 
@@ -99,10 +145,11 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     UsageError
         Naming the run and key: an unknown option, a value of the wrong type or out of range (the
         rules of ``audit()``), a missing file, a column the file's header lacks, a missing label,
-        score or group, a run or score name that cannot be a folder name.
+        score or group, a run or score name that cannot be a folder name, an ``out_dir`` outside the
+        working directory.
     """
     section = dict(section or {})
-    out_dir = str(section.get("out_dir", DEFAULT_OUT_DIR))
+    out_dir = _out_dir(section)
     defaults = options_from_mapping(section.get("defaults") or {}, source="audit.defaults", allow=())
     jobs: dict[str, dict[str, Any]] = {}
     for run, spec in (section.get("runs") or {}).items():
@@ -125,8 +172,13 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
         if missing:
             raise UsageError(f"{where}: missing {', '.join(missing)}")
         models = [ALL_MODELS] if compare else [_segment(s, f"score column of {where}") for s in merged["scores"]]
-        _check_run(where, str(file), merged)
         option_files = [str(merged[k]) for k in FILE_OPTIONS if merged.get(k) is not None]
+        for key, path in [
+            ("file", str(file)),
+            *((k, str(merged[k])) for k in FILE_OPTIONS if merged.get(k) is not None),
+        ]:
+            _printable_path(f"{where}.{key}", path)
+        _check_run(where, str(file), merged)
         for model in models:
             options = dict(merged)
             if not compare:
@@ -137,9 +189,20 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
                 "file": str(file),
                 "option_files": option_files,
                 "out": f"{out_dir}/{run}/{model}",
+                "record": f"{out_dir}/{run}/{model}{RECORD_SUFFIX}",
                 "options": options,
             }
     return jobs
+
+
+def _printable_path(where: str, path: str) -> None:
+    """Refuse a path that holds a character the terminal would run or hide (``text.UNSAFE_CATEGORIES``):
+    Snakemake prints a job's input paths as they are."""
+    if terminal_text(path) != path:
+        raise UsageError(
+            f"{where} {brief(path)}: holds control or invisible characters, which Snakemake would print raw on the "
+            "terminal; rename the file"
+        )
 
 
 def _check_run(where: str, file: str, options: Mapping[str, Any]) -> None:
@@ -199,7 +262,7 @@ def job_param(jobs: Mapping[str, Mapping[str, Any]], key: str):
 
 
 def audit_targets(jobs: Mapping[str, Mapping[str, Any]]):
-    """Input function of the target ``audit``: every job's output folder.
+    """Input function of the target ``audit``: every job's record (the declared output of ``run_audit``).
 
     Raises (when Snakemake evaluates it, i.e. only if ``audit`` is requested) a ``ValueError`` naming
     the missing section if the configuration has no runs.
@@ -211,12 +274,92 @@ def audit_targets(jobs: Mapping[str, Mapping[str, Any]]):
                 "no audits configured: add an `audit: runs:` section to the configuration "
                 "(see examples/audit_compas.yaml and docs/audit.md)"
             )
-        return [job["out"] for job in jobs.values()]
+        return [job["record"] for job in jobs.values()]
 
     return get
 
 
 def output_pattern(section: Mapping[str, Any] | None) -> str:
-    """The output folder of rule ``run_audit``: ``<out_dir>/{run}/{model}``."""
-    out_dir = str((section or {}).get("out_dir", DEFAULT_OUT_DIR)).rstrip("/")
-    return f"{out_dir}/{{run}}/{{model}}"
+    """The declared output of rule ``run_audit``, the job's record: ``<out_dir>/{run}/{model}.manifest.json``."""
+    return folder_pattern(section) + RECORD_SUFFIX
+
+
+def folder_pattern(section: Mapping[str, Any] | None) -> str:
+    """The output folder of rule ``run_audit``, written by the job itself: ``<out_dir>/{run}/{model}``."""
+    return f"{_out_dir(section or {})}/{{run}}/{{model}}"
+
+
+def remove_stale_records(jobs: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Delete the records that no longer describe their folder, so that their jobs run again.
+
+    A record is stale when its folder has no ``manifest.json`` (the folder was deleted or moved) or when
+    the record is not empty and differs from that manifest (another audit, e.g. ``disagg-eval audit
+    --out`` by hand, rewrote the folder). An empty record (``snakemake --touch``) is kept while the folder
+    has a manifest; a file at a record's path that is not an audit's manifest (nor empty) is not this
+    workflow's and is left alone, and so is one larger than :data:`MAX_RECORD_BYTES`. Called by
+    ``workflow/rules/audit.smk`` each time the workflow is parsed; only records are deleted, never a
+    folder.
+
+    Parameters
+    ----------
+    jobs : mapping
+        :func:`audit_runs`'s result.
+
+    Returns
+    -------
+    list of str
+        One line per deleted record, saying why.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> _ = (root / "m.manifest.json").write_text('{"tool": "disagg-eval audit"}')  # its folder root/m is gone
+    >>> lines = remove_stale_records({"r/m": {"out": str(root / "m"), "record": str(root / "m.manifest.json")}})
+    >>> lines[0].endswith("has no manifest.json (the folder was moved or deleted); its audit runs again")
+    True
+    """
+    lines = []
+    for job in jobs.values():
+        record, folder = Path(job["record"]), Path(job["out"])
+        kept = _read_bounded(record)
+        if kept is None or (kept and not _is_record(kept)):  # none, or a file this workflow did not write
+            continue
+        manifest = _read_bounded(folder / "manifest.json")
+        if manifest is None:
+            why = f"{folder}/ has no manifest.json (the folder was moved or deleted)"
+        elif not kept or kept == manifest:
+            continue
+        else:
+            why = f"{folder}/manifest.json differs from it (another audit wrote the folder)"
+        try:
+            record.unlink()
+        except FileNotFoundError:
+            continue
+        lines.append(f"{record}: deleted, as {why}; its audit runs again")
+    return lines
+
+
+#: Largest record (or folder manifest) read when the workflow is parsed; an audit's manifest is a few KB.
+MAX_RECORD_BYTES = 1 << 24
+
+
+def _read_bounded(path: Path) -> bytes | None:
+    """The bytes of the regular file ``path`` if it has at most :data:`MAX_RECORD_BYTES`, else None."""
+    try:
+        if not path.is_file() or path.stat().st_size > MAX_RECORD_BYTES:
+            return None
+        with path.open("rb") as handle:
+            data = handle.read(MAX_RECORD_BYTES + 1)
+    except OSError:
+        return None
+    return data if len(data) <= MAX_RECORD_BYTES else None
+
+
+def _is_record(data: bytes) -> bool:
+    """Whether ``data`` is an audit's manifest (what a record copies)."""
+    try:
+        content = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(content, dict) and content.get("tool") == TOOL
