@@ -1201,8 +1201,8 @@ def _spline_cells(v: np.ndarray, groups: np.ndarray, n_groups: int, n_bins: int 
     """The cells a cross-fitted spline is fitted on (``docs/method.md``, "Weights"), or None for rows.
 
     ``V``'s distinct values if there are at most ``n_bins``, else at most ``n_bins`` bins
-    (:func:`_bin_edges`); the fits use the cells only if every group's rows fall into at most a
-    :data:`SPLINE_ROWS_PER_POINT`-th as many (cell, group) points as there are rows.
+    (:func:`_bin_edges`); the fits use the cells only if the rows' (cell, group) points number at most
+    a :data:`SPLINE_ROWS_PER_POINT`-th of the rows.
     """
     if n_bins is None:
         return None
