@@ -38,9 +38,26 @@ Issue 24's goals, against the commit before that work (:data:`BASE_COMMIT`) in t
 * ``scale-counts``: 10,000,000 rows of hard 0/1 predictions, the same attributes (48 distinct (cell, label,
   prediction) units), every default. Goal: at most 10 CPU-seconds.
 
+Issue 31, item 3, against :data:`CONTROLLED_REFERENCE` in the same run:
+
+* ``controlled-r``: the weight stage (``fit_controlled_weights``, timed inside ``audit()`` on a frame in
+  memory, one thread) of 1,000,000 rows of :func:`scale_frame` (two attributes of 3 and 4 levels: families of
+  3, 4 and 12 levels; one continuous score) with ``controls=["none", "R"]`` and with ``["none", "Y"]``, CPU
+  seconds and the process's peak memory. Goal: at most 60 CPU-seconds. The reference's ``V = R`` stage
+  cannot finish in reasonable time at 10^6 rows (130 multinomial fits of 800,000 rows per family and fold
+  set): it is timed at 100,000 rows (with a timeout) beside today's at that size, and its 10^6-row figure
+  is extrapolated (its fits are linear in rows), not run. Then (``controlled-r`` only) the approximation
+  of the binned fit at 10^6 rows: ``crossfit_spline_logistic`` on the bins against the fit on the rows,
+  same folds, ``C`` = 100 (the grid's weakest penalty) for families ``a`` and ``b``: the largest difference
+  of ``P(A = a | R)`` and of ``M_a`` (the 14 default metrics, i.e. of ``T_a``), beside the median half-width
+  of the audit's ``T_a`` intervals. Last, the whole audit of those 10^6 rows with every default and
+  ``controls=["none", "R"]``: its CPU, its bootstrap's (``estimate_all``: the slices and the weighted
+  populations ``M_a``), its peak memory (reported for the engine's owners; not a goal of this workload).
+  About 15 minutes with the reference.
+
 Usage::
 
-    python benchmarks/bench_audit_speed.py [--workloads compas,million,...,scale-continuous,scale-counts]
+    python benchmarks/bench_audit_speed.py [--workloads compas,million,...,scale-continuous,scale-counts,controlled-r]
         [--no-reference]
 
 Run it on an otherwise idle machine: the load average is printed before and after each workload.
@@ -148,6 +165,171 @@ tests = result.comparisons["test"].value_counts().to_dict()
 print(json.dumps(dict(wall=wall, cpu=cpu, peak_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                       tests=tests, warned=any("CPU-hours" in str(w.message) for w in caught))))
 """
+
+
+#: The commit before issue 31's work on the weights (``controlled-r``).
+CONTROLLED_REFERENCE = "1ee08dc"
+
+
+def scale_frame(n: int, hard: bool = False):
+    """The frame of the scale workloads (:data:`SCALE_CHILD`'s generator, seed 24): attributes ``a`` (3 levels)
+    and ``b`` (4 levels), a label ``y`` and a continuous ``score`` (its 0/1 decision with ``hard``)."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(24)
+    a = rng.integers(0, 3, n)
+    b = rng.integers(0, 4, n)
+    x = rng.normal(0.2 * a - 0.1 * b, 1.0, n)
+    y = (rng.random(n) < 1.0 / (1.0 + np.exp(-(x - 0.5)))).astype(np.int64)
+    score = 1.0 / (1.0 + np.exp(-(0.9 * x - 0.45 + 0.3 * rng.normal(size=n))))
+    if hard:
+        score = (score >= 0.5).astype(np.float64)
+    a_levels = np.array([f"a{i}" for i in range(3)], dtype=object)
+    b_levels = np.array([f"b{i}" for i in range(4)], dtype=object)
+    return pd.DataFrame({"a": a_levels[a], "b": b_levels[b], "y": y, "score": score})
+
+
+# The child of ``controlled-r``: times the weight stage (and with full=True the bootstrap and the whole audit)
+# inside audit() on scale_frame(n); without full, the audit stops after its weights.
+CONTROLLED_CHILD = r"""
+import json, resource, sys, time
+from unittest import mock
+sys.path.insert(0, {bench!r})
+from bench_audit_speed import scale_frame
+from disaggregated_eval.audit import audit, core
+n, control, full = {n!r}, {control!r}, {full!r}
+data = scale_frame(n)
+kwargs = dict(label="y", scores=["score"], groups=["a", "b"], controls=["none", control], n_threads=1)
+if full:
+    audit(data.head(3000), n_resamples=200, n_permutations=200, **kwargs)  # numba caches loaded or compiled
+class Stop(Exception):
+    pass
+stages = {{}}
+def timed(name, real):
+    def run(*args, **kw):
+        cpu, wall = time.process_time(), time.perf_counter()
+        out = real(*args, **kw)
+        stages[name] = dict(cpu=time.process_time() - cpu, wall=time.perf_counter() - wall)
+        if name == "weights":
+            stages[name]["methods"] = sorted({{w.method for w in out}})
+            stages[name]["notes"] = sorted({{w.note for w in out}})
+            if not full:
+                raise Stop
+        return out
+    return run
+cpu = time.process_time()
+with mock.patch.object(core, "fit_controlled_weights", timed("weights", core.fit_controlled_weights)), \
+        mock.patch.object(core, "estimate_all", timed("bootstrap", core.estimate_all)):
+    try:
+        result = audit(data, **kwargs)
+    except Stop:
+        result = None
+out = dict(stages, total=time.process_time() - cpu, peak_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+if result is not None:
+    c = result.controlled
+    c = c[(c["control"] == control) & c["reported"]]
+    out["T_a_half_width"] = float(((c["T_a_high"] - c["T_a_low"]) / 2).median())
+print(json.dumps(out))
+"""
+
+# The binning's effect at 10^6 rows (today's code): the binned spline against the fit on the rows, same folds, C fixed.
+BINNING_CHILD = r"""
+import json, sys, time
+import numpy as np
+from threadpoolctl import threadpool_limits
+sys.path.insert(0, {bench!r})
+from bench_audit_speed import scale_frame
+from disaggregated_eval import seeds
+from disaggregated_eval.metrics import compute_metrics
+from disaggregated_eval.weight_models import crossfit_spline_logistic, score_frame
+data = scale_frame({n!r})
+y, r = data["y"].to_numpy(), data["score"].to_numpy()
+out = {{}}
+for family in ("a", "b"):
+    codes = np.unique(data[family].to_numpy(), return_inverse=True)[1]
+    k = int(codes.max()) + 1
+    seed = seeds.seed_sequence(0, "bench", "controlled-r", family)
+    fits = {{}}
+    with threadpool_limits(1):
+        for name, n_bins in (("bins", 512), ("rows", None)):
+            cpu = time.process_time()
+            proba, table = crossfit_spline_logistic(score_frame(r), codes, n_groups=k, seed=seed, C_grid=[100.0],
+                                                    n_bins=n_bins)
+            fits[name] = (proba, time.process_time() - cpu, int(table["n_fit_points"].max()))
+    diff = np.abs(fits["bins"][0] - fits["rows"][0])
+    worst, where = 0.0, ""
+    for g in range(k):
+        m = [compute_metrics(y, r, sample_weight=fits[name][0][:, g]) for name in ("bins", "rows")]
+        for metric in m[0]:
+            d = abs(m[0][metric] - m[1][metric])
+            if d > worst:
+                worst, where = d, f"{{metric}}, level {{g}}"
+    out[family] = dict(levels=k, max_dp=float(diff.max()), mean_dp=float(diff.mean()), max_dM=worst, where=where,
+                       cpu_bins=fits["bins"][1], cpu_rows=fits["rows"][1], points=fits["bins"][2])
+print(json.dumps(out))
+"""
+
+
+def _controlled_child(child: str, pythonpath: str | None, timeout: float | None = None, **fmt) -> dict | None:
+    """Run a ``controlled-r`` child; None if it did not finish within ``timeout`` seconds."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    code = child.format(bench=str(ROOT / "benchmarks"), **fmt)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False,
+                              timeout=timeout)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return None
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def controlled_r(reference: bool, timeout: float = 1800.0) -> None:
+    """Issue 31's item 3 (module docstring): the weight stage at 10^6 rows, V = R and V = Y, against the reference."""
+    ref = str(reference_tree(CONTROLLED_REFERENCE)) if reference else None
+    goal = 60.0
+    for control in ("R", "Y"):
+        new = _controlled_child(CONTROLLED_CHILD, None, n=1_000_000, control=control, full=False)
+        w = new["weights"]
+        print(f"controlled-r V={control} new, 10^6 rows: weights {w['cpu']:.1f} s CPU, {w['wall']:.1f} s wall, peak "
+              f"{new['peak_mib']:.0f} MiB ({', '.join(w['methods'])}) | goal: at most {goal:.0f} s CPU: "
+              f"{'met' if w['cpu'] <= goal else 'NOT met'}", flush=True)  # fmt: skip
+        for note in w["notes"]:
+            print(f"{'':<16} {note}", flush=True)
+        if not ref:
+            continue
+        if control == "Y":
+            old = _controlled_child(CONTROLLED_CHILD, ref, timeout, n=1_000_000, control=control, full=False)
+            if old:
+                print(f"controlled-r V=Y {CONTROLLED_REFERENCE}, 10^6 rows: weights {old['weights']['cpu']:.1f} s CPU, "
+                      f"peak {old['peak_mib']:.0f} MiB; {old['weights']['cpu'] / w['cpu']:.1f}x today's CPU", flush=True)  # fmt: skip
+            continue
+        small = _controlled_child(CONTROLLED_CHILD, None, n=100_000, control=control, full=False)
+        old = _controlled_child(CONTROLLED_CHILD, ref, timeout, n=100_000, control=control, full=False)
+        if old is None:
+            print(f"controlled-r V=R {CONTROLLED_REFERENCE}, 10^5 rows: did not finish in {timeout:.0f} s", flush=True)
+            continue
+        o, s = old["weights"], small["weights"]
+        print(f"controlled-r V=R {CONTROLLED_REFERENCE}, 10^5 rows: weights {o['cpu']:.1f} s CPU, peak "
+              f"{old['peak_mib']:.0f} MiB; today's at 10^5 rows {s['cpu']:.1f} s CPU ({o['cpu'] / s['cpu']:.0f}x less); "
+              f"the reference at 10^6 rows extrapolated (linear in rows, not run): about {10 * o['cpu']:.0f} s CPU, "
+              f"{10 * o['cpu'] / w['cpu']:.0f}x today's", flush=True)  # fmt: skip
+        print(f"{'':<16} load average {os.getloadavg()}", flush=True)
+    error = _controlled_child(BINNING_CHILD, None, n=1_000_000)
+    for family, e in error.items():
+        print(f"controlled-r binning, family {family} ({e['levels']} levels), 10^6 rows, C = 100: max |P(A|R) bins - "
+              f"rows| {e['max_dp']:.1e} (mean {e['mean_dp']:.1e}); max |M_a bins - M_a rows| {e['max_dM']:.1e} "
+              f"({e['where']}); {e['points']} points; {e['cpu_bins']:.1f} s CPU against {e['cpu_rows']:.1f} s on the "
+              f"rows", flush=True)  # fmt: skip
+    full = _controlled_child(CONTROLLED_CHILD, None, n=1_000_000, control="R", full=True)
+    print(f"controlled-r whole audit, 10^6 rows, every default, controls none,R: {full['total']:.1f} s CPU, of which "
+          f"weights {full['weights']['cpu']:.1f} s and bootstrap (estimate_all) {full['bootstrap']['cpu']:.1f} s "
+          f"({full['bootstrap']['wall']:.1f} s wall); peak {full['peak_mib']:.0f} MiB; median half-width of the "
+          f"T_a intervals (V = R) {full['T_a_half_width']:.1e}", flush=True)  # fmt: skip
+    print(f"{'':<16} load average {os.getloadavg()}", flush=True)
 
 
 def _scale(pythonpath: str | None, **fmt) -> dict:
@@ -281,7 +463,8 @@ def fairlearn_ratio(n: int, boot: int, continuous: bool) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--workloads", default="compas,million,million-counts,many-slices,fairlearn,scale-continuous,scale-counts"
+        "--workloads",
+        default="compas,million,million-counts,many-slices,fairlearn,scale-continuous,scale-counts,controlled-r",
     )
     parser.add_argument("--no-reference", action="store_true", help="do not run the reference commit's code")
     parser.add_argument("--fairlearn-boot", type=int, default=3)
@@ -317,6 +500,8 @@ def main(argv=None) -> int:
                   f"its calibration table, fairness summary, bands) {out['audit_per'] * 1e6:.2f} us: "
                   f"{out['audit_ratio']:,.0f}x", flush=True)  # fmt: skip
     scale_goals(chosen, not args.no_reference)
+    if "controlled-r" in chosen:
+        controlled_r(not args.no_reference)
     print(f"load average at the end {os.getloadavg()}")
     return 0
 

@@ -19,7 +19,10 @@ the same outer folds (same seed branch):
 * **boosting**: ``weight_models.crossfit_group_proba`` on ``score_frame(R)``, the audit's estimator
   so far (grid-searched HistGradientBoosting, ``max_leaf_nodes`` in {10, 25, 50}, 5 x 5 folds);
 * **spline**: ``weight_models.crossfit_spline_logistic`` (a lightly penalised linear term plus
-  cubic B-splines of ``logit(R)``, ``C`` by cross-validated log loss);
+  cubic B-splines of ``logit(R)``, ``C`` by cross-validated log loss), as the audit fits it: at these
+  sizes on each group's row counts in at most ``SPLINE_BINS`` bins of ``logit(R)``;
+* **spline_rows**: the same fitted on the rows (``n_bins=None``; the estimator before the bins), to
+  measure what the bins change;
 * **spline0**: the same spline without the linear term (built here with scikit-learn: the ablation
   that shows why the linear term is there; its penalty shrinks towards a constant);
 * **oracle**: the exact ``P(A | R)``.
@@ -55,7 +58,7 @@ from disaggregated_eval import evaluation, population, seeds, simulate, vocabula
 from disaggregated_eval.weight_table import concat_weight_tables, weight_table
 
 METRICS = ("false_positive_rate", "sensitivity", "accuracy", "log_loss")
-ESTIMATES = ("oracle", "boosting", "spline", "spline0")
+ESTIMATES = ("oracle", "boosting", "spline", "spline_rows", "spline0")
 FITTED = ESTIMATES[1:]
 N_DECILES = 10
 
@@ -106,6 +109,7 @@ def replicate(setting: str, model: str, share: float, n: int, r: int, args, orac
     fits = {
         "boosting": lambda: weight_models.crossfit_group_proba(V, a, n_groups=2, seed=branch)[0],
         "spline": lambda: weight_models.crossfit_spline_logistic(V, a, n_groups=2, seed=branch)[0],
+        "spline_rows": lambda: weight_models.crossfit_spline_logistic(V, a, n_groups=2, seed=branch, n_bins=None)[0],
         "spline0": lambda: spline_without_linear_term(V.iloc[:, 0].to_numpy(), a, branch),
     }
     seconds = {}
@@ -140,7 +144,8 @@ def replicate(setting: str, model: str, share: float, n: int, r: int, args, orac
     )
     label = vocabulary.SIMULATION_GROUP_LABELS[1]
     # One evaluation per estimate, all on the same resamples (same seed); the oracle rides along.
-    for sources in ({"oracle": "oracle", "estimated": "boosting"}, {"estimated": "spline"}, {"estimated": "spline0"}):
+    estimated = ({"estimated": name} for name in FITTED[1:])
+    for sources in ({"oracle": "oracle", "estimated": "boosting"}, *estimated):
         blocks = [
             weight_table(proba[name], weight_source=source, control="R", model=model)
             for source, name in sources.items()
@@ -173,17 +178,17 @@ def report(setting: str, model: str, share: float, args, results: list[dict], tr
         oracle_mean = part[part["estimate"] == "oracle"]["oracle"].mean()
         print(f"{d + 1:>6d} {oracle_mean:7.4f} " + " ".join(f"{c:>18s}" for c in cells))
     print("(2) calibration error against the oracle (mean over replicates +- Monte-Carlo standard error)")
-    print(f"{'estimate':>8s} {'ECE all rows':>20s} {'ECE small group':>20s} {'MAE small group':>20s}")
+    print(f"{'estimate':>11s} {'ECE all rows':>20s} {'ECE small group':>20s} {'MAE small group':>20s}")
     for name in FITTED:
         part = summary[summary["estimate"] == name]
         cells = [
             f"{part[c].mean():.4f} +- {part[c].std(ddof=1) / np.sqrt(k):.4f}"
             for c in ("ece_all", "ece_small", "mae_small")
         ]
-        print(f"{name:>8s} {cells[0]:>20s} {cells[1]:>20s} {cells[2]:>20s}")
+        print(f"{name:>11s} {cells[0]:>20s} {cells[1]:>20s} {cells[2]:>20s}")
     print("(3) T_a of the small group (V = R): bias against the population truth, SD over replicates, coverage of")
     print(f"    the 95% interval ({args.resamples} resamples); +- Monte-Carlo standard error")
-    print(f"{'metric':>20s} {'truth':>8s} {'weights':>8s} {'bias':>18s} {'SD':>7s} {'bias/SD':>8s} {'coverage':>15s}")
+    print(f"{'metric':>20s} {'truth':>8s} {'weights':>11s} {'bias':>18s} {'SD':>7s} {'bias/SD':>8s} {'coverage':>15s}")
     for metric in METRICS:
         for name in ESTIMATES:
             part = ta[(ta["metric"] == metric) & (ta["estimate"] == name)]
@@ -193,7 +198,7 @@ def report(setting: str, model: str, share: float, args, results: list[dict], tr
             covered = ((part["low"] - 1e-9 <= t) & (t <= part["high"] + 1e-9)).to_numpy()
             cov = covered.mean()
             print(
-                f"{metric:>20s} {t:+8.4f} {name:>8s} {bias:+.4f} +- {sd / np.sqrt(k):.4f} {sd:7.4f} {bias / sd:+8.2f} "
+                f"{metric:>20s} {t:+8.4f} {name:>11s} {bias:+.4f} +- {sd / np.sqrt(k):.4f} {sd:7.4f} {bias / sd:+8.2f} "
                 f"{cov:6.1%} +- {np.sqrt(cov * (1 - cov) / k):.1%}"
             )
     seconds = ", ".join(f"{name} {np.mean([res['seconds'][name] for res in results]):.1f}" for name in FITTED)

@@ -744,6 +744,22 @@ def test_controlled_weights_follow_the_control_variable_and_report_diagnostics()
     assert any("cross-fitted cell frequency over the 2 distinct value(s)" in note for note in res.notes)
 
 
+def test_controlled_weights_of_a_continuous_score_follow_its_bins_not_its_rows():
+    """V = R of a continuous score on 8,000 rows: each family's spline is fitted on each level's row counts in
+    at most 512 bins of the score (at most 512 x levels points for the 6,400 rows of each outer fold), and the
+    notes say so; the weighted rows are reported as with a fit on the rows."""
+    df = _frame(n=8_000)
+    res = audit(df, label="y", scores=["p"], groups=["race", "sex"], controls=["R"], intersections=1, **FAST)
+    notes = sorted(note for note in res.notes if "spline basis of V" in note)
+    assert [note.split(":")[0] for note in notes] == ["weights of race, V = R (p)", "weights of sex, V = R (p)"]
+    for note, levels in zip(notes, (3, 2)):
+        assert "row counts in bins of V" in note and "points for 6,400 rows per outer fold" in note
+        points = note.split("bins of V: ")[1].split(" points")[0]
+        assert all(int(p.replace(",", "")) <= levels * 512 for p in points.split("-")), note
+    ctl = res.controlled
+    assert set(ctl["weight_method"]) == {"spline_logistic"} and ctl["reported"].all()
+
+
 def test_controlled_differences_without_overlap_are_withheld():
     """V = X containing the attribute's own source (age for an age group): M_a is the slice's own
     metric, T_a would be 0 by construction; the rows are withheld with the reason, and noted."""

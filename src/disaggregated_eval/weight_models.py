@@ -26,7 +26,9 @@ fits the control variable (``docs/method.md``, "Weights"): the cross-fitted cell
 (:func:`crossfit_cell_frequency`) for a ``V`` with at most :data:`MAX_CELLS` distinct values, a spline
 logistic regression (:func:`crossfit_spline_logistic`) for a continuous score, the gradient boosting
 (:func:`crossfit_group_proba`) for several covariates; all with the same outer folds for the same
-seed. Diagnostics of the resulting weights are in :mod:`disaggregated_eval.weight_diagnostics`.
+seed. The spline's cost follows the cells of ``V``, not its rows: on many rows it is fitted on each
+group's counts in at most :data:`SPLINE_BINS` cells of ``V`` (exact where ``V`` has that few distinct
+values, a measured approximation where it has more). Diagnostics of the resulting weights are in :mod:`disaggregated_eval.weight_diagnostics`.
 
 Threads: as in :mod:`disaggregated_eval.model_fitting` (``n_jobs`` worker processes with one
 OpenMP thread each, ``n_threads`` OpenMP threads in the calling process); results depend on neither.
@@ -41,8 +43,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from joblib import Parallel, delayed
+from sklearn.base import clone
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import log_loss
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.preprocessing import FunctionTransformer, SplineTransformer
@@ -98,6 +103,8 @@ __all__ = [
     "crossfit_cell_frequency",
     "SPLINE_KNOTS",
     "SPLINE_C_GRID",
+    "SPLINE_BINS",
+    "SPLINE_ROWS_PER_POINT",
     "crossfit_spline_logistic",
     "WEIGHT_METHODS",
     "GroupProba",
@@ -1118,6 +1125,14 @@ _SPLINE_MAX_ITER = 100
 #: (which flattens the tails where a small group lives when the cross-validation picks a strong
 #: penalty, as it does at a few thousand rows).
 _LINEAR_FACTOR = 10.0
+#: Most cells of ``V`` a spline of :func:`crossfit_spline_logistic` is fitted on: ``V``'s distinct
+#: values when there are at most this many (exact), else this many bins of ``V`` (half of equal
+#: counts, half of equal width; ``docs/method.md``, "Weights", bounds and measures the approximation).
+SPLINE_BINS = 512
+#: The fits of :func:`crossfit_spline_logistic` use the cells when the rows fall into at most a
+#: fourth as many (cell, group) points as there are rows (every point then stands for 4 rows or more
+#: on average); otherwise they are fitted on the rows themselves.
+SPLINE_ROWS_PER_POINT = 4
 
 
 def _spline_knots(v: np.ndarray, n_knots: int) -> np.ndarray:
@@ -1130,18 +1145,10 @@ def _linear_term(v: np.ndarray, center: float, scale: float) -> np.ndarray:
     return (v - center) / scale
 
 
-def _fit_spline_logistic(
-    v: np.ndarray,
-    groups: np.ndarray,
-    *,
-    n_knots: int,
-    C_grid: list[float],
-    n_splits: int,
-    random_state: int,
-    n_jobs: int,
-) -> tuple[GridSearchCV, pd.DataFrame]:
-    """One grid search of the spline logistic regression of ``groups`` on ``v`` (shape (n,))."""
-    knots = _spline_knots(v, n_knots)
+def _spline_pipeline(v: np.ndarray, knots: np.ndarray) -> Pipeline:
+    """The spline logistic regression of a fit on the rows ``v`` (shape (n,)): the B-spline basis on
+    ``knots`` (:func:`_spline_knots` of ``v``), the linear term standardised by ``v``'s mean and
+    standard deviation; ``C`` not set."""
     linear = FunctionTransformer(
         _linear_term, kw_args={"center": float(v.mean()), "scale": float(v.std()) / _LINEAR_FACTOR}
     )
@@ -1149,32 +1156,147 @@ def _fit_spline_logistic(
         [("linear", linear), ("spline", SplineTransformer(knots=knots, degree=3, extrapolation="linear"))]
     )
     logistic = LogisticRegression(solver=_SPLINE_SOLVER, max_iter=_SPLINE_MAX_ITER)
-    pipeline = Pipeline([("features", features), ("logistic", logistic)])
-    search = GridSearchCV(
-        pipeline,
-        {"logistic__C": C_grid},
-        scoring="neg_log_loss",
-        cv=StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=random_state),
-        refit=True,
-        n_jobs=n_jobs,
-        error_score="raise",
-    )
+    return Pipeline([("features", features), ("logistic", logistic)])
+
+
+@dataclass(frozen=True)
+class _SplineCells:
+    """The cells of ``V`` a spline is fitted on: ``V``'s distinct values, or bins of ``V``."""
+
+    codes: np.ndarray  # (n_rows,) cell of every row, int64
+    n_cells: int
+    values: np.ndarray | None  # (n_cells,) the value of each cell if the cells are V's distinct values
+
+    @property
+    def aggregation(self) -> str:
+        return "distinct values" if self.values is not None else "bins"
+
+    def take(self, index: np.ndarray) -> _SplineCells:
+        return _SplineCells(self.codes[index], self.n_cells, self.values)
+
+    def points(self, v: np.ndarray, groups: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The (cell, group) points of rows ``v``, ``groups`` (whose cells are ``self.codes``), in the
+        order of cell then group: ``x`` (the cell's value, or the mean of ``v`` over the point's rows),
+        the group and the number of rows, each of shape (n_points,)."""
+        key = self.codes * n_groups + groups
+        counts = np.bincount(key, minlength=self.n_cells * n_groups)
+        keep = np.flatnonzero(counts)
+        if self.values is not None:
+            x = self.values[keep // n_groups]
+        else:
+            x = np.bincount(key, weights=v, minlength=self.n_cells * n_groups)[keep] / counts[keep]
+        return x, keep % n_groups, counts[keep].astype(np.float64)
+
+
+def _bin_edges(v: np.ndarray, n_bins: int) -> np.ndarray:
+    """Edges of at most ``n_bins`` bins of ``v``: ``n_bins // 2`` of equal counts (quantiles) and
+    ``n_bins // 2`` of equal width between the minimum and the maximum, merged."""
+    half = n_bins // 2
+    quantiles = np.quantile(v, np.linspace(0.0, 1.0, half + 1))
+    widths = np.linspace(v.min(), v.max(), half + 1)
+    return np.unique(np.concatenate([quantiles, widths]))
+
+
+def _spline_cells(v: np.ndarray, groups: np.ndarray, n_groups: int, n_bins: int | None) -> _SplineCells | None:
+    """The cells a cross-fitted spline is fitted on (``docs/method.md``, "Weights"), or None for rows.
+
+    ``V``'s distinct values if there are at most ``n_bins``, else at most ``n_bins`` bins
+    (:func:`_bin_edges`); the fits use the cells only if the rows' (cell, group) points number at most
+    a :data:`SPLINE_ROWS_PER_POINT`-th of the rows.
+    """
+    if n_bins is None:
+        return None
+    values, inverse = np.unique(v, return_inverse=True)
+    if values.size <= n_bins:
+        cells = _SplineCells(inverse.astype(np.int64).ravel(), int(values.size), values)
+    else:
+        edges = _bin_edges(v, n_bins)
+        codes = np.clip(np.searchsorted(edges, v, side="right") - 1, 0, edges.size - 2).astype(np.int64)
+        cells = _SplineCells(codes, int(edges.size - 1), None)
+    key = cells.codes * n_groups + groups
+    points = np.count_nonzero(np.bincount(key, minlength=cells.n_cells * n_groups))
+    return cells if points * SPLINE_ROWS_PER_POINT <= v.size else None
+
+
+def _point_log_loss(
+    pipeline: Pipeline,
+    C: float,
+    fit: tuple[np.ndarray, np.ndarray, np.ndarray],
+    held: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> float:
+    """Held-out log loss (mean over the held-out rows) of the spline fitted at ``C`` on points ``fit``."""
+    estimator = clone(pipeline).set_params(logistic__C=C)
+    estimator.fit(fit[0][:, None], fit[1], logistic__sample_weight=fit[2])
+    proba = estimator.predict_proba(held[0][:, None])
+    return float(log_loss(held[1], proba, sample_weight=held[2], labels=estimator.classes_))
+
+
+def _fit_spline_logistic(
+    v: np.ndarray,
+    groups: np.ndarray,
+    *,
+    cells: _SplineCells | None,
+    n_groups: int,
+    n_knots: int,
+    C_grid: list[float],
+    n_splits: int,
+    random_state: int,
+    n_jobs: int,
+) -> tuple[Pipeline | GridSearchCV, pd.DataFrame]:
+    """One grid search of the spline logistic regression of ``groups`` on ``v`` (shape (n,)).
+
+    On the rows (``cells`` None): scikit-learn's ``GridSearchCV``. On the (cell, group) points of
+    ``cells`` (:meth:`_SplineCells.points`) with their row counts as sample weights: the same search
+    written out, with the same inner folds of *rows* (``StratifiedKFold`` of the rows, seeded by
+    ``random_state``): each inner fit on the points of its training rows, its log loss the mean over
+    its held-out rows (their points, weighted by their counts), the refit on all points. The knots
+    and the linear term come from the rows either way.
+    """
+    knots = _spline_knots(v, n_knots)
+    pipeline = _spline_pipeline(v, knots)
+    cv = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
     # One BLAS thread: the matrices are small (rows x ~13 columns), so threads only wait for each
     # other (measured: 8x the wall time with 2 threads on a busy machine), and a fixed thread count
     # keeps the summation order, hence the bits, the same on every machine.
     with worker_threads(n_jobs), threadpool_limits(limits=1, user_api="blas"):
-        search.fit(v[:, None], groups)
-    results = search.cv_results_
+        if cells is None:
+            search = GridSearchCV(
+                pipeline, {"logistic__C": C_grid}, scoring="neg_log_loss", cv=cv, refit=True, n_jobs=n_jobs,
+                error_score="raise",
+            )  # fmt: skip
+            search.fit(v[:, None], groups)
+            losses = -np.asarray(search.cv_results_["mean_test_score"], dtype=np.float64)
+            spread = np.asarray(search.cv_results_["std_test_score"], dtype=np.float64)
+            estimator, best, n_points = search, int(search.best_index_), v.shape[0]
+        else:
+            inner = [
+                (cells.take(train).points(v[train], groups[train], n_groups),
+                 cells.take(held).points(v[held], groups[held], n_groups))
+                for train, held in cv.split(np.zeros((v.shape[0], 1)), groups)
+            ]  # fmt: skip
+            scores = Parallel(n_jobs=n_jobs)(
+                delayed(_point_log_loss)(pipeline, C, fit, held) for C in C_grid for fit, held in inner
+            )
+            scores = np.asarray(scores, dtype=np.float64).reshape(len(C_grid), len(inner))
+            losses, spread = scores.mean(axis=1), scores.std(axis=1)
+            best = int(np.argmin(losses))  # the first on ties, as GridSearchCV
+            x, a, w = cells.points(v, groups, n_groups)
+            estimator = clone(pipeline).set_params(logistic__C=C_grid[best])
+            estimator.fit(x[:, None], a, logistic__sample_weight=w)
+            n_points = x.shape[0]
     table = pd.DataFrame(
         {
+            "n_fit_rows": np.full(len(C_grid), v.shape[0], dtype=np.int64),
+            "aggregation": "rows" if cells is None else cells.aggregation,
+            "n_fit_points": np.full(len(C_grid), n_points, dtype=np.int64),
             "n_knots": np.full(len(C_grid), knots.shape[0], dtype=np.int64),
             "C": np.asarray(C_grid, dtype=np.float64),
-            "mean_cv_log_loss": -np.asarray(results["mean_test_score"], dtype=np.float64),
-            "std_cv_log_loss": np.asarray(results["std_test_score"], dtype=np.float64),
-            "selected": np.arange(len(C_grid)) == search.best_index_,
+            "mean_cv_log_loss": losses,
+            "std_cv_log_loss": spread,
+            "selected": np.arange(len(C_grid)) == best,
         }
     )
-    return search, table
+    return estimator, table
 
 
 def crossfit_spline_logistic(
@@ -1190,6 +1312,7 @@ def crossfit_spline_logistic(
     group_labels: Sequence[str] | None = None,
     n_jobs: int = 1,
     progress: Callable[[str], object] | None = None,
+    n_bins: int | None = SPLINE_BINS,
 ) -> tuple[np.ndarray, pd.DataFrame]:
     """Cross-fitted ``P(A = a | V)`` of a continuous one-column ``V`` by spline logistic regression.
 
@@ -1207,9 +1330,24 @@ def crossfit_spline_logistic(
     simulation of ``benchmarks/bench_weight_calibration.py`` measures both against the exact
     oracle (``docs/method.md``, "Weights").
 
+    Cost follows the cells of ``V``, not its rows (``docs/method.md``, "Weights"). The likelihood of
+    rows that share a value of ``V`` and a group is that value's term times their count, so each fit
+    can be on the (cell, group) points of its rows with their counts as sample weights: the cells
+    are ``V``'s distinct values where it has at most ``n_bins`` (exact), else ``n_bins`` bins of
+    ``V`` (half of equal counts, half of equal width, from every row's ``V``), each point at the
+    mean ``V`` of its rows (an approximation whose first-order error cancels; measured in
+    ``docs/method.md``). The points are used when every point stands for at least
+    :data:`SPLINE_ROWS_PER_POINT` rows on average (a continuous score from about ``4 * n_bins *
+    n_groups`` rows); otherwise, and with ``n_bins=None``, the fits are on the rows (as
+    :class:`~sklearn.model_selection.GridSearchCV`). Either way the inner folds are folds of rows
+    (the same split), each inner fit and each held-out log loss counts the rows of its fold's
+    points, the outer fold's rows never enter its own fit, the knots and the linear term come from
+    the fit rows, and each held-out row is predicted at its own ``V``.
+
     Seeds as in :func:`crossfit_group_proba`: the outer split from ``sklearn_seed(seed)`` (the same
     folds for the same ``seed``), the inner cross-validation of fold ``k`` from
-    ``sklearn_seed(seed, k)``; the Newton-Cholesky fits are deterministic (one BLAS thread).
+    ``sklearn_seed(seed, k)``; the Newton-Cholesky fits are deterministic (one BLAS thread), and so
+    are the cells.
 
     Parameters
     ----------
@@ -1235,14 +1373,19 @@ def crossfit_spline_logistic(
         Parallel fits of each grid search (worker processes).
     progress : callable, optional
         Called with one log line per outer fold.
+    n_bins : int or None, default=SPLINE_BINS
+        Most cells of ``V`` the fits may use (>= 2); None fits on the rows.
 
     Returns
     -------
     proba : ndarray of shape (n_samples, n_groups)
         Column ``k`` holds the estimated ``P(A = k | V)``; rows sum to 1.
     table : DataFrame
-        One row per outer fold and ``C``: ``fold``, ``n_knots`` (int64), ``C``,
-        ``mean_cv_log_loss``, ``std_cv_log_loss`` (float64), ``selected`` (bool).
+        One row per outer fold and ``C``: ``fold``, ``n_fit_rows`` (rows of the other folds),
+        ``aggregation`` (``"rows"``, ``"distinct values"`` or ``"bins"``: what the fits were on),
+        ``n_fit_points`` (the (cell, group) points of the fold's refit; its rows without cells),
+        ``n_knots`` (int64), ``C``, ``mean_cv_log_loss``, ``std_cv_log_loss`` (float64),
+        ``selected`` (bool).
 
     Raises
     ------
@@ -1264,6 +1407,7 @@ def crossfit_spline_logistic(
     n_splits = check_int(n_splits, "n_splits", minimum=2)
     crossfit_folds = check_int(crossfit_folds, "crossfit_folds", minimum=2)
     n_jobs = check_int(n_jobs, "n_jobs")
+    n_bins = None if n_bins is None else check_int(n_bins, "n_bins", minimum=2)
     variable = str(frame.columns[0])
     plan = _plan_crossfit(
         a,
@@ -1279,7 +1423,7 @@ def crossfit_spline_logistic(
     )
     return _crossfit_spline(
         v, a, plan, n_groups=n_groups, n_knots=n_knots, C_grid=C_grid, n_splits=n_splits, n_jobs=n_jobs,
-        variable=variable, progress=progress,
+        n_bins=n_bins, variable=variable, progress=progress,
     )  # fmt: skip
 
 
@@ -1292,9 +1436,10 @@ def _check_continuous(frame: pd.DataFrame) -> np.ndarray:
     v = frame[name].to_numpy(dtype=np.float64, na_value=np.nan)
     if not np.isfinite(v).all():
         raise ValueError(f"V column {name!r} must be finite (no missing values) for the spline logistic model")
-    if np.unique(v).size < 3:
+    distinct = np.unique(v).size
+    if distinct < 3:
         raise ValueError(
-            f"V column {name!r} has {np.unique(v).size} distinct value(s); a spline needs at least 3 "
+            f"V column {name!r} has {distinct} distinct value(s); a spline needs at least 3 "
             "(use crossfit_cell_frequency for a discrete V)"
         )
     return np.ascontiguousarray(v)
@@ -1326,17 +1471,21 @@ def _crossfit_spline(
     C_grid: list[float],
     n_splits: int,
     n_jobs: int,
+    n_bins: int | None,
     variable: str,
     progress: Callable[[str], object] | None,
 ) -> tuple[np.ndarray, pd.DataFrame]:
     proba = np.full((v.shape[0], n_groups), np.nan, dtype=np.float64)
     tables = []
+    cells = _spline_cells(v, groups, n_groups, n_bins)  # of all rows' V (not their groups' folds)
     for k in range(int(plan.fold_ids.max()) + 1):
         held_out = plan.fold_ids == k
         start = time.perf_counter()
         search, table = _fit_spline_logistic(
             v[~held_out],
             groups[~held_out],
+            cells=None if cells is None else cells.take(~held_out),
+            n_groups=n_groups,
             n_knots=n_knots,
             C_grid=C_grid,
             n_splits=n_splits,
@@ -1348,10 +1497,11 @@ def _crossfit_spline(
         with threadpool_limits(limits=1, user_api="blas"):
             proba[np.ix_(held_out, classes)] = search.predict_proba(v[held_out, None])
         chosen = float(table.loc[table["selected"], "C"].iloc[0])
+        points = "" if cells is None else f" ({int(table['n_fit_points'].iloc[0])} points of {cells.aggregation})"
         report_fit(
             progress,
-            f"weight model P(A | {variable}) spline logistic, outer fold {k}: fit on {int((~held_out).sum())} rows, "
-            f"predict {int(held_out.sum())} rows, C={chosen:g}, {time.perf_counter() - start:.1f} s",
+            f"weight model P(A | {variable}) spline logistic, outer fold {k}: fit on {int((~held_out).sum())} rows"
+            f"{points}, predict {int(held_out.sum())} rows, C={chosen:g}, {time.perf_counter() - start:.1f} s",
         )
         table.insert(0, "fold", k)
         tables.append(table)
@@ -1390,6 +1540,24 @@ class GroupProba:
     method: str
     table: pd.DataFrame
     note: str
+
+
+def _spline_note(table: pd.DataFrame) -> str:
+    """The note of a spline fit: the estimator, and the cells of ``V`` it was fitted on, if any."""
+    note = "P(A | V) is a cross-fitted logistic regression on a cubic spline basis of V"
+    aggregation = str(table["aggregation"].iloc[0])
+    if aggregation == "rows":
+        return note
+
+    def span(column: str) -> str:
+        low, high = int(table[column].min()), int(table[column].max())
+        return f"{low:,}" if low == high else f"{low:,}-{high:,}"
+
+    cells = "at the distinct values of V (exact)" if aggregation == "distinct values" else "in bins of V"
+    return (
+        f"{note}, fitted on each group's row counts {cells}: {span('n_fit_points')} points for "
+        f"{span('n_fit_rows')} rows per outer fold (docs/method.md, 'Weights')"
+    )
 
 
 def choose_weight_method(V, *, categorical: Sequence[str] = (), max_cells: int = MAX_CELLS) -> str:
@@ -1439,6 +1607,7 @@ def group_proba_for_control(
     max_leaf_nodes: int | None = None,
     n_knots: int = SPLINE_KNOTS,
     C_grid: Sequence[float] = SPLINE_C_GRID,
+    n_bins: int | None = SPLINE_BINS,
     n_splits: int = 5,
     crossfit_folds: int = 5,
     seed: int | np.random.SeedSequence,
@@ -1471,7 +1640,7 @@ def group_proba_for_control(
         Categorical columns of ``V`` (gradient boosting; excluded from the spline).
     grid, max_leaf_nodes
         Of the gradient boosting (:func:`crossfit_group_proba`).
-    n_knots, C_grid
+    n_knots, C_grid, n_bins
         Of the spline logistic regression (:func:`crossfit_spline_logistic`).
     n_splits : int, default=5
         Folds of the inner cross-validation (spline, gradient boosting).
@@ -1523,9 +1692,9 @@ def group_proba_for_control(
         proba, table = crossfit_spline_logistic(
             frame, groups, n_groups=n_groups, n_knots=n_knots, C_grid=C_grid, n_splits=n_splits,
             crossfit_folds=crossfit_folds, seed=seed, group_labels=group_labels, n_jobs=n_jobs, progress=progress,
+            n_bins=n_bins,
         )  # fmt: skip
-        note = "P(A | V) is a cross-fitted logistic regression on a cubic spline basis of V"
-        return GroupProba(proba, method, table, note)
+        return GroupProba(proba, method, table, _spline_note(table))
     proba, table = crossfit_group_proba(
         frame, groups, n_groups=n_groups, categorical=categorical, grid=grid, max_leaf_nodes=max_leaf_nodes,
         n_splits=n_splits, crossfit_folds=crossfit_folds, seed=seed, group_labels=group_labels, n_jobs=n_jobs,

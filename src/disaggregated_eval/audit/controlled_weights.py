@@ -6,8 +6,9 @@ slices are the subgroups ``a`` of a categorical variable ``A``. For each request
 section 4.2, Supplementary A.1) ``P(A = a | V)`` is cross-fitted on the file itself by the estimator
 that fits ``V`` (:func:`disaggregated_eval.weight_models.group_proba_for_control`, ``docs/method.md``,
 "Weights"): the cell frequency where ``V`` takes at most 50 distinct values (the label; a score in
-deciles), a spline logistic regression of ``A`` on the logit of a continuous score, the grid-searched
-HistGradientBoosting (the paper's ``max_leaf_nodes`` grid and folds) for several features; seeded, seed
+deciles), a spline logistic regression of ``A`` on the logit of a continuous score (on many rows fitted
+on each level's counts in at most 512 bins of the score, so that 10^6 rows cost what the bins cost), the
+grid-searched HistGradientBoosting (the paper's ``max_leaf_nodes`` grid and folds) for several features; seeded, seed
 path ``("audit", "weights", family, V)``, and ``(..., "R", model)`` for ``R``; before the bootstrap, which
 turns the weights into ``M_a`` and ``T_a`` (:mod:`.estimates`, the table: :mod:`.controlled`). The weight
 models are fitted without sample weights.
