@@ -22,6 +22,7 @@ __all__ = [
     "EXIT_TERMINATED",
     "Terminated",
     "sigterm_unwinds",
+    "interruption",
 ]
 
 #: Exit statuses (docs/audit.md, "Exit codes and bad input"): 128 + the signal's number when stopped by one.
@@ -34,9 +35,23 @@ class Terminated(BaseException):
     """Raised in the main thread on SIGTERM, so that it unwinds like Ctrl-C (temporary files removed)."""
 
 
+#: Whether SIGTERM arrived within :func:`sigterm_unwinds` (read by :func:`interruption`).
+_terminated = False
+
+
 def _on_sigterm(signum, frame) -> typing.NoReturn:
+    global _terminated
+    _terminated = True
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the cleanup short
     raise Terminated(signum)
+
+
+def interruption() -> BaseException:
+    """The exception a signal raised, for code whose library swallowed it (DuckDB answers Ctrl-C or SIGTERM
+    during a query with its own ``RuntimeError('Query interrupted')``): :class:`Terminated` after a SIGTERM,
+    else :class:`KeyboardInterrupt`, so that the command line still exits 130 or 143 with nothing written.
+    """
+    return Terminated(signal.SIGTERM) if _terminated else KeyboardInterrupt()
 
 
 @contextlib.contextmanager

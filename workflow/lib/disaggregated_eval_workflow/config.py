@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import math
 import numbers
 import os
@@ -22,8 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from disaggregated_eval import vocabulary
-from disaggregated_eval.io import DuplicateKeyError, read_yaml_unique_keys
-from disaggregated_eval.validation import brief, check_nesting
+from disaggregated_eval.io import (
+    MAX_TEXT_FILE_BYTES,
+    DuplicateKeyError,
+    FileReadError,
+    read_bounded,
+    read_yaml_unique_keys,
+)
+from disaggregated_eval.validation import brief, check_nesting, repeated
 
 __all__ = [
     "ConfigError",
@@ -270,10 +277,9 @@ def _schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> tupl
         node_schema = _subschema(schema, path[:cut]) or error.schema
         value = _value_at(config, path[:cut])
         if error.validator == "uniqueItems":
-            repeated = [v for i, v in enumerate(value) if v in value[:i]]
+            twice = _repeated_items(value)
             messages[where] = (
-                f"{where} lists {', '.join(brief(v) for v in list(dict.fromkeys(repeated))[:5])} more than once; "
-                f"got {brief(value)}"
+                f"{where} lists {', '.join(brief(v) for v in twice[:5])} more than once; got {brief(value)}"
             )
         elif cut < len(path):
             bad_entries.setdefault(where, []).append(error.instance)
@@ -341,10 +347,19 @@ def _min_rows_checks(config: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def _repeated_items(values: Sequence[Any]) -> list[Any]:
+    """The items of a configuration list given more than once, each once (linear: one hash table of their
+    JSON text, which also holds lists and mappings)."""
+    keys = [json.dumps(v, sort_keys=True, default=str) for v in values]
+    first = dict(zip(reversed(keys), reversed(values)))  # each key's first value
+    return [first[k] for k in repeated(keys)]
+
+
 def _duplicate_setting_checks(config: Mapping[str, Any]) -> list[str]:
     """A setting listed as both a main and a selection setting would be collected twice."""
     sim = config["simulation"]
-    both = [s for s in sim["settings"] if s in sim["selection_settings"]]
+    selection = set(sim["selection_settings"])
+    both = [s for s in sim["settings"] if s in selection]
     if not both:
         return []
     return [
@@ -429,7 +444,8 @@ def _coverage_checks(config: Mapping[str, Any]) -> list[str]:
     """The coverage study needs the main run of its settings and at most all replicates with R."""
     cov, settings = config["coverage"], config["simulation"]["settings"]
     errors = []
-    missing = [s for s in cov["settings"] or () if s not in settings]
+    known = set(settings)
+    missing = [s for s in cov["settings"] or () if s not in known]
     if missing:
         errors.append(
             f"coverage.settings must be among simulation.settings (the study uses their models and weight "
@@ -522,8 +538,20 @@ def _read_yaml(path: Path) -> Any:
     """The YAML (or JSON) content of ``path``; a key given twice in one mapping is an error."""
     import yaml
 
+    if not path.exists():
+        raise FileNotFoundError(f"configuration file {path}: no such file")
+    try:  # bounded: a FIFO or a device is refused, a file larger than the limit is not read
+        text = read_bounded(path, MAX_TEXT_FILE_BYTES, what=f"configuration file {path}").decode("utf-8-sig")
+    except FileReadError as exc:
+        raise ConfigError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"configuration file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
-        return read_yaml_unique_keys(path.read_text(encoding="utf-8"))
+        return read_yaml_unique_keys(text)
+    except RecursionError:  # PyYAML composes nested lists recursively
+        raise ConfigError(
+            f"configuration file {path} is nested too deeply to read; give a flat list or mapping"
+        ) from None
     except DuplicateKeyError as exc:
         key, first, second = exc.key, exc.first, exc.second
         raise ConfigError(
@@ -556,8 +584,10 @@ def check_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises
     ------
     ConfigError
-        If the file is empty, not valid YAML (the message gives the line), not a mapping, or gives a
-        key twice in one mapping (the message gives the key and both lines).
+        If the file is not a regular file (a FIFO, a device), larger than
+        :data:`disaggregated_eval.io.MAX_TEXT_FILE_BYTES`, not UTF-8, empty, not valid YAML (the message
+        gives the line), not a mapping, or gives a key twice in one mapping (the message gives the key
+        and both lines).
     FileNotFoundError
         If the file does not exist.
     """
