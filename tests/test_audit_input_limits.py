@@ -219,6 +219,19 @@ def test_files_over_their_stated_size_or_line_length_are_refused_before_reading(
         loading.load_table(long)
 
 
+def test_a_compressed_file_that_expands_beyond_the_memory_limit_is_refused_as_it_is_read(tmp_path):
+    import gzip
+
+    from disaggregated_eval.audit.loading import InputFileError, load_input
+
+    bomb = tmp_path / "log.csv.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as handle:  # 9 KB that expand to 1.6 MB
+        handle.write(b"y,p,g\n" + b"0,0.5,a\n1,0.5,b\n" * 100_000)
+    with pytest.raises(InputFileError, match=r"the columns read hold more than 250,000 characters by line"):
+        load_input(bomb, ["y", "p", "g"], memory_limit_mb=1)
+    assert len(load_input(bomb, ["y", "p", "g"], memory_limit_mb=100)[0]) == 200_000
+
+
 # ----------------------------------------------------------------------------------------------
 # Item 4: linear checks, stated maxima
 # ----------------------------------------------------------------------------------------------
@@ -258,6 +271,27 @@ def test_checks_of_user_sized_lists_are_linear(tmp_path):
     assert "metrics must be distinct" in lines[2]
     assert f"gives {n + 1:,} slices" in lines[3] and "'g' has 300,000 levels" in lines[3]
     assert "intersections=40 of 40 attributes" in lines[4] and "--intersections 2" in lines[4]
+
+
+def test_the_workflow_configurations_lists_are_checked_for_repeats_in_linear_time():
+    """jsonschema checks ``uniqueItems`` pair by pair (a list of 20,000 items of mixed types: about 10
+    minutes); the configuration check does it in one pass, with the same message."""
+    code = f"""
+        import importlib.util, sys
+        if importlib.util.find_spec("disaggregated_eval_workflow") is None:
+            sys.path.insert(0, {str(REPO / "workflow" / "lib")!r})
+        from disaggregated_eval_workflow.config import ConfigError, validate_config
+        for settings in ([k if k % 2 else f"s{{k}}" for k in range(20_000)], ["covariate_shift", "covariate_shift"]):
+            try:
+                validate_config(dict(simulation=dict(settings=settings)))
+            except ConfigError as exc:
+                print(str(exc).splitlines()[1][:200])
+    """
+    run = _bounded(code)
+    assert run.returncode == 0, run.stderr[-2000:]
+    first, second = run.stdout.splitlines()
+    assert "simulation.settings contains unknown name(s) 's0', 1, 's10', 's100', 's1000'" in first
+    assert "simulation.settings lists 'covariate_shift' more than once" in second
 
 
 def test_option_lists_with_a_cost_per_value_have_stated_maxima(capsys):
@@ -346,7 +380,13 @@ def test_frequency_weights_follow_one_rule_on_the_csv_parquet_frame_and_dask_pat
     assert main(["audit", str(parquet), "--aggregate", "yes", "--out", str(tmp_path / "pq"), *common]) == 0
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "csv" / "slices.parquet"),
                                   pd.read_parquet(tmp_path / "pq" / "slices.parquet"))  # fmt: skip
-    for bad, shown in (("inf", "{'inf'}"), ("x", "{'x'}"), ("-1", "{'-1'}"), ("2.5", "{'2.5'}")):
+    for bad, shown in (
+        ("inf", "{'inf'}"),
+        ("x", "{'x'}"),
+        ("-1", "{'-1'}"),
+        ("2.5", "{'2.5'}"),
+        ("1_000", "{'1_000'}"),
+    ):
         broken = frame.copy()
         broken.loc[7, "w"] = bad
         broken.to_parquet(parquet)

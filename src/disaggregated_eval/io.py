@@ -36,6 +36,7 @@ import pandas as pd
 __all__ = [
     "FileReadError",
     "MAX_TEXT_FILE_BYTES",
+    "MAX_CONFIG_BYTES",
     "check_regular_file",
     "read_bounded",
     "atomic_path",
@@ -50,9 +51,13 @@ __all__ = [
 ]
 
 
-#: Largest file read whole into memory by default (:func:`read_bounded`): a configuration or options
-#: file, a margins table. Larger ones are refused before they are read.
+#: Largest file read whole into memory by default (:func:`read_bounded`), such as a margins table.
+#: Larger ones are refused before they are read.
 MAX_TEXT_FILE_BYTES = 64 * 2**20
+#: Largest YAML configuration file (the audit's ``--config``, the workflow's configuration files): the
+#: YAML parser reads about 1 MiB a second, and a configuration of 100,000 items (the most
+#: :func:`disaggregated_eval.validation.check_nesting` accepts) takes about 3 MiB.
+MAX_CONFIG_BYTES = 4 * 2**20
 
 
 class FileReadError(ValueError):

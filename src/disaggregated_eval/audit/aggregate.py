@@ -308,6 +308,12 @@ def _check_frequency_sum(column: str, largest: float, total: float) -> None:
         )
 
 
+def _sql_number(column: str) -> str:
+    """SQL of a column's values as numbers, read as pandas reads them (:func:`_numbers`): NULL where the value
+    is not a number (DuckDB's cast also reads ``1_000``, which pandas does not: refused as pandas does)."""
+    return f"CASE WHEN contains(CAST({column} AS VARCHAR), '_') THEN NULL ELSE TRY_CAST({column} AS DOUBLE) END"
+
+
 def _glob_literal(text: str) -> str:
     """``text`` as a DuckDB glob pattern matching only itself (each ``[ ] * ?`` in brackets)."""
     if "\\" in text and any(c in text for c in "[]*?"):
@@ -381,7 +387,7 @@ def _duckdb_tables(source: ParquetInput, wanted: list[str], farm: Path, frequenc
         for c in wanted:
             name = f"p.{_quote(c, q)}" if c in keys else f"t.{_quote(c, q)}"
             if cast and c == frequency_weight:
-                name = f"TRY_CAST({name} AS DOUBLE)"
+                name = _sql_number(name)
             parts.append(f"{name} AS {_quote(c, q)}")
         if not cast:  # the file and row of each row, for messages (DuckDB's virtual column, unless a column hides it)
             row = "NULL" if "file_row_number" in names else "file_row_number"
@@ -409,7 +415,7 @@ def _check_parquet_frequency(connection: Any, source: ParquetInput, raw: str, li
     """Check a Parquet input's frequency weights (the rule of :func:`frequency_values`); its rows, as DuckDB
     read them."""
     f = _quote(column, '"')
-    x = f"TRY_CAST({f} AS DOUBLE)"
+    x = _sql_number(f)
     bad = f"NOT ({x} IS NOT NULL AND isfinite({x}) AND {x} >= 0 AND {x} = floor({x}))"
     n_rows, n_bad, largest, total = connection.execute(
         f"SELECT COUNT(*), COUNT(*) FILTER (WHERE {bad}), MAX({x}) FILTER (WHERE NOT {bad}), "

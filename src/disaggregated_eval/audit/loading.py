@@ -279,11 +279,15 @@ def _parquet_columns(path: Path) -> list[str]:
     return _check_header(path, names, "parquet")
 
 
-def _check_rows(path: Path, n_columns: int, fmt: str, keep: Sequence[int] | None = None) -> tuple[int, str]:
+def _check_rows(
+    path: Path, n_columns: int, fmt: str, keep: Sequence[int] | None = None, max_chars: int | None = None
+) -> tuple[int, str]:
     """Number of data rows, after checking that every line has exactly ``n_columns`` fields.
 
     With ``keep`` (field positions), also the text of a CSV file holding only those fields (header
-    line included, in the order of ``keep``), for pandas to parse; otherwise ``""``.
+    line included, in the order of ``keep``), for pandas to parse; otherwise ``""``. That text may hold
+    at most ``max_chars`` characters (checked as it grows: a compressed file that expands far beyond its
+    size is refused at the bound, not when the memory is full).
     """
     name = _name_of(path)
     bad: list[tuple[int, int]] = []
@@ -313,6 +317,13 @@ def _check_rows(path: Path, n_columns: int, fmt: str, keep: Sequence[int] | None
                         bad.append((reader.line_num, len(row)))
                 elif writer is not None and not n_bad:
                     writer.writerow([row[i] for i in keep])
+                    if max_chars is not None and not n_rows % 65_536 and kept.tell() > max_chars:
+                        raise InputFileError(
+                            f"{name}: the columns read hold more than {max_chars:,} characters by line "
+                            f"{reader.line_num:,}, more than fits in the memory limit (--memory-limit-mb); a "
+                            "compressed file that expands far beyond its size? Convert it to Parquet and audit "
+                            "that with --aggregate yes, which counts the rows without loading them"
+                        )
             ends_with_newline = _ends_with_newline(path)
     except _LineTooLong as exc:
         raise _too_long(path, exc) from None
@@ -445,6 +456,7 @@ def load_table(
     columns: Sequence[str] | None = None,
     as_text: bool = False,
     default_format: str | None = None,
+    max_text_chars: int | None = None,
 ) -> pd.DataFrame:
     """Read an audit's input table after checking the file; only ``columns`` if given.
 
@@ -462,6 +474,9 @@ def load_table(
         Parquet files.
     default_format : str, optional
         The format of a name without a known suffix (:func:`table_format`; default: refused).
+    max_text_chars : int, optional
+        Most characters of a text table's requested columns (default: any); the command line's bound
+        from its memory limit.
 
     Returns
     -------
@@ -492,7 +507,7 @@ def load_table(
             raise InputFileError(f"{_name_of(path)}: has no data rows")
         return frame
     position = {c: i for i, c in enumerate(header)}
-    _, text = _check_rows(path, len(header), fmt, keep=[position[c] for c in wanted])
+    _, text = _check_rows(path, len(header), fmt, keep=[position[c] for c in wanted], max_chars=max_text_chars)
     kind = {"dtype": str, "keep_default_na": False} if as_text else {}
     try:
         frame = pd.read_csv(io.StringIO(text), sep=",", low_memory=False, **kind)
@@ -583,8 +598,9 @@ def load_input(
                 f"to {len(table):,} distinct rows with their counts"
             )
             return table, count, message
-    _check_frame_memory(path, len(columns), memory_limit_mb)
-    data = load_table(path, columns=list(columns))
+    limit = _memory_limit_bytes(memory_limit_mb)
+    _check_frame_memory(path, len(columns), limit)
+    data = load_table(path, columns=list(columns), max_text_chars=int(limit // (CSV_READ_FACTOR + 1)))
     return data, frequency_weight, f"read {path}: {len(data):,} rows, {len(columns)} columns"
 
 
@@ -594,17 +610,22 @@ FRAME_VALUE_BYTES = 8
 CSV_READ_FACTOR = 3
 
 
-def _check_frame_memory(path: Path, n_columns: int, memory_limit_mb: float | None) -> None:
+def _memory_limit_bytes(memory_limit_mb: float | None) -> float:
+    """The audit's memory limit in bytes (``--memory-limit-mb``, default 80% of the machine's memory)."""
+    from ..memory import default_memory_limit_mb
+
+    return (memory_limit_mb if memory_limit_mb is not None else default_memory_limit_mb()) * 1e6
+
+
+def _check_frame_memory(path: Path, n_columns: int, limit: float) -> None:
     """Refuse, before reading it, a table whose rows alone would not fit in memory, with the estimate.
 
     Rows: a Parquet file's footer, or a text file's size over the mean length of its first lines. The
     frame needs about :data:`FRAME_VALUE_BYTES` per value (times :data:`CSV_READ_FACTOR` while a text file
     is parsed); the audit then counts it to its distinct rows when it can, which needs little more.
     """
-    from ..memory import default_memory_limit_mb
     from .aggregate import AggregationError, parquet_rows
 
-    limit = (memory_limit_mb if memory_limit_mb is not None else default_memory_limit_mb()) * 1e6
     try:  # a file that cannot be read this way gets load_table's own message
         fmt = table_format(path)
         if fmt == "parquet":

@@ -40,6 +40,7 @@ import pandas as pd
 
 from .. import vocabulary
 from ..io import (
+    MAX_CONFIG_BYTES,
     MAX_TEXT_FILE_BYTES,
     DuplicateKeyError,
     FileReadError,
@@ -585,14 +586,14 @@ def read_config_file(path: str | os.PathLike[str], *, what: str = "--config") ->
     ------
     UsageError
         If the file is missing, not a regular file (a FIFO, a device), larger than
-        :data:`disaggregated_eval.io.MAX_TEXT_FILE_BYTES`, not UTF-8, not valid YAML, gives a key twice
+        :data:`disaggregated_eval.io.MAX_CONFIG_BYTES`, not UTF-8, not valid YAML, gives a key twice
         (naming the key and both lines), is not a mapping, or has an unknown key or bad value.
     """
     import yaml
 
     source = f"{what} {path}"
     try:
-        text = read_bounded(path, MAX_TEXT_FILE_BYTES, what=source).decode("utf-8-sig")
+        text = read_bounded(path, MAX_CONFIG_BYTES, what=source).decode("utf-8-sig")
     except FileReadError as exc:
         raise UsageError(str(exc)) from None
     except UnicodeDecodeError as exc:
