@@ -433,7 +433,7 @@ def test_margins_levels_shares_and_header_are_checked_as_the_data_are(tmp_path):
     twice = tmp_path / "twice.csv"
     twice.write_text(plain.read_text() + " Asian,0.01\n")
     with pytest.raises(
-        AuditInputError, match=r"gives race=Asian more than once \(lines 3, 8: race=Asian and 'race= Asian'\)"
+        AuditInputError, match=r"gives race=Asian more than once \(rows 2, 7: race=Asian and 'race= Asian'\)"
     ):
         _compas_audit(twice)
 

@@ -23,6 +23,7 @@ import pandas as pd
 
 __all__ = [
     "brief",
+    "PATH_CHARS",
     "check_nesting",
     "repeated",
     "MAX_NESTED_ITEMS",
@@ -75,6 +76,9 @@ def show_value(value: Any) -> Any:
 
 #: Longest text of one value in a message (:func:`brief`).
 BRIEF_CHARS = 80
+#: Longest path a message shows whole (``brief(path, PATH_CHARS)``): a path is at most 4,096 bytes on
+#: Linux, and one cut at :data:`BRIEF_CHARS` would lose the file's name.
+PATH_CHARS = 4200
 #: Most items (list entries, mapping values, scalars), counted with every YAML alias expanded, of an
 #: option value, a ``--config`` file or a workflow configuration (:func:`check_nesting`).
 MAX_NESTED_ITEMS = 100_000

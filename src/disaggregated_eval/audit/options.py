@@ -50,7 +50,16 @@ from ..io import (
 )
 from ..memory import MAX_CALIBRATION_BINS, MAX_GAMMAS, MAX_GRID_VALUES, MAX_RESAMPLES, MIN_MEMORY_LIMIT_MB
 from ..registry import check_metric_names
-from ..validation import brief, check_choice, check_int, check_nesting, check_open_unit, check_seed, repeated
+from ..validation import (
+    PATH_CHARS,
+    brief,
+    check_choice,
+    check_int,
+    check_nesting,
+    check_open_unit,
+    check_seed,
+    repeated,
+)
 from .aggregate import AUTO_AGGREGATE_ROWS
 from .errors import AuditInputError, AuditWarning, UsageError
 from .slices import FAMILY_SEPARATOR, shown_slice_name, slice_name
@@ -933,7 +942,7 @@ def read_margins(path: str | Path, groups: list[str], *, strip_levels: bool = Tr
     from ..selection import MIN_SHARE, SHARE_TOLERANCE
     from .loading import InputFileError, load_table
 
-    source = f"population_margins {brief(str(path))}"
+    source = f"population_margins {brief(str(path), PATH_CHARS)}"
     try:
         check_regular_file(path, what=source, max_bytes=MAX_MARGINS_BYTES)
         frame = load_table(path, as_text=True, default_format="csv")
@@ -964,7 +973,7 @@ def read_margins(path: str | Path, groups: list[str], *, strip_levels: bool = Tr
     if empty.any():
         row, col = (int(i[0]) for i in np.nonzero(empty))
         raise AuditInputError(
-            f"{source}: line {row + 2} gives {attributes[col]!r} an empty level ({brief(written.iat[row, col])}); "
+            f"{source}: row {row + 1} gives {attributes[col]!r} an empty level ({brief(written.iat[row, col])}); "
             f"name every level (the data's missing values form the level {vocabulary.MISSING_LEVEL!r})"
         )
     rows = list(zip(*(frame[c].tolist() for c in attributes), strict=True))
@@ -974,8 +983,8 @@ def read_margins(path: str | Path, groups: list[str], *, strip_levels: bool = Tr
         lines = [i for i, n in enumerate(names) if n == twice[0]][:3]
         spellings = dict.fromkeys(shown_slice_name(attributes, written.iloc[i].tolist()) for i in lines)
         raise AuditInputError(
-            f"{source} gives {shown_slice_name(attributes, rows[lines[0]])} more than once (lines "
-            f"{', '.join(str(i + 2) for i in lines)}{': ' + ' and '.join(spellings) if len(spellings) > 1 else ''}); "
+            f"{source} gives {shown_slice_name(attributes, rows[lines[0]])} more than once (rows "
+            f"{', '.join(str(i + 1) for i in lines)}{': ' + ' and '.join(spellings) if len(spellings) > 1 else ''}); "
             f"give each combination once"
         )
 

@@ -27,7 +27,7 @@ import pandas as pd
 from .. import seeds, selection, vocabulary
 from ..engine.resampling import strata_for
 from ..intervals import zero_width
-from ..validation import brief
+from ..validation import PATH_CHARS, brief
 from .columns import SELECTION_COLUMNS
 from .errors import AuditInputError
 from .inputs import AuditInput
@@ -85,7 +85,7 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
     if margins is None:
         return None
     frame = margins
-    source = f"population_margins {brief(str(source))}"
+    source = f"population_margins {brief(str(source), PATH_CHARS)}"
     attributes = tuple(c for c in frame.columns if c not in (SHARE_COLUMN, LABEL_RATE_COLUMN))
     by_name = {a.name: a for a in prepared.attributes}
     # the data's combinations once (not a name per row), and each row's combination: linear in the rows
