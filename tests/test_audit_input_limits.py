@@ -138,8 +138,30 @@ def test_a_file_reached_twice_is_refused_and_hidden_or_other_files_are_not_read(
     got = aggregate_parquet(log, COLUMNS)
     pd.testing.assert_frame_equal(got, aggregate_frame(pd.concat([frame, other], ignore_index=True), COLUMNS))
     os.symlink(log / "part-0.parquet", log / "again.parquet")
-    with pytest.raises(AggregationError, match=r"again\.parquet: the same file as .*part-0\.parquet"):
+    with pytest.raises(AggregationError, match=r"the same file as .*\(a link or a hard link\)") as error:
         aggregate_parquet(log, COLUMNS)
+    assert "again.parquet" in str(error.value) and "part-0.parquet" in str(error.value)
+
+
+def test_the_walk_of_a_folder_is_bounded_by_its_stated_maxima(tmp_path, monkeypatch):
+    from disaggregated_eval.audit import parquet_files
+
+    log = tmp_path / "log"
+    log.mkdir()
+    for k in range(3):
+        _log(10, k).to_parquet(log / f"part-{k}.parquet")
+    for k in range(150):
+        (log / f"note-{k:03d}.txt").write_text("not Parquet")
+    monkeypatch.setattr(parquet_files, "MAX_PARQUET_FILES", 2, raising=False)
+    with pytest.raises(AggregationError, match=r"more than 2 Parquet files"):
+        aggregate_parquet(log, COLUMNS)
+    monkeypatch.setattr(parquet_files, "MAX_PARQUET_FILES", 10)
+    monkeypatch.setattr(parquet_files, "MAX_WALKED_ENTRIES", 100, raising=False)
+    with pytest.raises(AggregationError, match=r"more than 100 files and folders below it"):
+        aggregate_parquet(log, COLUMNS)
+    monkeypatch.setattr(parquet_files, "MAX_WALKED_ENTRIES", 1000)
+    found = parquet_files.find_parquet(log)  # ignored files counted, the first 100 named
+    assert found.n_ignored == 150 and len(found.ignored) == 100 and found.ignored[0].name == "note-000.txt"
 
 
 # ----------------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ read exactly that many.
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import stat
 import urllib.parse
@@ -50,6 +51,7 @@ from ..validation import brief
 __all__ = [
     "PARQUET_SUFFIXES",
     "MAX_PARQUET_FILES",
+    "MAX_WALKED_ENTRIES",
     "NULL_PARTITION",
     "ParquetInputError",
     "ParquetFile",
@@ -64,11 +66,16 @@ PARQUET_SUFFIXES: tuple[str, ...] = (".parquet", ".pq")
 #: Most Parquet files of one folder (each is opened for its footer before the count; 10^5 small files
 #: took 24 s at a load average of 7): a folder of more is refused before its footers are read.
 MAX_PARQUET_FILES = 1_000_000
+#: Most entries (files, folders, links) a folder's walk visits in all: a tree of millions of empty
+#: folders or other files is refused too, before it fills the memory with their names.
+MAX_WALKED_ENTRIES = 10 * MAX_PARQUET_FILES
 #: The value Hive and Spark write for a missing partition value.
 NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 #: Names starting with these are hidden (not read, not walked).
 _HIDDEN = (".", "_")
 _SHOW = 3
+#: Paths of ignored files kept for messages (the rest are counted only).
+_KEPT_IGNORED = 100
 
 
 class ParquetInputError(ValueError):
@@ -96,12 +103,16 @@ class ParquetInput:
     files : tuple of ParquetFile
         In the order of their paths.
     ignored : tuple of pathlib.Path
-        Files and folders of the folder that are not read (not Parquet, or hidden).
+        Files and folders of the folder that are not read (not Parquet, or hidden): the first
+        :data:`_KEPT_IGNORED` met (memory stays bounded in a folder of millions of other files).
+    n_ignored : int
+        How many there are.
     """
 
     path: Path
     files: tuple[ParquetFile, ...]
     ignored: tuple[Path, ...]
+    n_ignored: int = 0
 
     @property
     def n_rows(self) -> int:
@@ -122,9 +133,10 @@ class ParquetInput:
         if not self.path.is_dir():
             return "1 Parquet file"
         text = f"{len(self.files):,} Parquet file{'s' if len(self.files) != 1 else ''}"
-        if self.ignored:
+        if self.n_ignored:
             shown = ", ".join(brief(p.name, plain=True) for p in self.ignored[:_SHOW])
-            text += f" ({len(self.ignored):,} other file(s) or folder(s) ignored: {shown}{' ...' if len(self.ignored) > _SHOW else ''})"
+            more = " ..." if self.n_ignored > _SHOW else ""
+            text += f" ({self.n_ignored:,} other file(s) or folder(s) ignored: {shown}{more})"
         return text
 
 
@@ -169,31 +181,49 @@ def _partition(segment: str) -> tuple[str, str | None] | None:
     return urllib.parse.unquote(key), (None if value in ("", NULL_PARTITION) else value)
 
 
-def _walk(root: Path) -> tuple[list[tuple[Path, dict[str, str | None]]], list[Path]]:
-    """The Parquet files below ``root`` with their partition values, and the paths ignored."""
+def _walk(root: Path) -> tuple[list[tuple[Path, dict[str, str | None]]], list[Path], int]:
+    """The Parquet files below ``root`` with their partition values, the first paths ignored and their count."""
     found: list[tuple[Path, dict[str, str | None]]] = []
     ignored: list[Path] = []
+    n_ignored = 0
+
+    def ignore(path: Path) -> None:
+        nonlocal n_ignored
+        n_ignored += 1
+        if len(ignored) < _KEPT_IGNORED:
+            ignored.append(path)
+
     seen: dict[tuple[int, int], Path] = {}
     status = os.stat(root)
     seen[(status.st_dev, status.st_ino)] = root
     stack: list[tuple[Path, dict[str, str | None]]] = [(root, {})]
+    walked = 0
     while stack:
         folder, partitions = stack.pop()
         try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name, reverse=True)
+            with os.scandir(folder) as listing:  # at most what the bound leaves, whatever the folder holds
+                entries = list(itertools.islice(listing, MAX_WALKED_ENTRIES - walked + 1))
         except OSError as exc:
             raise ParquetInputError(f"{folder}: cannot be listed ({exc.strerror or exc})") from None
+        entries.sort(key=lambda e: e.name)  # the walk in the order of the paths
+        below = []
+        walked += len(entries)
+        if walked > MAX_WALKED_ENTRIES:
+            raise ParquetInputError(
+                f"{root}: more than {MAX_WALKED_ENTRIES:,} files and folders below it; audit a part of it, or move "
+                f"what is not Parquet out of it"
+            )
         for entry in entries:
             path = Path(entry.path)
             if entry.name.startswith(_HIDDEN):
-                ignored.append(path)
+                ignore(path)
                 continue
             try:
                 target = entry.stat()  # a link's target (cached by scandir for the rest)
             except FileNotFoundError:
                 if _is_parquet_name(entry.name):
                     raise ParquetInputError(f"{path}: a link to a file that does not exist") from None
-                ignored.append(path)
+                ignore(path)
                 continue
             except OSError as exc:
                 raise ParquetInputError(f"{path}: cannot be examined ({exc.strerror or exc})") from None
@@ -220,10 +250,10 @@ def _walk(root: Path) -> tuple[list[tuple[Path, dict[str, str | None]]], list[Pa
                             f"{path}: the partition key {part[0]!r} is given twice in the path; give each key once"
                         )
                     own[part[0]] = part[1]
-                stack.append((path, own))
+                below.append((path, own))
                 continue
             if not _is_parquet_name(entry.name):
-                ignored.append(path)
+                ignore(path)
                 continue
             try:
                 check_regular_file(path)
@@ -241,9 +271,10 @@ def _walk(root: Path) -> tuple[list[tuple[Path, dict[str, str | None]]], list[Pa
                     f"{root}: more than {MAX_PARQUET_FILES:,} Parquet files; merge them into fewer files (e.g. with "
                     f"DuckDB's COPY), or audit a part of the folder"
                 )
+        stack.extend(reversed(below))  # the first subfolder next: a walk in the order of the paths
     found.sort(key=lambda item: item[0].parts)
     ignored.sort(key=lambda p: p.parts)
-    return found, ignored
+    return found, ignored, n_ignored
 
 
 def _footer(path: Path, partitions: dict[str, str | None], shared: dict) -> ParquetFile:
@@ -306,7 +337,7 @@ def find_parquet(path: str | os.PathLike[str]) -> ParquetInput:
     except OSError as exc:
         raise ParquetInputError(f"{path}: cannot be examined ({exc.strerror or exc})") from None
     if stat.S_ISDIR(status.st_mode):
-        found, ignored = _walk(path)
+        found, ignored, n_ignored = _walk(path)
         if not found:
             raise ParquetInputError(
                 f"{path}: a folder without Parquet files (names ending in {' or '.join(PARQUET_SUFFIXES)}); expected "
@@ -317,9 +348,10 @@ def find_parquet(path: str | os.PathLike[str]) -> ParquetInput:
             check_regular_file(path)
         except FileReadError as exc:
             raise ParquetInputError(str(exc)) from None
-        found, ignored = [(path, {})], []
+        found, ignored, n_ignored = [(path, {})], [], 0
     shared: dict = {}
-    return ParquetInput(path, tuple(_footer(p, parts, shared) for p, parts in found), tuple(ignored))
+    files = tuple(_footer(p, parts, shared) for p, parts in found)
+    return ParquetInput(path, files, tuple(ignored), n_ignored)
 
 
 def check_schema(source: ParquetInput, columns: Sequence[str]) -> None:
