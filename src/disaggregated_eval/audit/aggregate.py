@@ -147,6 +147,8 @@ def counts_query(
     ------
     AggregationError
         For no columns, repeated columns, or the count column or frequency weight among them.
+    TypeError
+        If ``columns`` is a single string (it would be read letter by letter).
     """
     columns = _check_columns(columns, count_column, frequency_weight)
     keys = ", ".join(_quote(c, quote) for c in columns)
@@ -219,7 +221,10 @@ def aggregate_frame(
     Raises
     ------
     AggregationError
-        For a missing column or, with ``frequency_weight``, a count that is not a whole number >= 0.
+        For a missing column or, with ``frequency_weight``, a count that breaks the rule of
+        :func:`frequency_values`.
+    TypeError
+        If ``columns`` is a single string (it would be read letter by letter).
     """
     columns = _check_columns(columns, count_column, frequency_weight)
     wanted = columns + ([frequency_weight] if frequency_weight is not None else [])
