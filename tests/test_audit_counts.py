@@ -369,10 +369,10 @@ def test_audit_peak_estimate_follows_the_rows_held():
 
 
 def test_cli_refuses_a_file_whose_rows_would_not_fit_before_reading_it(tmp_path, capsys):
-    frame = _hard_frame(3_000, 11)
+    frame = _hard_frame(40_000, 11)  # about 4 MB to read, against the smallest limit, 1 MB
     csv = tmp_path / "log.csv"
     frame.to_csv(csv, index=False)
-    status = main(["audit", str(csv), "--label", "y", "--score", "pred", "--group", "a", "--memory-limit-mb", "0.1",
+    status = main(["audit", str(csv), "--label", "y", "--score", "pred", "--group", "a", "--memory-limit-mb", "1",
                    "--out", str(tmp_path / "out")])  # fmt: skip
     assert status == 2
     err = capsys.readouterr().err

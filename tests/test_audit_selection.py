@@ -132,7 +132,7 @@ def _write(tmp_path, text):
     ("text", "message"),
     [
         ("sex,share\nMale,0.5\nFemale,0.4\n", r"the shares sum to 0\.9; they must sum to 1"),
-        ("sex,share\nMale,1.0\nFemale,0\n", r"the share of sex=Female is 0; every share must be > 0"),
+        ("sex,share\nMale,1.0\nFemale,0\n", r"the share of sex=Female is 0; every share must be at least 1e-12"),
         ("sex,share\nMale,0.5\nFemale,0.3\nOther,0.2\n", r"sex=Other has a share of 0\.2 but no row in the data"),
         ("sex,share\nMale,1.0\n", r"sex=Female has \d+ rows in the data but no share in the file"),
         ("sex,share,region\nMale,0.5,a\nFemale,0.5,b\n", r"column\(s\) \['region'\] are not group columns"),

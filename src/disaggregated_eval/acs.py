@@ -416,6 +416,10 @@ def _decompress_advice(path: Path, command: str | None) -> str:
     )
 
 
+#: Longest header line of a PUMS file read (a PUMS header is about 3 KB).
+_MAX_HEADER_BYTES = 1 << 20
+
+
 def _read_header(path: Path, year: int) -> list[str]:
     """Column names of a PUMS CSV; compressed or non-UTF-8 files are named as such."""
     with open(path, "rb") as f:
@@ -426,7 +430,12 @@ def _read_header(path: Path, year: int) -> list[str]:
                     f"{path} is {what}, not a CSV text file (survey year {year}): " + _decompress_advice(path, command)
                 )
         f.seek(0)
-        line = f.readline()
+        line = f.readline(_MAX_HEADER_BYTES + 1)  # bounded: a file without line ends is not read whole
+    if len(line) > _MAX_HEADER_BYTES and not line.endswith(b"\n"):
+        raise ValueError(
+            f"{path}: its first line is longer than {_MAX_HEADER_BYTES:,} bytes (survey year {year}); expected the "
+            "header of a PUMS person CSV (a few hundred column names)"
+        )
     try:
         text = line.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -47,6 +47,7 @@ from .memory import (
 )
 from .metrics import check_metric_names
 from .validation import (
+    brief,
     check_choice,
     check_columns,
     check_group_codes,
@@ -57,6 +58,7 @@ from .validation import (
     check_scores,
     check_unique_labels,
     check_weights,
+    repeated,
 )
 from .weight_table import KEY_COLUMNS, shared_space_weights, weight_matrix
 
@@ -199,9 +201,9 @@ def _check_inputs(
     controls = tuple(controls)
     for control in controls:
         check_choice(control, "controls", CONTROLS)
-    repeated = sorted({c for c in controls if controls.count(c) > 1})
-    if repeated:
-        raise ValueError(f"controls must be distinct; {repeated} appear more than once in {list(controls)}")
+    twice = sorted(repeated(controls))
+    if twice:
+        raise ValueError(f"controls must be distinct; {twice} appear more than once in {brief(list(controls))}")
     weighted = [c for c in controls if c != "none"]
     if weighted and not has_weights:
         raise ValueError(f"controls {weighted} need a weight table (weights is empty or None)")

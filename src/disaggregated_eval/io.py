@@ -1,7 +1,15 @@
-"""Atomic file output: write to a temporary file in the target folder, then rename.
+"""File input and output: bounded reads of the user's files, and atomic writes.
 
-A crash or a killed job never leaves a half-written result that a later rule could mistake for a
-finished one. A killed writer does leave its hidden temporary file (``.<name>.<pid>-<token>.tmp``
+Reads. Every file the tool or the workflow reads on a user's behalf (an audit's table, a margins file,
+a ``--config`` file, a workflow configuration) is checked first by :func:`check_regular_file`: it must
+be a regular file (a FIFO, a device such as ``/dev/zero``, a socket or a folder is refused before it
+is opened, since reading one may block forever or never end), and a file read whole is read by
+:func:`read_bounded`, which checks its size against a stated maximum before reading it and reads no
+more than that maximum even if the file grows meanwhile. Both raise :class:`FileReadError`, whose
+message names the file, what it is and what was expected.
+
+Writes. A crash or a killed job never leaves a half-written result that a later rule could mistake for
+a finished one. A killed writer does leave its hidden temporary file (``.<name>.<pid>-<token>.tmp``
 next to the target); the next write of the same target removes such leftovers of writers that no
 longer run (:func:`remove_stale_temporaries`), so rerunning a rule cleans up after its killed run.
 """
@@ -17,6 +25,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +34,11 @@ from typing import Any
 import pandas as pd
 
 __all__ = [
+    "FileReadError",
+    "MAX_TEXT_FILE_BYTES",
+    "MAX_CONFIG_BYTES",
+    "check_regular_file",
+    "read_bounded",
     "atomic_path",
     "temporary_sibling",
     "stale_temporaries",
@@ -36,6 +50,159 @@ __all__ = [
     "DuplicateKeyError",
     "read_yaml_unique_keys",
 ]
+
+
+#: Largest file read whole into memory by default (:func:`read_bounded`), such as a margins table.
+#: Larger ones are refused before they are read.
+MAX_TEXT_FILE_BYTES = 64 * 2**20
+#: Largest YAML configuration file (the audit's ``--config``, the workflow's configuration files): the
+#: YAML parser reads about 1 MiB a second, and a configuration of 100,000 items (the most
+#: :func:`disaggregated_eval.validation.check_nesting` accepts) takes about 3 MiB.
+MAX_CONFIG_BYTES = 4 * 2**20
+
+
+class FileReadError(ValueError):
+    """A file that cannot be read safely: missing, not a regular file, or larger than its maximum.
+
+    The message names the file (as ``what`` and the path) and what was expected, in one line.
+    """
+
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _refuse_special(path: str | os.PathLike[str], mode: int, what: str) -> None:
+    if not stat.S_ISREG(mode):
+        raise FileReadError(
+            f"{what}: is {_kind(mode)}, not a regular file; expected a file (a pipe or device may never end "
+            "or block forever: save its content to a file first)"
+        )
+
+
+def check_regular_file(
+    path: str | os.PathLike[str], *, what: str | None = None, max_bytes: int | None = None
+) -> os.stat_result:
+    """Check, without opening it, that ``path`` is a regular file (a link to one is followed) of at
+    most ``max_bytes``.
+
+    Parameters
+    ----------
+    path : path-like
+    what : str, optional
+        How messages name the file (default: the path), e.g. ``"population_margins 'm.csv'"``.
+    max_bytes : int, optional
+        Largest size accepted (default: any).
+
+    Returns
+    -------
+    os.stat_result
+        The file's status (``st_size`` its size in bytes).
+
+    Raises
+    ------
+    FileReadError
+        If the path does not exist, cannot be examined, is a folder, a FIFO, a device or a socket, or
+        is larger than ``max_bytes`` (the message names the file, its kind or size, and the limit).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile() as handle:
+    ...     check_regular_file(handle.name).st_size
+    0
+    >>> check_regular_file("/dev/null", what="population_margins '/dev/null'")
+    Traceback (most recent call last):
+    ...
+    disaggregated_eval.io.FileReadError: population_margins '/dev/null': is a character device, not a regular file; ...
+    """
+    what = str(path) if what is None else what
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        raise FileReadError(f"{what}: no such file") from None
+    except OSError as exc:
+        raise FileReadError(f"{what}: cannot be read ({exc.strerror or exc})") from None
+    _refuse_special(path, status.st_mode, what)
+    if max_bytes is not None and status.st_size > max_bytes:
+        raise FileReadError(
+            f"{what}: is {status.st_size:,} bytes, more than the limit of {max_bytes:,} bytes for this file; "
+            "is it the right file?"
+        )
+    return status
+
+
+def read_bounded(
+    path: str | os.PathLike[str], max_bytes: int = MAX_TEXT_FILE_BYTES, *, what: str | None = None
+) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``, size checked before it is read.
+
+    The file is checked (:func:`check_regular_file`), opened without blocking (a FIFO put in its place
+    meanwhile is refused, not waited on), checked again on the open file, and read up to
+    ``max_bytes + 1`` bytes: a file that grew past the limit while it was read is refused too, so
+    memory never exceeds the limit whatever the file does. A file of size 0 is not read: it is empty,
+    or a pseudo-file of ``/proc`` or ``/sys`` that states no size (whose read may block).
+
+    Parameters
+    ----------
+    path : path-like
+    max_bytes : int, default :data:`MAX_TEXT_FILE_BYTES`
+    what : str, optional
+        How messages name the file (default: the path).
+
+    Returns
+    -------
+    bytes
+
+    Raises
+    ------
+    FileReadError
+        As :func:`check_regular_file`, or if reading fails.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile() as handle:
+    ...     _ = handle.write(b"race,share\\nA,1\\n"); handle.flush()
+    ...     read_bounded(handle.name)
+    b'race,share\\nA,1\\n'
+    """
+    what = str(path) if what is None else what
+    if check_regular_file(path, what=what, max_bytes=max_bytes).st_size == 0:
+        return b""  # empty, or a pseudo-file (/proc, /sys) of no stated size, whose read may block or never end
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise FileReadError(f"{what}: cannot be read ({exc.strerror or exc})") from None
+    try:
+        status = os.fstat(fd)
+        _refuse_special(path, status.st_mode, what)  # replaced between the check and the opening
+        chunks = []
+        left = max_bytes + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        raise FileReadError(f"{what}: cannot be read ({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        raise FileReadError(f"{what}: grew past the limit of {max_bytes:,} bytes for this file while it was read")
+    return data
 
 
 def _temporary_pattern(name: str, suffix: str) -> re.Pattern[str]:

@@ -18,6 +18,9 @@ from .validation import check_int, check_positive_int
 
 __all__ = [
     "MAX_RESAMPLES",
+    "MAX_GAMMAS",
+    "MAX_GRID_VALUES",
+    "MIN_MEMORY_LIMIT_MB",
     "MAX_CALIBRATION_BINS",
     "MAX_REPLICATES",
     "MAX_SIMULATED_ROWS",
@@ -47,6 +50,15 @@ MAX_REPLICATES = 10_000
 #: Simulated rows per split and setting (``simulation.n_train``, ``simulation.n_test``): 200 times the
 #: paper's 50,000; a split of 10^7 rows and its features take about 1 GB.
 MAX_SIMULATED_ROWS = 10_000_000
+#: Values of Gamma of one sensitivity analysis (``--selection-sensitivity``, ``selection_study.gammas``):
+#: each adds the bounds of every slice and metric, and their intervals, to the selection table.
+MAX_GAMMAS = 20
+#: Values of a grid of a weight model's ``max_leaf_nodes`` (``--max-leaf-nodes``): each is a fit per fold
+#: of the grid search, per control variable and attribute.
+MAX_GRID_VALUES = 20
+#: Smallest memory limit an audit accepts, in MB (``--memory-limit-mb``): no audit fits in less (its
+#: fixed working memory alone is :data:`AUDIT_FIXED_BYTES`).
+MIN_MEMORY_LIMIT_MB = 1.0
 
 #: Quantities per chunk of the summary times resamples times metrics: the summary's differences
 #: and percentiles work on chunks of about this many float64 values (32 MiB).

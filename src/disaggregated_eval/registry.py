@@ -466,6 +466,8 @@ def check_metric_names(metrics: Any, name: str = "metrics") -> tuple[str, ...]:
         if metric not in METRIC_REGISTRY:
             raise ValueError(f"unknown metric {metric!r} in {name}; expected one of {_METRIC_NAMES}")
     if len(set(names)) != len(names):
-        duplicates = sorted({metric for metric in names if names.count(metric) > 1})
+        from .validation import repeated  # the error path only: this module imports the standard library
+
+        duplicates = sorted(repeated(names))
         raise ValueError(f"{name} must be distinct; got duplicates {duplicates}")
     return names

@@ -59,12 +59,14 @@ from . import vocabulary
 from .engine.resampling import resample_counts
 from .engine.sums import PROPORTIONS, RATIOS_OF_SUMS, categories, ratio_of_sums_values
 from .intervals import effective_size, percentile_bounds
+from .memory import MAX_GAMMAS
 from .metrics import check_metric_names
-from .validation import check_int, check_open_unit
+from .validation import brief, check_int, check_open_unit
 
 __all__ = [
     "BOUNDED_METRICS",
     "SHARE_TOLERANCE",
+    "MIN_SHARE",
     "GAMMA_MAX",
     "RESULT_COLUMNS",
     "check_gammas",
@@ -89,6 +91,10 @@ BOUNDED_METRICS: tuple[str, ...] = tuple(m for m in vocabulary.METRICS if m in P
 #: Target shares must sum to 1 within this tolerance (a table of shares rounded to 4 decimals may
 #: miss 1 by a few 1e-5).
 SHARE_TOLERANCE = 1e-3
+#: Smallest target share of a cell with rows. A share below it stands for less than one person in 10^12
+#: (more people than live on Earth): a share of 0 by another name, whose rows would carry no visible
+#: weight in any estimate, so it is refused as 0 is.
+MIN_SHARE = 1e-12
 #: The largest ``Gamma`` searched by :func:`breakdown_gamma`; a difference that survives it is
 #: reported as ``inf`` ("beyond 100").
 GAMMA_MAX = 100.0
@@ -117,7 +123,8 @@ RESULT_COLUMNS: tuple[str, ...] = (
 # Checks
 # ----------------------------------------------------------------------------------------------
 def check_gammas(gammas: Any, name: str = "gammas") -> np.ndarray:
-    """Sensitivity parameters: finite numbers >= 1, increasing, without repeats.
+    """Sensitivity parameters: finite numbers >= 1, increasing, without repeats, at most
+    :data:`disaggregated_eval.memory.MAX_GAMMAS` of them.
 
     Returns
     -------
@@ -126,23 +133,28 @@ def check_gammas(gammas: Any, name: str = "gammas") -> np.ndarray:
     Raises
     ------
     ValueError
-        Naming the bad value (``Gamma`` below 1, not finite, not increasing, empty).
+        Naming the bad value (``Gamma`` below 1, not finite, not increasing, empty, too many).
     """
     if isinstance(gammas, (str, bytes)):
-        raise ValueError(f"{name} must be a list of numbers >= 1; got {gammas!r}")
+        raise ValueError(f"{name} must be a list of numbers >= 1; got {brief(gammas)}")
     values = list(np.atleast_1d(np.asarray(gammas, dtype=object)))
     if not values:
         raise ValueError(f"{name} must hold at least one value >= 1; got none")
+    if len(values) > MAX_GAMMAS:
+        raise ValueError(
+            f"{name} gives {len(values):,} values of Gamma, more than the limit of {MAX_GAMMAS} (each adds bounds "
+            f"for every slice and metric); give fewer, e.g. 1.25,1.5,2,3"
+        )
     out = []
     for v in values:
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
-            raise ValueError(f"{name} must be numbers >= 1; got {v!r}")
+            raise ValueError(f"{name} must be numbers >= 1; got {brief(v)}")
         if not (math.isfinite(float(v)) and float(v) >= 1.0):
-            raise ValueError(f"{name} must be finite numbers >= 1 (1: no unmeasured selection); got {v!r}")
+            raise ValueError(f"{name} must be finite numbers >= 1 (1: no unmeasured selection); got {brief(v)}")
         out.append(float(v))
     arr = np.asarray(out)
     if (np.diff(arr) <= 0).any():
-        raise ValueError(f"{name} must be increasing without repeats; got {out!r}")
+        raise ValueError(f"{name} must be increasing without repeats; got {brief(out)}")
     return arr
 
 
@@ -167,8 +179,8 @@ def check_target_shares(shares: Any, present: Any, *, name: str = "target shares
     Raises
     ------
     ValueError
-        If a share is negative, not finite, 0 for a cell with rows (it cannot be weighted to 0 mass
-        without dropping its rows), positive for a cell without rows (no row can carry its mass), or
+        If a share is negative, not finite, below :data:`MIN_SHARE` for a cell with rows (it cannot be
+        weighted to 0 mass without dropping its rows), positive for a cell without rows (no row can carry its mass), or
         the shares do not sum to 1 within :data:`SHARE_TOLERANCE`.
     """
     s = np.asarray(shares, dtype=np.float64).ravel()
@@ -180,10 +192,13 @@ def check_target_shares(shares: Any, present: Any, *, name: str = "target shares
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(f"{name} must be finite numbers >= 0; got {float(s[i])!r} for {names[i]}")
-    zero = present & (s == 0)
+    zero = present & (s < MIN_SHARE)
     if zero.any():
         i = int(np.flatnonzero(zero)[0])
-        raise ValueError(f"{name}: the share of {names[i]} is 0 but the data have rows there; give it a share > 0")
+        raise ValueError(
+            f"{name}: the share of {names[i]} is {s[i]:g} but the data have rows there; give it a share >= "
+            f"{MIN_SHARE:g} (below it, a share is 0 by another name: less than one person in 10^12)"
+        )
     absent = ~present & (s > 0)
     if absent.any():
         i = int(np.flatnonzero(absent)[0])

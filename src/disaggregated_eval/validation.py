@@ -14,6 +14,7 @@ Conventions: the data argument comes first and ``name`` is keyword-or-second; in
 from __future__ import annotations
 
 import numbers
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -22,7 +23,9 @@ import pandas as pd
 
 __all__ = [
     "brief",
+    "PATH_CHARS",
     "check_nesting",
+    "repeated",
     "MAX_NESTED_ITEMS",
     "MAX_NESTING_DEPTH",
     "format_values",
@@ -73,6 +76,9 @@ def show_value(value: Any) -> Any:
 
 #: Longest text of one value in a message (:func:`brief`).
 BRIEF_CHARS = 80
+#: Longest path a message shows whole (``brief(path, PATH_CHARS)``): a path is at most 4,096 bytes on
+#: Linux, and one cut at :data:`BRIEF_CHARS` would lose the file's name.
+PATH_CHARS = 4200
 #: Most items (list entries, mapping values, scalars), counted with every YAML alias expanded, of an
 #: option value, a ``--config`` file or a workflow configuration (:func:`check_nesting`).
 MAX_NESTED_ITEMS = 100_000
@@ -178,6 +184,33 @@ def check_nesting(
         active.add(key)
         stack.append((node, depth, True))
         stack.extend((c, depth + 1, False) for c in children if isinstance(c, (list, tuple, dict)))
+
+
+def repeated(values: Iterable[Any]) -> list:
+    """The values that occur more than once, each once, in the order of their first occurrence.
+
+    One pass of a hash table (:class:`collections.Counter`): linear in the number of values, so a list
+    of millions of items is checked at once (a check written as ``values.count(v)`` for every ``v`` takes
+    quadratic time: a day at two million). The one home of the repeat checks of option lists, column
+    names, levels and margins rows.
+
+    Parameters
+    ----------
+    values : iterable of hashable
+
+    Returns
+    -------
+    list
+        Empty when every value is distinct.
+
+    Examples
+    --------
+    >>> repeated(["race", "sex", "race", "age", "sex", "race"])
+    ['race', 'sex']
+    >>> repeated([1, 2, 3])
+    []
+    """
+    return [value for value, count in Counter(values).items() if count > 1]
 
 
 def format_values(values: Iterable[Any], limit: int = 5) -> str:
@@ -613,9 +646,9 @@ def check_names(names: Any, what: str) -> list[str]:
     bad = [n for n in names if not isinstance(n, str)]
     if bad:
         raise ValueError(f"{what} must be column names (str); got {bad!r}")
-    duplicated = sorted({n for n in names if names.count(n) > 1})
+    duplicated = sorted(repeated(names))
     if duplicated:
-        raise ValueError(f"{what} contain duplicates: {duplicated!r}")
+        raise ValueError(f"{what} contain duplicates: {brief(duplicated)}")
     return names
 
 
@@ -671,12 +704,14 @@ def check_unique_labels(labels: Any, what: str, *, reserved: Sequence[str] = ("o
     bad = [v for v in labels if not isinstance(v, str) or not v]
     if bad:
         raise ValueError(f"{what} must be non-empty strings; got {bad!r}")
-    repeated = sorted({v for v in labels if labels.count(v) > 1})
-    if repeated:
-        raise ValueError(f"{what} must be distinct; {repeated!r} appear more than once in {labels!r}")
+    twice = sorted(repeated(labels))
+    if twice:
+        raise ValueError(f"{what} must be distinct; {brief(twice)} appear more than once in {brief(labels)}")
+    reserved = set(reserved)
     clash = [v for v in labels if v in reserved]
     if clash:
         raise ValueError(
-            f"{what} must not use the reserved name(s) {clash!r} (they label the whole population); got {labels!r}"
+            f"{what} must not use the reserved name(s) {brief(clash)} (they label the whole population); got "
+            f"{brief(labels)}"
         )
     return labels

@@ -28,6 +28,7 @@ __all__ = [
     "WEIGHT_SOURCES",
     "COMPARISONS",
     "OVERALL",
+    "MISSING_LEVEL",
     "METRICS",
     "PIPELINE_METRICS",
     "AUDIT_METRICS",
@@ -109,6 +110,9 @@ COMPARISONS: tuple[str, ...] = (
 )
 #: Label of the whole population in every table (never a subgroup label).
 OVERALL = "overall"
+#: Name of the level of an attribute that holds the rows with a missing value (the audit's
+#: ``missing_group="level"``).
+MISSING_LEVEL = "missing"
 
 # ---- metrics -----------------------------------------------------------------------------------
 #: Every metric the library computes, in canonical order (one record each: :mod:`.registry`).

@@ -12,7 +12,12 @@ This module builds that table with engines that do not hold the rows in memory:
 * :func:`aggregate_parquet`: a Parquet file or a folder of Parquet files (hive partitions such as
   ``day=2026-01-01/part-0.parquet`` included) through DuckDB, embedded in the process, whose hash
   aggregate streams the files and spills to disk beyond its memory limit
-  (``benchmarks/bench_aggregate.py`` measured it against pyarrow's Acero on the same file: the choice);
+  (``benchmarks/bench_aggregate.py`` measured it against pyarrow's Acero on the same file: the choice).
+  The files are found by :func:`.parquet_files.find_parquet` (a walk that ends on any folder, one schema
+  rule) and handed to DuckDB as a list of links with plain names in a temporary folder, so that no path
+  of the user's is ever read as a glob pattern (``exp[12]/`` is that folder, not ``exp1/`` and
+  ``exp2/``); the partition values are joined by file, and the rows DuckDB counts must equal the rows
+  of the files' footers;
 * :func:`aggregate_dask`: a ``dask.dataframe`` (on a laptop or a ``distributed`` cluster);
 * :func:`counts_query`: the same aggregation as one SQL ``GROUP BY`` query for a warehouse or Spark SQL
   (``docs/audit.md``, "Large data", gives the PySpark recipe; the tests run the query through DuckDB);
@@ -26,20 +31,25 @@ DuckDB and Dask are imported only when used.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..validation import brief
+from ..validation import brief, format_values, repeated
+from .parquet_files import ParquetInput, ParquetInputError, check_schema, find_parquet, partition_values
 
 __all__ = [
     "COUNT_COLUMN",
+    "AUTO_AGGREGATE_ROWS",
+    "MAX_FREQUENCY",
     "AggregationError",
+    "frequency_values",
     "counts_query",
     "aggregate_frame",
     "aggregate_parquet",
@@ -52,6 +62,10 @@ __all__ = [
 
 #: Name of the count column of a counts table (give ``frequency_weight=COUNT_COLUMN`` to the audit).
 COUNT_COLUMN = "count"
+#: ``--aggregate auto`` aggregates a Parquet file of more rows than this (and always a folder of files).
+AUTO_AGGREGATE_ROWS = 10**7
+#: Largest count of one row: the counts' sum must stay exact in int64 and in float64 sums (2^53).
+MAX_FREQUENCY = 2**53
 #: DuckDB's memory limit during an aggregation: beyond it the hash aggregate spills to a temporary folder.
 DUCKDB_MEMORY_LIMIT = "1GB"
 #: An in-memory frame of at least this many rows is counted before the audit when that pays
@@ -66,15 +80,20 @@ class AggregationError(ValueError):
 
 
 def _check_columns(columns: Sequence[str], count_column: str, frequency_weight: str | None) -> list[str]:
+    if isinstance(columns, str):
+        raise TypeError(
+            f"columns must be a list of column names, not a single string (it would be read letter by letter); "
+            f"got {brief(columns)}: give [{columns!r}]"
+        )
     columns = list(columns)
     if not columns:
         raise AggregationError("columns must name at least one column to group by")
     bad = [c for c in columns if not isinstance(c, str) or not c]
     if bad:
         raise AggregationError(f"columns must be column names (non-empty strings); got {brief(bad)}")
-    repeated = sorted({c for c in columns if columns.count(c) > 1})
-    if repeated:
-        raise AggregationError(f"columns must be distinct; {brief(repeated)} appear more than once")
+    twice = sorted(repeated(columns))
+    if twice:
+        raise AggregationError(f"columns must be distinct; {brief(twice)} appear more than once")
     if frequency_weight is not None and frequency_weight in columns:
         raise AggregationError(
             f"frequency_weight {brief(frequency_weight)} is summed, not grouped by: leave it out of columns"
@@ -128,6 +147,8 @@ def counts_query(
     ------
     AggregationError
         For no columns, repeated columns, or the count column or frequency weight among them.
+    TypeError
+        If ``columns`` is a single string (it would be read letter by letter).
     """
     columns = _check_columns(columns, count_column, frequency_weight)
     keys = ", ".join(_quote(c, quote) for c in columns)
@@ -137,11 +158,22 @@ def counts_query(
     return query + (f" ORDER BY {ordering}" if order else "")
 
 
-def _frequency_check_query(frequency_weight: str, source: str, quote: str = "`") -> str:
-    """Rows whose frequency weight is not a whole number >= 0 (checked before summing: a sum hides them)."""
-    f = _quote(frequency_weight, quote)
-    bad = f"{f} IS NULL OR isnan(CAST({f} AS DOUBLE)) OR {f} < 0 OR CAST({f} AS DOUBLE) <> floor(CAST({f} AS DOUBLE))"
-    return f"SELECT COUNT(*) FILTER (WHERE {bad}), MIN({f}) FILTER (WHERE {bad}) FROM {source}"
+@contextlib.contextmanager
+def _signals_pass_through() -> Iterator[None]:
+    """Ctrl-C or SIGTERM during a DuckDB query: DuckDB stops the query and raises its own
+    ``RuntimeError('Query interrupted')`` in place of the signal's exception; the signal's is raised again
+    (:func:`.signals.interruption`), so that it unwinds as anywhere else."""
+    try:
+        yield
+    except Exception as exc:
+        interrupted = type(exc).__name__ == "InterruptException" or (
+            isinstance(exc, RuntimeError) and "interrupted" in str(exc).lower()
+        )
+        if not interrupted:
+            raise
+        from .signals import interruption
+
+        raise interruption() from None
 
 
 def _to_pandas(connection: Any, query: str) -> pd.DataFrame:
@@ -189,7 +221,10 @@ def aggregate_frame(
     Raises
     ------
     AggregationError
-        For a missing column or, with ``frequency_weight``, a count that is not a whole number >= 0.
+        For a missing column or, with ``frequency_weight``, a count that breaks the rule of
+        :func:`frequency_values`.
+    TypeError
+        If ``columns`` is a single string (it would be read letter by letter).
     """
     columns = _check_columns(columns, count_column, frequency_weight)
     wanted = columns + ([frequency_weight] if frequency_weight is not None else [])
@@ -198,67 +233,215 @@ def aggregate_frame(
         raise AggregationError(
             f"the frame has no column(s) {brief(missing)}; its columns are {brief(list(frame.columns))}"
         )
-    grouped = frame[wanted].groupby(columns, dropna=False, sort=False)
     if frequency_weight is None:
-        table = grouped.size().rename(count_column).reset_index()
+        table = frame[columns].groupby(columns, dropna=False, sort=False).size().rename(count_column).reset_index()
     else:
-        _check_frequency_values(frame[frequency_weight], frequency_weight)
+        values = frequency_values(frame[frequency_weight], frequency_weight)
+        grouped = frame[columns].assign(**{frequency_weight: values}).groupby(columns, dropna=False, sort=False)
         table = grouped[frequency_weight].sum().rename(count_column).reset_index()
     return _finish(table, columns, count_column)
 
 
-def _check_frequency_values(series: pd.Series, name: str) -> None:
-    values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    bad = ~(np.isfinite(values) & (values >= 0) & (values == np.floor(values)))
+def frequency_values(series: pd.Series, column: str) -> np.ndarray:
+    """The values of a ``frequency_weight`` column, checked on every row: the one rule of every input.
+
+    A count is a whole number >= 0, given as a number, a boolean or text that reads as a number (a CSV
+    holds only text: ``'3.0'`` and ``3.0`` are the same count on every path, the CSV, a frame, Parquet
+    and Dask), at most :data:`MAX_FREQUENCY`, and the counts sum to at most :data:`MAX_FREQUENCY` rows.
+
+    Parameters
+    ----------
+    series : pandas.Series of shape (n_rows,)
+    column : str
+        Its name, for messages.
+
+    Returns
+    -------
+    ndarray of shape (n_rows,), float64
+        Whole numbers in ``[0, MAX_FREQUENCY]``.
+
+    Raises
+    ------
+    AggregationError
+        Naming the column, the offending values (missing, not a number, negative, fractional, infinite,
+        too large) and the first row holding one.
+
+    Examples
+    --------
+    >>> frequency_values(pd.Series([1, "3.0", 2.0]), "n")
+    array([1., 3., 2.])
+    >>> frequency_values(pd.Series([1, "inf", "x"]), "n")
+    Traceback (most recent call last):
+    ...
+    disaggregated_eval.audit.aggregate.AggregationError: frequency_weight column 'n' must hold whole numbers >= 0 ...
+    """
+    values = _numbers(series)
+    bad = ~_whole(values)
     if bad.any():
-        raise AggregationError(_frequency_message(name, int(bad.sum()), series.to_numpy()[bad][0]))
+        rows = np.flatnonzero(bad)
+        where = f"in {rows.size:,} row{'s' if rows.size != 1 else ''} (first at row {int(rows[0])})"
+        raise AggregationError(_frequency_message(column, format_values(series.to_numpy()[bad]), where))
+    _check_frequency_sum(column, float(values.max(initial=0.0)), float(values.sum()))
+    return values
 
 
-def _frequency_message(name: str, n_bad: int, first: Any) -> str:
-    return (
-        f"frequency_weight column {brief(name)} must hold whole numbers >= 0 (how many identical rows each row "
-        f"stands for); got {n_bad:,} other value(s), e.g. {brief(first)}"
-    )
+def _numbers(series: pd.Series) -> np.ndarray:
+    """float64 values of a column of numbers, booleans or numbers as text (NaN: missing or not a number)."""
+    if pd.api.types.is_bool_dtype(series.dtype) or pd.api.types.is_numeric_dtype(series.dtype):
+        return series.to_numpy(dtype=np.float64, na_value=np.nan)
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
 
 
-def _parquet_source(path: Path) -> str:
-    """DuckDB's ``read_parquet`` of a file, or of every Parquet file below a folder (hive partitions)."""
-    if path.is_dir():
-        pattern = str(path / "**" / "*.parquet")
-        return f"read_parquet('{_sql_text(pattern)}', hive_partitioning = true, union_by_name = true)"
-    return f"read_parquet('{_sql_text(str(path))}')"
+def _whole(values: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(values) & (values >= 0) & (values == np.floor(values))
+
+
+_FREQUENCY_RULE = "whole numbers >= 0 (how many identical rows each row stands for)"
+
+
+def _frequency_message(column: str, shown: str, where: str) -> str:
+    return f"frequency_weight column {brief(column)} must hold {_FREQUENCY_RULE}; got values {shown} {where}"
+
+
+def _check_frequency_sum(column: str, largest: float, total: float) -> None:
+    if largest > MAX_FREQUENCY or total > MAX_FREQUENCY:
+        got = f"a count of {largest:.3g}" if largest > MAX_FREQUENCY else f"counts summing to {total:.3g}"
+        raise AggregationError(
+            f"frequency_weight column {brief(column)} must sum to at most 2^53 rows (counts beyond it are not exact "
+            f"in float64 sums); got {got}"
+        )
+
+
+def _sql_number(column: str) -> str:
+    """SQL of a column's values as numbers, read as pandas reads them (:func:`_numbers`): NULL where the value
+    is not a number (DuckDB's cast also reads ``1_000``, which pandas does not: refused as pandas does)."""
+    return f"CASE WHEN contains(CAST({column} AS VARCHAR), '_') THEN NULL ELSE TRY_CAST({column} AS DOUBLE) END"
+
+
+def _glob_literal(text: str) -> str:
+    """``text`` as a DuckDB glob pattern matching only itself (each ``[ ] * ?`` in brackets)."""
+    if "\\" in text and any(c in text for c in "[]*?"):
+        raise AggregationError(
+            f"the temporary folder {text} holds both '\\' and one of '[]*?', which DuckDB cannot read literally; "
+            f"set TMPDIR to another folder"
+        )
+    return "".join(f"[{c}]" if c in "[]*?" else c for c in text)
 
 
 def _sql_text(text: str) -> str:
     return text.replace("'", "''")
 
 
-def parquet_rows(path: str | os.PathLike[str]) -> tuple[int, list[str]]:
+def _as_source(path: str | os.PathLike[str] | ParquetInput) -> ParquetInput:
+    if isinstance(path, ParquetInput):
+        return path
+    try:
+        return find_parquet(path)
+    except ParquetInputError as exc:
+        raise AggregationError(str(exc)) from None
+
+
+def parquet_rows(path: str | os.PathLike[str] | ParquetInput) -> tuple[int, list[str]]:
     """Rows and column names of a Parquet file or folder, from the files' footers (nothing else is read).
+
+    Parameters
+    ----------
+    path : path-like or ParquetInput
+        A Parquet file or folder (:func:`.parquet_files.find_parquet`: which files are read), or its files
+        found already.
+
+    Returns
+    -------
+    n_rows : int
+    columns : list of str
+        The files' columns and partition keys.
 
     Raises
     ------
     AggregationError
-        If the path does not exist, a folder holds no ``.parquet`` file, or a file is not readable Parquet.
+        As :func:`.parquet_files.find_parquet`: the path does not exist, a folder holds no Parquet file, a
+        link to a folder, a file reached twice, a file that is not readable Parquet.
     """
-    import pyarrow.dataset as ds
+    source = _as_source(path)
+    return source.n_rows, source.columns
 
-    path = Path(path)
-    if not path.exists():
-        raise AggregationError(f"{path}: no such file or folder")
-    if path.is_dir() and not any(path.rglob("*.parquet")):
-        raise AggregationError(
-            f"{path}: a folder without .parquet files; expected Parquet files (hive partitions allowed)"
-        )
-    try:
-        dataset = ds.dataset(str(path), format="parquet", partitioning="hive")
-        return int(dataset.count_rows()), list(dataset.schema.names)
-    except Exception as exc:  # pyarrow raises many types for damaged files
-        raise AggregationError(f"{path}: not readable as Parquet ({exc})") from exc
+
+def _duckdb_tables(source: ParquetInput, wanted: list[str], farm: Path, frequency_weight: str | None):
+    """The SQL of the table DuckDB reads (raw, for the checks, and with the frequency weight as a number,
+    for the count), and the partition values to register as ``parts``, or None.
+
+    DuckDB reads the links of ``farm`` (plain names; the folder's path as a literal glob pattern), never a
+    path of the user's. Partition values come from :func:`.parquet_files.partition_values`, joined by
+    file (DuckDB's own hive reading would infer their types, and fail on a value holding ``=``).
+    """
+    names = set(source.columns) | set(wanted)
+    link = "_file"
+    while link in names or f"{link}_row" in names:
+        link = "_" + link
+    keys = [c for c in wanted if c in source.files[0].partitions]
+    pattern = _glob_literal(str(farm)) + "/*.parquet"
+    scan = (
+        f"read_parquet('{_sql_text(pattern)}', union_by_name = true, hive_partitioning = false, "
+        f"filename = '{_sql_text(link)}') AS t"
+    )
+    q = '"'
+
+    def select(cast: bool) -> str:
+        parts = []
+        for c in wanted:
+            name = f"p.{_quote(c, q)}" if c in keys else f"t.{_quote(c, q)}"
+            if cast and c == frequency_weight:
+                name = _sql_number(name)
+            parts.append(f"{name} AS {_quote(c, q)}")
+        if not cast:  # the file and row of each row, for messages (DuckDB's virtual column, unless a column hides it)
+            row = "NULL" if "file_row_number" in names else "file_row_number"
+            parts.append(f"t.{_quote(link, q)} AS {_quote(link, q)}, {row} AS {_quote(link + '_row', q)}")
+        join = f" JOIN parts AS p ON parse_filename(t.{_quote(link, q)}) = p.{_quote(link, q)}" if keys else ""
+        return f"(SELECT {', '.join(parts)} FROM {scan}{join}) AS source"
+
+    parts = None
+    if keys:
+        parts = partition_values(source, keys)
+        width = len(str(len(source.files)))
+        parts[link] = [f"{i:0{width}d}.parquet" for i in range(len(source.files))]
+    return select(False), select(True), link, parts
+
+
+def _link_farm(source: ParquetInput, farm: Path) -> None:
+    """A link with a plain name (``00042.parquet``, in the files' order) to every file, in ``farm``."""
+    farm.mkdir()
+    width = len(str(len(source.files)))
+    for i, f in enumerate(source.files):
+        os.symlink(os.path.abspath(f.path), farm / f"{i:0{width}d}.parquet")
+
+
+def _check_parquet_frequency(connection: Any, source: ParquetInput, raw: str, link: str, column: str) -> int:
+    """Check a Parquet input's frequency weights (the rule of :func:`frequency_values`); its rows, as DuckDB
+    read them."""
+    f = _quote(column, '"')
+    x = _sql_number(f)
+    bad = f"NOT ({x} IS NOT NULL AND isfinite({x}) AND {x} >= 0 AND {x} = floor({x}))"
+    n_rows, n_bad, largest, total = connection.execute(
+        f"SELECT COUNT(*), COUNT(*) FILTER (WHERE {bad}), MAX({x}) FILTER (WHERE NOT {bad}), "
+        f"SUM({x}) FILTER (WHERE NOT {bad}) FROM {raw}"
+    ).fetchall()[0]
+    if n_bad:
+        shown = [v for (v,) in connection.execute(f"SELECT DISTINCT {f} FROM {raw} WHERE {bad} LIMIT 6").fetchall()]
+        name, row = connection.execute(
+            f"SELECT {_quote(link, chr(34))}, {_quote(link + '_row', chr(34))} FROM {raw} WHERE {bad} "
+            f"ORDER BY 1, 2 LIMIT 1"
+        ).fetchall()[0]
+        file = source.files[int(Path(name).stem)].path
+        at = f"at row {row} of" if row is not None else "in"
+        where = f"in {n_bad:,} row{'s' if n_bad != 1 else ''} (first {at} {file})"
+        raise AggregationError(_frequency_message(column, format_values(shown), where))
+    _check_frequency_sum(column, float(largest or 0.0), float(total or 0.0))
+    return int(n_rows)
 
 
 def aggregate_parquet(
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | ParquetInput,
     columns: Sequence[str],
     *,
     frequency_weight: str | None = None,
@@ -270,13 +453,15 @@ def aggregate_parquet(
 
     Parameters
     ----------
-    path : path-like
-        A ``.parquet`` file, or a folder whose ``.parquet`` files (in any subfolder: hive partitions such
-        as ``region=EU/part-0.parquet``, whose values become columns) are read as one table.
+    path : path-like or ParquetInput
+        A Parquet file, or a folder whose Parquet files (in any subfolder: hive partitions such as
+        ``region=EU/part-0.parquet``, whose values become columns) are read as one table
+        (:mod:`.parquet_files`: which files, the one schema rule); or its files found already
+        (:func:`.parquet_files.find_parquet`).
     columns : sequence of str
         Columns to group by (the audited columns).
     frequency_weight : str, optional
-        A column of counts to sum instead of counting rows (checked first: whole numbers >= 0).
+        A column of counts to sum instead of counting rows (checked first, :func:`frequency_values`).
     count_column : str, default :data:`COUNT_COLUMN`
     memory_limit : str, default :data:`DUCKDB_MEMORY_LIMIT`
         DuckDB's memory limit; beyond it the aggregation spills to a temporary folder.
@@ -291,38 +476,53 @@ def aggregate_parquet(
     Raises
     ------
     AggregationError
-        For a missing path or column (naming the file's columns), an unreadable file, or a bad
-        frequency weight (naming the column, the number of bad rows and one of their values).
+        For a missing path or column (naming the file's columns), a file that breaks the folder's schema
+        rule or is unreadable (naming it), a bad frequency weight (naming the column, the bad values and
+        the file and row of the first), or rows counted by DuckDB that differ from the rows of the files'
+        footers.
+    TypeError
+        If ``columns`` is a single string.
     ImportError
         If DuckDB is not installed (``pip install duckdb``).
     """
     columns = _check_columns(columns, count_column, frequency_weight)
-    path = Path(path)
-    _, names = parquet_rows(path)
+    source = _as_source(path)
     wanted = columns + ([frequency_weight] if frequency_weight is not None else [])
-    missing = [c for c in wanted if c not in names]
-    if missing:
-        raise AggregationError(f"{path}: no column(s) {brief(missing)}; its columns are {brief(names, 300)}")
+    try:
+        check_schema(source, wanted)
+    except ParquetInputError as exc:
+        raise AggregationError(str(exc)) from None
     import duckdb
 
-    source = _parquet_source(path)
     with tempfile.TemporaryDirectory(prefix="disagg-eval-duckdb-") as spill:
-        config = {"memory_limit": memory_limit, "temp_directory": spill}
+        farm = Path(spill) / "files"
+        _link_farm(source, farm)
+        raw, counted, link, parts = _duckdb_tables(source, wanted, farm, frequency_weight)
+        config = {"memory_limit": memory_limit, "temp_directory": str(Path(spill) / "spill")}
         if threads is not None:
             config["threads"] = int(threads)
         connection = duckdb.connect(":memory:", config=config)
         try:
-            connection.execute("SET enable_progress_bar = false")
-            if frequency_weight is not None:
-                n_bad, first = connection.execute(_frequency_check_query(frequency_weight, source)).fetchall()[0]
-                if n_bad:
-                    raise AggregationError(_frequency_message(frequency_weight, int(n_bad), first))
-            query = counts_query(columns, source, count_column=count_column, frequency_weight=frequency_weight)
-            table = _to_pandas(connection, query)
+            with _signals_pass_through():
+                connection.execute("SET enable_progress_bar = false")
+                if parts is not None:
+                    connection.register("parts", parts)
+                n_read = None
+                if frequency_weight is not None:
+                    n_read = _check_parquet_frequency(connection, source, raw, link, frequency_weight)
+                query = counts_query(columns, counted, count_column=count_column, frequency_weight=frequency_weight)
+                table = _to_pandas(connection, query)
         except duckdb.Error as exc:
-            raise AggregationError(f"{path}: DuckDB could not aggregate it ({exc})") from exc
+            raise AggregationError(f"{source.path}: DuckDB could not aggregate it ({brief(str(exc), 300)})") from exc
         finally:
             connection.close()
+    if n_read is None:
+        n_read = int(table[count_column].sum())
+    if n_read != source.n_rows:
+        raise AggregationError(
+            f"{source.path}: DuckDB read {n_read:,} rows, but the files' footers hold {source.n_rows:,}; the count "
+            f"would not be that of the files' rows (were the files changed while they were read?)"
+        )
     return _finish(table, columns, count_column, ordered=True)
 
 
@@ -343,12 +543,14 @@ def aggregate_dask(
     ----------
     frame : dask.dataframe.DataFrame
     columns : sequence of str
-        Columns to group by (the audited columns).
+        Columns to group by (the audited columns; a list, as for :func:`aggregate_frame`).
     frequency_weight : str, optional
-        A column of counts to sum instead of counting rows (checked on every partition first).
+        A column of counts to sum instead of counting rows (checked on every partition first, by the rule
+        of :func:`frequency_values`).
     count_column : str, default :data:`COUNT_COLUMN`
     split_out : int, default 1
-        Partitions of the grouped result (Dask's ``split_out``; more for very many distinct combinations).
+        Partitions of the grouped result (Dask's ``split_out``, an integer >= 1; more for very many distinct
+        combinations).
 
     Returns
     -------
@@ -360,13 +562,18 @@ def aggregate_dask(
     AggregationError
         For a missing column or a bad frequency weight.
     TypeError
-        If ``frame`` is not a Dask DataFrame.
+        If ``frame`` is not a Dask DataFrame, or ``columns`` is a single string.
+    ValueError
+        If ``split_out`` is not an integer >= 1.
     """
     import dask.dataframe as dd
+
+    from ..validation import check_int
 
     if not isinstance(frame, dd.DataFrame):
         raise TypeError(f"frame must be a dask.dataframe.DataFrame; got {type(frame).__name__}")
     columns = _check_columns(columns, count_column, frequency_weight)
+    split_out = check_int(split_out, "split_out", minimum=1)
     wanted = columns + ([frequency_weight] if frequency_weight is not None else [])
     missing = [c for c in wanted if c not in frame.columns]
     if missing:
@@ -378,13 +585,19 @@ def aggregate_dask(
         grouped = part.groupby(columns, dropna=False).size(split_out=split_out).rename(count_column)
         table = grouped.compute().reset_index()
     else:
-        values = dd.to_numeric(part[frequency_weight], errors="coerce")
-        bad = ~(values.notnull() & (values >= 0) & (values == values.round()))
-        n_bad = int(bad.sum().compute())
+        raw = part[frequency_weight]
+        values = raw.map_partitions(lambda s: pd.Series(_numbers(s), index=s.index), meta=(frequency_weight, "f8"))
+        bad = values.map_partitions(lambda v: pd.Series(~_whole(v.to_numpy()), index=v.index), meta=("bad", "bool"))
+        import dask
+
+        n_bad, largest, total = dask.compute(bad.sum(), values[~bad].max(), values[~bad].sum())
         if n_bad:
-            first = part[frequency_weight][bad].head(1, npartitions=-1)
-            raise AggregationError(_frequency_message(frequency_weight, n_bad, first.iloc[0] if len(first) else None))
-        grouped = part.groupby(columns, dropna=False)[frequency_weight].sum(split_out=split_out).rename(count_column)
+            shown = format_values(raw[bad].head(6, npartitions=-1).to_numpy())
+            where = f"in {int(n_bad):,} row{'s' if n_bad != 1 else ''}"
+            raise AggregationError(_frequency_message(frequency_weight, shown, where))
+        _check_frequency_sum(frequency_weight, float(0.0 if pd.isna(largest) else largest), float(total))
+        grouped = (part.assign(**{frequency_weight: values}).groupby(columns, dropna=False)[frequency_weight]
+                   .sum(split_out=split_out).rename(count_column))  # fmt: skip
         table = grouped.compute().reset_index()
     return _finish(table, columns, count_column)
 
@@ -447,9 +660,10 @@ def compress_frame(data: pd.DataFrame, columns: Sequence[str], *, min_rows: int 
 
     connection = duckdb.connect(":memory:", config={"memory_limit": DUCKDB_MEMORY_LIMIT})
     try:
-        connection.execute("SET enable_progress_bar = false")
-        connection.register("frame", data[columns] if list(data.columns) != columns else data)
-        table = _to_pandas(connection, counts_query(columns, "frame", count_column=count))
+        with _signals_pass_through():
+            connection.execute("SET enable_progress_bar = false")
+            connection.register("frame", data[columns] if list(data.columns) != columns else data)
+            table = _to_pandas(connection, counts_query(columns, "frame", count_column=count))
     finally:
         connection.close()
     if len(table) > COMPRESSION_MAX_SHARE * n:

@@ -40,11 +40,12 @@ import pandas as pd
 
 from .. import vocabulary
 from ..model_fitting import MAX_CATEGORY_CODE
-from ..validation import brief, format_values, show_value
+from ..validation import brief, format_values, repeated, show_value
+from .aggregate import AggregationError, frequency_values
 from .errors import AuditInputError
 from .loading import required_columns
 from .options import ResolvedOptions, check_reference_levels
-from .slices import FAMILY_SEPARATOR, Attribute
+from .slices import FAMILY_SEPARATOR, Attribute, check_slice_count
 
 __all__ = [
     "AuditInput",
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 #: Name of the level that holds the rows with a missing attribute value (``missing_group="level"``).
-MISSING_LEVEL = "missing"
+MISSING_LEVEL = vocabulary.MISSING_LEVEL
 #: How many offending values an error message shows.
 _SHOW = 5
 #: Most pairwise comparisons of slices (per model and metric, over every attribute and intersection):
@@ -384,12 +385,10 @@ def _scaled_weights(values: np.ndarray, column: str) -> tuple[np.ndarray, list[s
     ]
 
 
-#: Largest count of one row: the counts' sum must stay exact in int64 and in float64 sums (2^53).
-MAX_FREQUENCY = 2**53
-
-
 def frequency_counts(series: pd.Series, column: str) -> np.ndarray:
-    """The counts of a ``frequency_weight`` column: non-negative integers, checked on every row.
+    """The counts of a ``frequency_weight`` column, checked on every row by the one rule of every input
+    (:func:`.aggregate.frequency_values`: whole numbers >= 0, as numbers or as text, summing to at most
+    2^53).
 
     Parameters
     ----------
@@ -408,22 +407,15 @@ def frequency_counts(series: pd.Series, column: str) -> np.ndarray:
         Naming the column, the offending values and the first row: a value that is not a number, missing,
         negative, not a whole number, or so large that the counts' sum would not be exact; every count 0.
     """
-    what = f"frequency_weight column {brief(column)}"
-    expected = "whole numbers >= 0 (how many identical rows each row stands for)"
-    values = _numeric(series, what, expected)
-    bad = ~(np.isfinite(values) & (values >= 0.0) & (values == np.floor(values)))
-    if bad.any():
-        raise AuditInputError(f"{what} must hold {expected}; got values {_show(series.to_numpy()[bad])} {_where(bad)}")
-    too_big = values > MAX_FREQUENCY
-    if too_big.any() or float(values.sum()) > MAX_FREQUENCY:
-        where = _where(too_big) if too_big.any() else f"in all (their sum is {float(values.sum()):.3g})"
-        raise AuditInputError(
-            f"{what} must sum to at most 2^53 rows (counts beyond it are not exact in float64 sums); got "
-            f"{_show(values[too_big]) if too_big.any() else 'counts'} {where}"
-        )
+    try:
+        values = frequency_values(series, column)
+    except AggregationError as exc:
+        raise AuditInputError(str(exc)) from None
     counts = values.astype(np.int64)
     if not (counts > 0).any():
-        raise AuditInputError(f"{what} is 0 in every row; at least one row needs a count of 1 or more")
+        raise AuditInputError(
+            f"frequency_weight column {brief(column)} is 0 in every row; at least one row needs a count of 1 or more"
+        )
     return counts
 
 
@@ -564,10 +556,10 @@ def _attribute(series: pd.Series, column: str, missing: np.ndarray, missing_as_l
                 f"would form a level of the same name; rename the level or give missing_group='drop'"
             )
         names.append(MISSING_LEVEL)
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
+    alike = sorted(repeated(names))  # linear: a column of a million levels is checked at once
+    if alike:
         raise AuditInputError(
-            f"group column {brief(column)} has different values that print the same: {brief(repeated)}; recode the column"
+            f"group column {brief(column)} has different values that print the same: {brief(alike)}; recode the column"
         )
     clash = [n for n in names if FAMILY_SEPARATOR in n]
     if clash:
@@ -657,8 +649,8 @@ def _features(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, tu
         mapped = pd.Categorical(series[present].astype(str), categories=levels).codes.astype(np.float64)
         if len(levels) > MAX_CATEGORY_CODE + 1:
             keep = set(counts.index[:MAX_CATEGORY_CODE].tolist())  # most frequent first
-            kept = [lv for lv in levels if lv in keep]
-            remap = np.array([kept.index(lv) if lv in keep else MAX_CATEGORY_CODE for lv in levels], dtype=np.float64)
+            position = {lv: i for i, lv in enumerate(lv for lv in levels if lv in keep)}
+            remap = np.array([position.get(lv, MAX_CATEGORY_CODE) for lv in levels], dtype=np.float64)
             mapped = remap[mapped.astype(np.int64)]
             notes.append(
                 f"feature {brief(column)} has {len(levels)} levels; the {MAX_CATEGORY_CODE} most frequent keep "
@@ -719,13 +711,15 @@ def prepare_input(data: Any, spec: InputSpec) -> AuditInput:
             )
         seen[column] = role
     columns = list(map(str, data.columns))
-    missing_columns = [c for _, c in roles if c not in columns]
+    present = set(columns)
+    missing_columns = [c for _, c in roles if c not in present]
     if missing_columns:
         shown = columns[:30] + (["..."] if len(columns) > 30 else [])
         raise AuditInputError(
             f"data has no column(s) {brief(missing_columns, 200)}; its columns are {brief(shown, 300)}"
         )
-    duplicated = sorted({c for _, c in roles if columns.count(c) > 1})
+    twice = set(repeated(columns))  # linear: one hash table
+    duplicated = sorted({c for _, c in roles if c in twice})
     if duplicated:
         raise AuditInputError(f"data has several columns named {brief(duplicated)}; column names must be unique")
     if len(data) == 0:
@@ -793,7 +787,12 @@ def prepare_input(data: Any, spec: InputSpec) -> AuditInput:
     attributes = tuple(_attribute(sub[c], c, missing[c][row], spec.missing_group == "level") for c in spec.groups)
     for a in attributes:
         notes += _lookalike_notes(a.name, a.levels)
-    check_comparison_count([(a.name, len(a.levels)) for a in attributes], spec.intersections, spec.pairwise_max_levels)
+    sizes = [(a.name, len(a.levels)) for a in attributes]
+    try:  # counted without enumerating: bounds the families the next check walks
+        check_slice_count(sizes, spec.intersections)
+    except ValueError as error:
+        raise AuditInputError(str(error)) from None
+    check_comparison_count(sizes, spec.intersections, spec.pairwise_max_levels)
     check_reference_levels(spec.reference, attributes)
     features, categorical = None, ()
     if "X" in spec.controls:

@@ -9,8 +9,12 @@ The command line turns that error into exit status 2 (``docs/audit.md``, "Exit c
 
 A CSV file is read in one pass of Python's :mod:`csv` reader that checks every line and keeps only
 the fields of the requested columns, which pandas then parses (with its usual type inference): memory
-grows with the columns used, not with the file, and a field of any size in an unused column is fine
-(the reader's limit of 128 KiB per field is lifted for the duration of the read).
+grows with the columns used, not with the file. Every read is bounded: the path must be a regular file
+(a FIFO or a device such as ``/dev/zero`` is refused before it is opened,
+:func:`disaggregated_eval.io.check_regular_file`), and no line or field may be longer than
+:data:`MAX_LINE_CHARS` (64 Mi characters: a field of 128 KiB or more in an unused column is fine; the
+reader's own limit of 128 KiB per field is raised to this for the duration of the read), so that a file
+without line ends is refused at that length instead of filling the memory.
 """
 
 from __future__ import annotations
@@ -20,15 +24,17 @@ import csv
 import difflib
 import gzip
 import io
+import itertools
 import os
-import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["InputFileError", "SUFFIXES", "table_format", "read_header", "check_file_columns", "load_table",
-           "required_columns", "load_input"]  # fmt: skip
+from ..io import FileReadError, check_regular_file
+
+__all__ = ["InputFileError", "SUFFIXES", "MAX_LINE_CHARS", "table_format", "read_header", "check_file_columns",
+           "load_table", "required_columns", "load_input"]  # fmt: skip
 
 #: File name endings the tool reads, and their format.
 SUFFIXES: dict[str, str] = {
@@ -43,6 +49,10 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _ZIP_MAGIC = b"PK\x03\x04"
 _PARQUET_MAGIC = b"PAR1"
 _SHOW = 5  # offending lines or values shown in a message
+#: Most names searched for a close match of a missing file or column (suggestions only).
+_MAX_SUGGESTED = 10_000
+#: Longest line, and longest field, of a text table (characters).
+MAX_LINE_CHARS = 2**26
 
 
 class InputFileError(ValueError):
@@ -57,18 +67,26 @@ def _name_of(path: Path) -> str:
     return str(path)
 
 
-def table_format(path: str | os.PathLike[str]) -> str:
+def table_format(path: str | os.PathLike[str], *, default: str | None = None) -> str:
     """The format of ``path`` from its name: ``"csv"``, ``"tsv"`` or ``"parquet"``.
+
+    Parameters
+    ----------
+    path : path-like
+    default : str, optional
+        The format of a name that ends in none of :data:`SUFFIXES` (default: such a name is refused).
 
     Raises
     ------
     InputFileError
-        If the name ends in none of :data:`SUFFIXES`.
+        If the name ends in none of :data:`SUFFIXES` and there is no ``default``.
     """
     name = Path(path).name.lower()
     for suffix in sorted(SUFFIXES, key=len, reverse=True):
         if name.endswith(suffix):
             return SUFFIXES[suffix]
+    if default is not None:
+        return default
     raise InputFileError(f"{_name_of(Path(path))}: unknown file type; expected a name ending in {', '.join(SUFFIXES)}")
 
 
@@ -77,21 +95,28 @@ def _is_gzip_name(path: Path) -> bool:
 
 
 def _check_file(path: Path) -> bytes:
-    """The file's first bytes, after checking it exists, is a readable file and is not empty."""
+    """The file's first bytes, after checking it exists, is a regular file (not a folder, FIFO or device:
+    :func:`disaggregated_eval.io.check_regular_file`) and is not empty."""
     name = _name_of(path)
     if not path.exists():
         parent = path.parent if str(path.parent) else Path(".")
         hint = ""
         if parent.is_dir():
-            close = difflib.get_close_matches(path.name, [p.name for p in parent.iterdir()], n=3, cutoff=0.75)
+            with os.scandir(parent) as entries:  # bounded work in a folder of millions of files
+                names = [e.name for e in itertools.islice(entries, _MAX_SUGGESTED)]
+            close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.75)
             if close:
                 hint = f" (similar names in {parent}: {', '.join(close)})"
         raise InputFileError(f"{name}: no such file{hint}")
     if path.is_dir():
         raise InputFileError(f"{name}: is a folder; expected a table file ({', '.join(SUFFIXES)})")
     try:
+        if check_regular_file(path, what=name).st_size == 0:  # not read: empty, or a /proc file (may block)
+            raise InputFileError(f"{name}: the file is empty; expected a header line and data rows")
         with path.open("rb") as handle:
             head = handle.read(4096)
+    except FileReadError as exc:
+        raise InputFileError(str(exc)) from None
     except OSError as exc:
         raise InputFileError(f"{name}: cannot be read ({exc.strerror or exc})") from exc
     if not head:
@@ -141,21 +166,44 @@ def _text_errors(path: Path, exc: Exception) -> InputFileError:
     return InputFileError(f"{name}: cannot be parsed as a table ({exc})")
 
 
+class _LineTooLong(ValueError):
+    def __init__(self, line: int) -> None:
+        super().__init__(line)
+        self.line = line
+
+
 @contextlib.contextmanager
-def _no_field_limit() -> Iterator[None]:
-    """Lift the :mod:`csv` module's limit on the size of a field (128 KiB; process-wide) for a read."""
+def _field_limit() -> Iterator[None]:
+    """Set the :mod:`csv` module's limit on the size of a field (128 KiB; process-wide) to
+    :data:`MAX_LINE_CHARS` for a read."""
     old = csv.field_size_limit()
-    limit = sys.maxsize
-    while True:
-        try:
-            csv.field_size_limit(limit)
-            break
-        except OverflowError:  # a C long is 32 bits on some platforms
-            limit //= 2
+    csv.field_size_limit(MAX_LINE_CHARS)
     try:
         yield
     finally:
         csv.field_size_limit(old)
+
+
+def _lines(handle: io.TextIOBase) -> Iterator[str]:
+    """The lines of a text file, each of at most :data:`MAX_LINE_CHARS` characters (else
+    :class:`_LineTooLong`, naming the line): a file without line ends is not read whole."""
+    read = handle.readline
+    number = 0
+    while True:
+        line = read(MAX_LINE_CHARS + 1)
+        if not line:
+            return
+        number += 1
+        if len(line) > MAX_LINE_CHARS and line[-1] not in "\r\n":
+            raise _LineTooLong(number)
+        yield line
+
+
+def _too_long(path: Path, exc: _LineTooLong) -> InputFileError:
+    return InputFileError(
+        f"{_name_of(path)}: line {exc.line} is longer than {MAX_LINE_CHARS:,} characters; is it a table with "
+        "line ends (or a binary file)?"
+    )
 
 
 def _delimiter(fmt: str) -> str:
@@ -188,24 +236,32 @@ def _check_header(path: Path, header: list[str], fmt: str) -> list[str]:
     return header
 
 
-def read_header(path: str | os.PathLike[str]) -> list[str]:
+def read_header(path: str | os.PathLike[str], *, default_format: str | None = None) -> list[str]:
     """Column names of a table file, checked (no duplicates, no unnamed columns but an index).
+
+    Parameters
+    ----------
+    path : path-like
+    default_format : str, optional
+        The format of a name without a known suffix (:func:`table_format`).
 
     Raises
     ------
     InputFileError
-        If the file is missing, unreadable, empty, compressed differently from its name, not
-        UTF-8 text, or its header repeats a name.
+        If the file is missing, unreadable, not a regular file, empty, compressed differently from its
+        name, not UTF-8 text, its header is longer than :data:`MAX_LINE_CHARS`, or repeats a name.
     """
     path = Path(path)
-    fmt = table_format(path)
+    fmt = table_format(path, default=default_format)
     head = _check_file(path)
     _check_magic(path, head, fmt)
     if fmt == "parquet":
         return _parquet_columns(path)
     try:
-        with _open_text(path) as handle:
-            header = next(csv.reader(handle, delimiter=_delimiter(fmt), strict=True), [])
+        with _field_limit(), _open_text(path) as handle:
+            header = next(csv.reader(_lines(handle), delimiter=_delimiter(fmt), strict=True), [])
+    except _LineTooLong as exc:
+        raise _too_long(path, exc) from None
     except (UnicodeDecodeError, csv.Error, OSError, EOFError) as exc:
         raise _text_errors(path, exc) from exc
     return _check_header(path, header, fmt)
@@ -223,11 +279,15 @@ def _parquet_columns(path: Path) -> list[str]:
     return _check_header(path, names, "parquet")
 
 
-def _check_rows(path: Path, n_columns: int, fmt: str, keep: Sequence[int] | None = None) -> tuple[int, str]:
+def _check_rows(
+    path: Path, n_columns: int, fmt: str, keep: Sequence[int] | None = None, max_chars: int | None = None
+) -> tuple[int, str]:
     """Number of data rows, after checking that every line has exactly ``n_columns`` fields.
 
     With ``keep`` (field positions), also the text of a CSV file holding only those fields (header
-    line included, in the order of ``keep``), for pandas to parse; otherwise ``""``.
+    line included, in the order of ``keep``), for pandas to parse; otherwise ``""``. That text may hold
+    at most ``max_chars`` characters (checked as it grows: a compressed file that expands far beyond its
+    size is refused at the bound, not when the memory is full).
     """
     name = _name_of(path)
     bad: list[tuple[int, int]] = []
@@ -241,8 +301,8 @@ def _check_rows(path: Path, n_columns: int, fmt: str, keep: Sequence[int] | None
     # a bare carriage return inside a quoted field was written unquoted, and pandas split the row there).
     writer = csv.writer(kept, lineterminator="\r\n") if keep is not None else None
     try:
-        with _no_field_limit(), _open_text(path) as handle:
-            reader = csv.reader(handle, delimiter=_delimiter(fmt), strict=True)
+        with _field_limit(), _open_text(path) as handle:
+            reader = csv.reader(_lines(handle), delimiter=_delimiter(fmt), strict=True)
             header = next(reader, None)
             if writer is not None and header is not None:
                 writer.writerow([header[i] for i in keep])
@@ -257,7 +317,16 @@ def _check_rows(path: Path, n_columns: int, fmt: str, keep: Sequence[int] | None
                         bad.append((reader.line_num, len(row)))
                 elif writer is not None and not n_bad:
                     writer.writerow([row[i] for i in keep])
+                    if max_chars is not None and not n_rows % 65_536 and kept.tell() > max_chars:
+                        raise InputFileError(
+                            f"{name}: the columns read hold more than {max_chars:,} characters by line "
+                            f"{reader.line_num:,}, more than fits in the memory limit (--memory-limit-mb); a "
+                            "compressed file that expands far beyond its size? Convert it to Parquet and audit "
+                            "that with --aggregate yes, which counts the rows without loading them"
+                        )
             ends_with_newline = _ends_with_newline(path)
+    except _LineTooLong as exc:
+        raise _too_long(path, exc) from None
     except csv.Error as exc:
         raise InputFileError(
             f"{name}: malformed CSV near line {reader.line_num if reader else 1} ({exc}); an unclosed quote or a "
@@ -291,12 +360,14 @@ def _ends_with_newline(path: Path) -> bool:
 
 
 def _check_columns(path: Path, header: Sequence[str], columns: Sequence[str]) -> None:
-    missing = [c for c in columns if c not in header]
+    present = set(header)
+    missing = [c for c in columns if c not in present]
     if not missing:
         return
     hints = []
-    for column in missing:
-        close = difflib.get_close_matches(column, list(header), n=2, cutoff=0.6)
+    candidates = list(header)[:_MAX_SUGGESTED]  # each search compares with every candidate: bounded work
+    for column in missing[:_SHOW]:
+        close = difflib.get_close_matches(column, candidates, n=2, cutoff=0.6)
         lower = [h for h in header if h.lower() == column.lower() and h not in close]
         if close or lower:
             hints.append(f"{column!r} -> did you mean {', '.join(map(repr, lower + close))}?")
@@ -304,8 +375,11 @@ def _check_columns(path: Path, header: Sequence[str], columns: Sequence[str]) ->
     single = ""
     if len(header) == 1 and any(sep in header[0] for sep in (";", "\t", "|", ",")):
         single = " (the header has a single column: is the file separated by another character?)"
+    shown_missing = ", ".join(map(repr, missing[:20])) + (
+        f" ... ({len(missing):,} in all)" if len(missing) > 20 else ""
+    )
     raise InputFileError(
-        f"{_name_of(path)}: no column(s) {', '.join(map(repr, missing))}"
+        f"{_name_of(path)}: no column(s) {shown_missing}"
         f"{' (' + '; '.join(hints) + ')' if hints else ''}; the file has columns [{shown}]{single}"
     )
 
@@ -373,14 +447,17 @@ def required_columns(
             raise TypeError(f"{name} must be a list of column names, not a single string; got {value!r}")
     names = [label or "", *(scores or ()), *(groups or ()), *(features or ()), sample_weight or "",
              frequency_weight or ""]  # fmt: skip
-    out: list[str] = []
-    for n in names:
-        if n and n not in out:
-            out.append(n)
-    return out
+    return [n for n in dict.fromkeys(names) if n]  # each name once, in order: linear in the names
 
 
-def load_table(path: str | os.PathLike[str], *, columns: Sequence[str] | None = None) -> pd.DataFrame:
+def load_table(
+    path: str | os.PathLike[str],
+    *,
+    columns: Sequence[str] | None = None,
+    as_text: bool = False,
+    default_format: str | None = None,
+    max_text_chars: int | None = None,
+) -> pd.DataFrame:
     """Read an audit's input table after checking the file; only ``columns`` if given.
 
     Parameters
@@ -391,6 +468,15 @@ def load_table(path: str | os.PathLike[str], *, columns: Sequence[str] | None = 
         usual markers (``NA``, ``NaN``, ...) are missing values.
     columns : sequence of str, optional
         Columns to read (in this order); default all.
+    as_text : bool, default False
+        Keep every field of a text table as written (strings; an empty field is ``""``), without type
+        inference or missing-value markers (the margins file, :func:`.options.read_margins`). Not for
+        Parquet files.
+    default_format : str, optional
+        The format of a name without a known suffix (:func:`table_format`; default: refused).
+    max_text_chars : int, optional
+        Most characters of a text table's requested columns (default: any); the command line's bound
+        from its memory limit.
 
     Returns
     -------
@@ -399,18 +485,20 @@ def load_table(path: str | os.PathLike[str], *, columns: Sequence[str] | None = 
     Raises
     ------
     InputFileError
-        If the file is missing, unreadable, empty, of another type than its name says (a gzipped
-        file named ``.csv``, a parquet file named ``.csv``), not UTF-8 text, has duplicated or
-        unnamed columns, a line with a different number of fields than the header (a truncated
-        last line included), no data rows, or lacks a requested column (close names suggested).
-        Every message names the file.
+        If the file is missing, unreadable, not a regular file (a FIFO, a device), empty, of another type
+        than its name says (a gzipped file named ``.csv``, a parquet file named ``.csv``), not UTF-8 text,
+        has duplicated or unnamed columns, a line with a different number of fields than the header (a
+        truncated last line included) or longer than :data:`MAX_LINE_CHARS`, no data rows, or lacks a
+        requested column (close names suggested). Every message names the file.
     """
     path = Path(path)
-    fmt = table_format(path)
-    header = read_header(path)
+    fmt = table_format(path, default=default_format)
+    header = read_header(path, default_format=default_format)
     wanted = list(columns) if columns is not None else list(header)
     _check_columns(path, header, wanted)
     if fmt == "parquet":
+        if as_text:
+            raise InputFileError(f"{_name_of(path)}: a parquet file; expected a text table (CSV)")
         try:
             frame = pd.read_parquet(path, columns=wanted)
         except Exception as exc:  # pyarrow raises many types for damaged files
@@ -418,9 +506,11 @@ def load_table(path: str | os.PathLike[str], *, columns: Sequence[str] | None = 
         if len(frame) == 0:
             raise InputFileError(f"{_name_of(path)}: has no data rows")
         return frame
-    _, text = _check_rows(path, len(header), fmt, keep=[header.index(c) for c in wanted])
+    position = {c: i for i, c in enumerate(header)}
+    _, text = _check_rows(path, len(header), fmt, keep=[position[c] for c in wanted], max_chars=max_text_chars)
+    kind = {"dtype": str, "keep_default_na": False} if as_text else {}
     try:
-        frame = pd.read_csv(io.StringIO(text), sep=",", low_memory=False)
+        frame = pd.read_csv(io.StringIO(text), sep=",", low_memory=False, **kind)
     except (ValueError, OSError) as exc:
         raise _text_errors(path, exc) from exc
     del text
@@ -439,7 +529,7 @@ def load_input(
     """The command line's input: the rows of a table file, or the counts of a Parquet file or folder.
 
     A Parquet folder (hive partitions), and with ``aggregate="auto"`` a Parquet file of more than
-    :data:`.options.AUTO_AGGREGATE_ROWS` rows, is aggregated to counts by DuckDB
+    :data:`.aggregate.AUTO_AGGREGATE_ROWS` rows, is aggregated to counts by DuckDB
     (:func:`.aggregate.aggregate_parquet`) and audited with the counts as ``frequency_weight`` (a
     ``frequency_weight`` of the file is summed): memory then follows the distinct rows, and the audit is
     that of the rows (``docs/method.md``, "Frequency weights").
@@ -470,12 +560,14 @@ def load_input(
         As :func:`load_table`; for ``aggregate="yes"`` with a file that is not Parquet, ``"no"`` with a
         folder, or a Parquet input DuckDB cannot aggregate (naming the file and the column).
     """
-    from .aggregate import COUNT_COLUMN, AggregationError, aggregate_parquet, parquet_rows
-    from .options import AUTO_AGGREGATE_ROWS
+    from .aggregate import AUTO_AGGREGATE_ROWS, COUNT_COLUMN, AggregationError, aggregate_parquet
+    from .parquet_files import ParquetInputError, find_parquet
 
     path = Path(path)
     folder = path.is_dir()
-    parquet = folder or (path.is_file() and table_format(path) == "parquet")
+    if not folder:
+        _check_file(path)  # a regular file, before anything opens it (a FIFO would block the first reader)
+    parquet = folder or table_format(path) == "parquet"
     if aggregate == "yes" and not parquet:
         raise InputFileError(
             f"{_name_of(path)}: --aggregate yes reads Parquet files (or a folder of them); got another type"
@@ -487,26 +579,28 @@ def load_input(
     wanted = [c for c in columns if c != frequency_weight]
     if parquet and aggregate != "no":
         try:
-            n_rows, _ = parquet_rows(path)
-        except AggregationError as exc:
+            source = find_parquet(path)  # once: its footers serve the row count and the aggregation
+        except ParquetInputError as exc:
             raise InputFileError(str(exc)) from None
+        n_rows = source.n_rows
         if folder or aggregate == "yes" or n_rows > AUTO_AGGREGATE_ROWS:
             count = COUNT_COLUMN
             while count in wanted:
                 count = "_" + count
             try:
-                table = aggregate_parquet(path, wanted, frequency_weight=frequency_weight, count_column=count)
+                table = aggregate_parquet(source, wanted, frequency_weight=frequency_weight, count_column=count)
             except AggregationError as exc:
                 raise InputFileError(str(exc)) from None
             if len(table) == 0:
                 raise InputFileError(f"{_name_of(path)}: has no data rows")
             message = (
-                f"read {path}: {n_rows:,} rows of {len(wanted)} columns, aggregated by DuckDB to {len(table):,} "
-                f"distinct rows with their counts"
+                f"read {path}: {source.describe()}, {n_rows:,} rows of {len(wanted)} columns, aggregated by DuckDB "
+                f"to {len(table):,} distinct rows with their counts"
             )
             return table, count, message
-    _check_frame_memory(path, len(columns), memory_limit_mb)
-    data = load_table(path, columns=list(columns))
+    limit = _memory_limit_bytes(memory_limit_mb)
+    _check_frame_memory(path, len(columns), limit)
+    data = load_table(path, columns=list(columns), max_text_chars=int(limit // (CSV_READ_FACTOR + 1)))
     return data, frequency_weight, f"read {path}: {len(data):,} rows, {len(columns)} columns"
 
 
@@ -516,17 +610,22 @@ FRAME_VALUE_BYTES = 8
 CSV_READ_FACTOR = 3
 
 
-def _check_frame_memory(path: Path, n_columns: int, memory_limit_mb: float | None) -> None:
+def _memory_limit_bytes(memory_limit_mb: float | None) -> float:
+    """The audit's memory limit in bytes (``--memory-limit-mb``, default 80% of the machine's memory)."""
+    from ..memory import default_memory_limit_mb
+
+    return (memory_limit_mb if memory_limit_mb is not None else default_memory_limit_mb()) * 1e6
+
+
+def _check_frame_memory(path: Path, n_columns: int, limit: float) -> None:
     """Refuse, before reading it, a table whose rows alone would not fit in memory, with the estimate.
 
     Rows: a Parquet file's footer, or a text file's size over the mean length of its first lines. The
     frame needs about :data:`FRAME_VALUE_BYTES` per value (times :data:`CSV_READ_FACTOR` while a text file
     is parsed); the audit then counts it to its distinct rows when it can, which needs little more.
     """
-    from ..memory import default_memory_limit_mb
     from .aggregate import AggregationError, parquet_rows
 
-    limit = (memory_limit_mb if memory_limit_mb is not None else default_memory_limit_mb()) * 1e6
     try:  # a file that cannot be read this way gets load_table's own message
         fmt = table_format(path)
         if fmt == "parquet":

@@ -22,6 +22,7 @@ comma (``--group 'income\\, annual'``; Helm's ``--set`` convention).
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 import numbers
 import os
@@ -29,7 +30,6 @@ import re
 import types
 import typing
 import warnings
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from pathlib import Path
@@ -39,13 +39,30 @@ import numpy as np
 import pandas as pd
 
 from .. import vocabulary
-from ..io import DuplicateKeyError, read_yaml_unique_keys
-from ..memory import MAX_CALIBRATION_BINS, MAX_RESAMPLES
+from ..io import (
+    MAX_CONFIG_BYTES,
+    MAX_TEXT_FILE_BYTES,
+    DuplicateKeyError,
+    FileReadError,
+    check_regular_file,
+    read_bounded,
+    read_yaml_unique_keys,
+)
+from ..memory import MAX_CALIBRATION_BINS, MAX_GAMMAS, MAX_GRID_VALUES, MAX_RESAMPLES, MIN_MEMORY_LIMIT_MB
 from ..registry import check_metric_names
-from ..validation import brief, check_choice, check_int, check_nesting, check_open_unit, check_seed
+from ..validation import (
+    PATH_CHARS,
+    brief,
+    check_choice,
+    check_int,
+    check_nesting,
+    check_open_unit,
+    check_seed,
+    repeated,
+)
+from .aggregate import AUTO_AGGREGATE_ROWS
 from .errors import AuditInputError, AuditWarning, UsageError
-from .slices import FAMILY_SEPARATOR, slice_name
-from .text import terminal_text
+from .slices import FAMILY_SEPARATOR, shown_slice_name, slice_name
 
 __all__ = [
     "AuditOptions",
@@ -80,6 +97,7 @@ __all__ = [
     "check_reference_levels",
     "parse_thresholds",
     "read_margins",
+    "MAX_MARGINS_BYTES",
 ]
 
 #: Seed used when none is given (printed by the CLI and written to the manifest).
@@ -263,7 +281,8 @@ class AuditOptions:
         None,
         "CSV of the target population's shares: one column per modelled group column, 'share' (summing to 1) and "
         "optionally 'label_rate' (prevalence by group); the rows are weighted to it (post-stratification, with "
-        "the weights re-estimated in every resample) in the table 'selection'",
+        f"the weights re-estimated in every resample) in the table 'selection' (a file of at most "
+        f"{MAX_TEXT_FILE_BYTES // 2**20} MiB)",
         section="analyses",
         metavar="FILE",
     )
@@ -271,9 +290,11 @@ class AuditOptions:
         [],
         "values of Gamma >= 1 (e.g. 1.5,2,3): bounds of every metric and difference from overall when the true "
         "selection weights may differ from the (margin) weights by up to a factor Gamma (marginal sensitivity "
-        "model), and the Gamma at which each flagged difference is explained away (table 'selection')",
+        "model), and the Gamma at which each flagged difference is explained away (table 'selection'); at most "
+        f"{MAX_GAMMAS} values",
         section="analyses",
         metavar="GAMMA",
+        max_items=MAX_GAMMAS,
     )
     controls: list[str] = _opt(
         ["none"],
@@ -309,9 +330,11 @@ class AuditOptions:
     )
     max_leaf_nodes: list[int] = _opt(
         [10, 25, 50],
-        "grid of max_leaf_nodes of the HistGradientBoosting weight models P(A | V) (paper Supplementary A.3)",
+        "grid of max_leaf_nodes of the HistGradientBoosting weight models P(A | V) (paper Supplementary A.3); at "
+        f"most {MAX_GRID_VALUES} values",
         section="controlled evaluation",
         metavar="N",
+        max_items=MAX_GRID_VALUES,
     )
     cv_folds: int = _opt(
         5, "folds of the grid search of each weight model", section="controlled evaluation", metavar="K"
@@ -325,7 +348,7 @@ class AuditOptions:
     memory_limit_mb: float | None = _opt(
         None,
         "largest memory the audit may use, in MB: an audit whose estimated peak is larger is refused before any "
-        "work, with advice (default: 80% of the machine's memory)",
+        f"work, with advice (at least {MIN_MEMORY_LIMIT_MB:g}; default: 80% of the machine's memory)",
         section="computation",
         metavar="MB",
     )
@@ -340,8 +363,6 @@ FLAG_NAMES: dict[str, str] = {"scores": "score", "groups": "group", "controls": 
 CLI_KEYS: tuple[str, ...] = ("file", "out")
 #: Values of the command line's ``--aggregate`` (how a Parquet input is read: :func:`.loading.load_input`).
 AGGREGATE_CHOICES: tuple[str, ...] = ("auto", "yes", "no")
-#: ``--aggregate auto`` aggregates a Parquet file of more rows than this (and always a folder of files).
-AUTO_AGGREGATE_ROWS = 10**7
 #: Options without which no audit can run (their empty defaults mean "required").
 REQUIRED_OPTIONS: tuple[str, ...] = ("label", "scores", "groups")
 #: Choices of list options (the scalar ones carry ``choices`` in their field metadata).
@@ -498,11 +519,10 @@ def convert_option(field_, value: Any, where: str) -> Any:
             bad = [v for v in items if v not in choices]
             if bad:
                 raise UsageError(f"{where} has unknown value(s) {_fmt(bad)}; expected some of {', '.join(choices)}")
-        counts = Counter(items)  # linear: a list of 20,000 items is checked at once
-        repeated = sorted(brief(str(v), plain=True) for v, k in counts.items() if k > 1)
-        if repeated:
-            more = f" and {len(repeated) - 5} more" if len(repeated) > 5 else ""
-            raise UsageError(f"{where} lists {', '.join(repeated[:5])}{more} more than once")
+        twice = sorted(brief(str(v), plain=True) for v in repeated(items))  # linear (one hash table)
+        if twice:
+            more = f" and {len(twice) - 5} more" if len(twice) > 5 else ""
+            raise UsageError(f"{where} lists {', '.join(twice[:5])}{more} more than once")
         return items
     converted = convert_scalar(value, element, where, optional=optional)
     if choices is not None and isinstance(converted, str):
@@ -562,41 +582,46 @@ def options_from_mapping(mapping: Mapping[str, Any], *, source: str, allow: Sequ
     return out
 
 
-def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_config_file(path: str | os.PathLike[str], *, what: str = "--config") -> dict[str, Any]:
     """Options from a YAML ``--config`` file (checked by :func:`options_from_mapping`).
+
+    Parameters
+    ----------
+    path : path-like
+    what : str, default "--config"
+        How messages name the file, before its path (a workflow run's ``audit.runs.<run>.config``).
 
     Raises
     ------
     UsageError
-        If the file is missing, is not valid YAML, gives a key twice (naming the key and both lines),
-        is not a mapping, or has an unknown key or bad value.
+        If the file is missing, not a regular file (a FIFO, a device), larger than
+        :data:`disaggregated_eval.io.MAX_CONFIG_BYTES`, not UTF-8, not valid YAML, gives a key twice
+        (naming the key and both lines), is not a mapping, or has an unknown key or bad value.
     """
     import yaml
 
-    source = str(path)
+    source = f"{what} {path}"
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"--config {source}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--config {source}: cannot be read ({exc})") from None
+        text = read_bounded(path, MAX_CONFIG_BYTES, what=source).decode("utf-8-sig")
+    except FileReadError as exc:
+        raise UsageError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
         data = read_yaml_unique_keys(text)
     except DuplicateKeyError as dup:
         raise UsageError(
-            f"--config {source}: key {brief(dup.key)} is given twice (lines {dup.first} and {dup.second}); keep one"
+            f"{source}: key {brief(dup.key)} is given twice (lines {dup.first} and {dup.second}); keep one"
         ) from None
     except RecursionError:  # PyYAML composes nested lists recursively
-        raise UsageError(f"--config {source}: nested too deeply to read; give a flat list or mapping") from None
+        raise UsageError(f"{source}: nested too deeply to read; give a flat list or mapping") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(
-            f"--config {source}: not valid YAML{where} ({brief(str(getattr(exc, 'problem', exc)))})"
-        ) from None
+        raise UsageError(f"{source}: not valid YAML{where} ({brief(str(getattr(exc, 'problem', exc)))})") from None
     if data is None:
         return {}
-    return options_from_mapping(data, source=f"--config {source}")
+    return options_from_mapping(data, source=f"{source}")
 
 
 def options_from_flags(values: Mapping[str, Any]) -> dict[str, Any]:
@@ -689,16 +714,23 @@ def check_resample_count(n_resamples: int, confidence: float) -> None:
 # ----------------------------------------------------------------------------------------------
 # Options written as text: reference slices, thresholds, the margins file
 # ----------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def _splitter(names: tuple[str, ...]) -> tuple[re.Pattern[str], frozenset[str]]:
+    """The pattern splitting a slice name at `` & `` where an attribute of ``names`` and ``=`` follow (built
+    once per set of attributes, not once per name: a list of references is read in linear time)."""
+    alternation = "|".join(re.escape(g) for g in sorted(names, key=len, reverse=True))
+    return re.compile(r"\s*&\s*(?=(?:" + alternation + r")\s*=)"), frozenset(names)
+
+
 def _terms(item: str, names: Sequence[str]) -> list[tuple[str, str]]:
     """``attribute=level`` terms of a slice name (attributes among ``names``), split at `` & `` only
     where an attribute name and ``=`` follow (a level may hold ``&``)."""
-    alternation = "|".join(re.escape(g) for g in sorted(names, key=len, reverse=True))
-    split = re.compile(r"\s*&\s*(?=(?:" + alternation + r")\s*=)")
+    split, known = _splitter(tuple(names))
     out = []
     for part in split.split(item.strip()):
         attribute, sep, level = part.partition("=")
         attribute = attribute.strip()
-        if not sep or attribute not in names:
+        if not sep or attribute not in known:
             raise ValueError(
                 f"reference {item!r}: {part.strip()!r} is not <attribute>=<level> with an attribute among the "
                 f"group columns {list(names)}"
@@ -776,9 +808,10 @@ def check_reference_levels(references: Sequence[str], attributes: Sequence[Any])
         Naming the reference, the level and the attribute's levels.
     """
     levels = {a.name: [str(v) for v in a.levels] for a in attributes}
+    known = {name: set(values) for name, values in levels.items()}
     for name in references:
         for attribute, level in _terms(name, list(levels)):
-            if level not in levels[attribute]:
+            if level not in known[attribute]:
                 shown = levels[attribute][:12] + (["..."] if len(levels[attribute]) > 12 else [])
                 raise AuditInputError(
                     f"reference {name!r}: {level!r} is not a level of {attribute!r}; its levels are {shown}"
@@ -868,8 +901,18 @@ SHARE_COLUMN = "share"
 LABEL_RATE_COLUMN = "label_rate"
 
 
-def read_margins(path: str | Path, groups: list[str]) -> pd.DataFrame:
+#: Largest margins file (bytes): checked before the file is read (about two million rows of shares).
+MAX_MARGINS_BYTES = MAX_TEXT_FILE_BYTES
+
+
+def read_margins(path: str | Path, groups: list[str], *, strip_levels: bool = True) -> pd.DataFrame:
     """Read and check the option ``population_margins``'s file (not yet against the data).
+
+    The file is read as the audit's own CSV input is (:func:`.loading.load_table`: a regular file,
+    UTF-8, one header line naming each column once, every line with as many fields; at most
+    :data:`MAX_MARGINS_BYTES`, checked before it is read), every field as text. Its levels are
+    stripped of surrounding whitespace as the data's are (``strip_levels``), and every check is
+    linear in the file's rows.
 
     Parameters
     ----------
@@ -879,6 +922,8 @@ def read_margins(path: str | Path, groups: list[str]) -> pd.DataFrame:
         ``label_rate`` (its label rate in the target).
     groups : list of str
         The audit's group columns.
+    strip_levels : bool, default True
+        The audit's option of that name: levels without surrounding whitespace, as the data's.
 
     Returns
     -------
@@ -888,23 +933,30 @@ def read_margins(path: str | Path, groups: list[str]) -> pd.DataFrame:
     Raises
     ------
     AuditInputError
-        Naming the file and the bad value: unreadable, no ``share``, an unknown column, a share that is
-        not a number > 0, shares not summing to 1, a label rate outside (0, 1), a combination twice.
+        Naming the file and the bad value: unreadable (missing, not a regular file, larger than
+        :data:`MAX_MARGINS_BYTES`, not a CSV, a column named twice), no ``share``, an unknown column, an
+        empty level, a combination given twice (after stripping: both spellings named), a share that is
+        not a number, is below :data:`disaggregated_eval.selection.MIN_SHARE` (0 included) or do not
+        sum to 1, a label rate outside (0, 1).
     """
-    from ..selection import SHARE_TOLERANCE
+    from ..selection import MIN_SHARE, SHARE_TOLERANCE
+    from .loading import InputFileError, load_table
 
-    source = f"population_margins {brief(str(path))}"
+    source = f"population_margins {brief(str(path), PATH_CHARS)}"
     try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except FileNotFoundError:
-        raise AuditInputError(f"{source}: no such file") from None
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
-        raise AuditInputError(f"{source}: cannot be read as CSV ({brief(str(error))})") from None
+        check_regular_file(path, what=source, max_bytes=MAX_MARGINS_BYTES)
+        frame = load_table(path, as_text=True, default_format="csv")
+    except FileReadError as error:
+        raise AuditInputError(str(error)) from None
+    except InputFileError as error:  # its message starts with the path: named here as the option's file
+        text = str(error).removeprefix(f"{Path(path)}: ")
+        raise AuditInputError(f"{source}: {text}") from None
     columns = [str(c) for c in frame.columns]
     if SHARE_COLUMN not in columns:
         raise AuditInputError(f"{source} has no column {SHARE_COLUMN!r}; its columns are {brief(columns)}")
     attributes = [c for c in columns if c not in (SHARE_COLUMN, LABEL_RATE_COLUMN)]
-    unknown = [c for c in attributes if c not in groups]
+    known = set(groups)
+    unknown = [c for c in attributes if c not in known]
     if unknown:
         raise AuditInputError(
             f"{source}: column(s) {brief(unknown)} are not group columns of the audit {brief(groups)}; a margins "
@@ -912,27 +964,57 @@ def read_margins(path: str | Path, groups: list[str]) -> pd.DataFrame:
         )
     if not attributes:
         raise AuditInputError(f"{source} names no group column; give at least one of {brief(groups)}")
-    if frame.empty:
-        raise AuditInputError(f"{source} has no rows")
     frame.columns = columns
-    names = [terminal_text(slice_name(attributes, row)) for row in frame[attributes].itertuples(index=False)]
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise AuditInputError(f"{source} gives {terminal_text(repeated[0])} more than once; give each combination once")
+    written = frame[attributes].copy()
+    if strip_levels:
+        for c in attributes:
+            frame[c] = frame[c].str.strip()
+    empty = frame[attributes].eq("").to_numpy()
+    if empty.any():
+        row, col = (int(i[0]) for i in np.nonzero(empty))
+        raise AuditInputError(
+            f"{source}: row {row + 1} gives {attributes[col]!r} an empty level ({brief(written.iat[row, col])}); "
+            f"name every level (the data's missing values form the level {vocabulary.MISSING_LEVEL!r})"
+        )
+    rows = list(zip(*(frame[c].tolist() for c in attributes), strict=True))
+    names = [slice_name(attributes, row) for row in rows]
+    twice = repeated(names)  # linear: one hash table
+    if twice:
+        lines = [i for i, n in enumerate(names) if n == twice[0]][:3]
+        spellings = dict.fromkeys(shown_slice_name(attributes, written.iloc[i].tolist()) for i in lines)
+        raise AuditInputError(
+            f"{source} gives {shown_slice_name(attributes, rows[lines[0]])} more than once (rows "
+            f"{', '.join(str(i + 1) for i in lines)}{': ' + ' and '.join(spellings) if len(spellings) > 1 else ''}); "
+            f"give each combination once"
+        )
+
+    def shown(i: int) -> str:
+        return shown_slice_name(attributes, rows[i])
+
     for column in [SHARE_COLUMN] + ([LABEL_RATE_COLUMN] if LABEL_RATE_COLUMN in columns else []):
         values = pd.to_numeric(frame[column].str.strip(), errors="coerce").to_numpy(dtype=np.float64)
-        for name, text, value in zip(names, frame[column], values, strict=True):
-            if not math.isfinite(value):
-                raise AuditInputError(f"{source}: {column} of {name} must be a number; got {brief(text)}")
-            if column == SHARE_COLUMN and value <= 0:
+        bad = ~np.isfinite(values)
+        if column == SHARE_COLUMN:
+            bad_range = ~bad & (values < MIN_SHARE)
+        else:
+            bad_range = ~bad & ~((values > 0) & (values < 1))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise AuditInputError(
+                f"{source}: {column} of {shown(i)} must be a number; got {brief(frame[column].iat[i])}"
+            )
+        if bad_range.any():
+            i = int(np.flatnonzero(bad_range)[0])
+            if column == SHARE_COLUMN:
                 raise AuditInputError(
-                    f"{source}: the share of {name} is {value:g}; every share must be > 0 (a group of the data "
-                    f"with no share cannot be weighted, and one the target lacks should not be audited as part of it)"
+                    f"{source}: the share of {shown(i)} is {values[i]:g}; every share must be at least "
+                    f"{MIN_SHARE:g} (a group of the data with no share cannot be weighted, and one the target lacks "
+                    f"should not be audited as part of it; below {MIN_SHARE:g} a share stands for less than one "
+                    f"person in 10^12, a 0 by another name)"
                 )
-            if column == LABEL_RATE_COLUMN and not 0 < value < 1:
-                raise AuditInputError(
-                    f"{source}: the label rate of {name} is {value:g}; it must lie strictly between 0 and 1"
-                )
+            raise AuditInputError(
+                f"{source}: the label rate of {shown(i)} is {values[i]:g}; it must lie strictly between 0 and 1"
+            )
         frame[column] = values
     total = float(frame[SHARE_COLUMN].sum())
     if abs(total - 1.0) > SHARE_TOLERANCE:
@@ -942,7 +1024,8 @@ def read_margins(path: str | Path, groups: list[str]) -> pd.DataFrame:
     return frame
 
 
-def _selection_options(population_margins: Any, selection_sensitivity: Any, *, groups: list[str]):
+def _selection_options(population_margins: Any, selection_sensitivity: Any, *, groups: list[str],
+                       strip_levels: bool = True):  # fmt: skip
     """The options of the evaluation under selection alone (before the data are read): the margins file
     read and checked (:func:`read_margins`), the Gammas increasing (1 is implied)."""
     from .. import selection
@@ -951,7 +1034,7 @@ def _selection_options(population_margins: Any, selection_sensitivity: Any, *, g
     if population_margins is not None:
         if not isinstance(population_margins, (str, Path)) or not str(population_margins):
             raise AuditInputError(f"population_margins must be a path to a CSV file; got {brief(population_margins)}")
-        margins = read_margins(population_margins, groups)
+        margins = read_margins(population_margins, groups, strip_levels=strip_levels)
     values = list(selection_sensitivity or [])
     if not values:
         return margins, []
@@ -1037,10 +1120,9 @@ def _names(value: Any, name: str, *, allow_empty: bool = True) -> list[str]:
     bad = [v for v in values if not isinstance(v, str) or not v]
     if bad:
         raise AuditInputError(f"{name} must be column names (non-empty strings); got {brief(bad)}")
-    counts = Counter(values)
-    repeated = sorted(v for v, k in counts.items() if k > 1)
-    if repeated:
-        raise AuditInputError(f"{name} must be distinct; {brief(repeated)} appear more than once")
+    twice = sorted(repeated(values))
+    if twice:
+        raise AuditInputError(f"{name} must be distinct; {brief(twice)} appear more than once")
     if not values and not allow_empty:
         raise AuditInputError(f"{name} must name at least one column")
     return values
@@ -1094,6 +1176,11 @@ def resolve_options(options: AuditOptions | ResolvedOptions | None, overrides: M
     if unknown:
         raise AuditInputError(f"unknown option(s) {unknown}; the options are {sorted(known)}")
     o = AuditOptions(**{**{f.name: getattr(options, f.name) for f in fields(AuditOptions)}, **dict(overrides)})
+    for f in fields(AuditOptions):  # stated maxima of list sizes, before any work on the items
+        limit = f.metadata.get("max_items")
+        value = getattr(o, f.name)
+        if limit is not None and isinstance(value, (list, tuple)) and len(value) > limit:
+            raise AuditInputError(f"{f.name} gives {len(value):,} values, more than the limit of {limit}; give fewer")
 
     if not isinstance(o.label, str) or not o.label:
         raise AuditInputError(f"label must name the label column; got {brief(o.label)}")
@@ -1173,11 +1260,17 @@ def resolve_options(options: AuditOptions | ResolvedOptions | None, overrides: M
             raise AuditInputError(f"memory_limit_mb must be a number of MB or None; got {brief(memory_limit_mb)}")
         if not (math.isfinite(memory_limit_mb) and memory_limit_mb > 0):
             raise AuditInputError(f"memory_limit_mb must be a positive number of MB; got {brief(memory_limit_mb)}")
+        if memory_limit_mb < MIN_MEMORY_LIMIT_MB:
+            raise AuditInputError(
+                f"memory_limit_mb must be at least {MIN_MEMORY_LIMIT_MB:g} MB (no audit fits in less); got "
+                f"{memory_limit_mb:g}"
+            )
         memory_limit_mb = float(memory_limit_mb)
     analyses = _analysis_options(
         reference=o.reference, thresholds=o.thresholds, calibration_bins=o.calibration_bins, detect_gap=o.detect_gap,
         power=o.power, tolerance=o.tolerance, population_margins=o.population_margins,
         selection_sensitivity=o.selection_sensitivity, groups=groups, intersections=intersections,
+        strip_levels=bool(o.strip_levels),
     )  # fmt: skip
     record = dict(
         {f.name: getattr(o, f.name) for f in fields(AuditOptions)},
@@ -1231,6 +1324,7 @@ def _analysis_options(
     selection_sensitivity: Any,
     groups: list[str],
     intersections: int,
+    strip_levels: bool = True,
 ) -> dict[str, Any]:
     """The checked options of the analyses after the core tables (fairness reference, thresholds,
     calibration bins, detectability, tolerance, evaluation under selection), parsed once: the options of
@@ -1245,7 +1339,10 @@ def _analysis_options(
     power = _wrap(check_open_unit, power, "power")
     tolerance = _wrap(parse_tolerance, _as_list(tolerance, "tolerance"))
     margins, selection_sensitivity = _selection_options(
-        population_margins, _as_list(selection_sensitivity, "selection_sensitivity"), groups=groups
+        population_margins,
+        _as_list(selection_sensitivity, "selection_sensitivity"),
+        groups=groups,
+        strip_levels=strip_levels,
     )
     population_margins = None if population_margins is None else str(population_margins)
     record = dict(reference=reference, thresholds=thresholds, calibration_bins=calibration_bins, detect_gap=detect_gap,

@@ -27,12 +27,12 @@ import pandas as pd
 from .. import seeds, selection, vocabulary
 from ..engine.resampling import strata_for
 from ..intervals import zero_width
-from ..validation import brief
+from ..validation import PATH_CHARS, brief
 from .columns import SELECTION_COLUMNS
 from .errors import AuditInputError
 from .inputs import AuditInput
 from .options import LABEL_RATE_COLUMN, SHARE_COLUMN
-from .slices import SlicePlan, slice_name
+from .slices import SlicePlan, shown_slice_name, slice_name
 from .text import terminal_text
 
 __all__ = [
@@ -85,29 +85,44 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
     if margins is None:
         return None
     frame = margins
-    source = f"population_margins {brief(str(source))}"
+    source = f"population_margins {brief(str(source), PATH_CHARS)}"
     attributes = tuple(c for c in frame.columns if c not in (SHARE_COLUMN, LABEL_RATE_COLUMN))
     by_name = {a.name: a for a in prepared.attributes}
-    row_levels = [np.asarray(by_name[c].levels, dtype=object)[by_name[c].codes] for c in attributes]
-    row_names = np.array([slice_name(attributes, levels) for levels in zip(*row_levels, strict=True)], dtype=object)
-    file_names = [slice_name(attributes, row) for row in frame[list(attributes)].itertuples(index=False)]
+    # the data's combinations once (not a name per row), and each row's combination: linear in the rows
+    stacked = np.stack([by_name[c].codes for c in attributes], axis=1)
+    combos, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    counts = np.bincount(inverse, minlength=len(combos))
+    combo_levels = [[by_name[c].levels[k] for c, k in zip(attributes, combo, strict=True)] for combo in combos]
+    combo_names = [slice_name(attributes, levels) for levels in combo_levels]
+    file_rows = list(zip(*(frame[c].tolist() for c in attributes), strict=True))
+    file_names = [slice_name(attributes, row) for row in file_rows]
     index = {name: k for k, name in enumerate(file_names)}
-    present, counts = np.unique(row_names, return_counts=True)
-    missing = [(n, c) for n, c in zip(present, counts, strict=True) if n not in index]
+    missing = sorted((n, int(c), k) for k, (n, c) in enumerate(zip(combo_names, counts, strict=True)) if n not in index)
     if missing:
-        name, count = missing[0]
-        raise AuditInputError(
-            f"{source}: {terminal_text(name)} has {count} rows in the data but no share in the file; give every "
-            f"combination of {', '.join(attributes)} in the data a share"
+        _, count, k = missing[0]
+        stripped = [[str(v).strip() for v in levels] for levels in (combo_levels[k], *file_rows)]
+        alike = [row for row, key in zip(file_rows, stripped[1:], strict=True) if key == stripped[0]]
+        hint = (
+            f" (the file gives {shown_slice_name(attributes, alike[0])}, which differs from it by surrounding "
+            f"whitespace only: strip_levels is off)"
+            if alike
+            else ""
         )
-    absent = [n for n in file_names if n not in set(present)]
+        raise AuditInputError(
+            f"{source}: {shown_slice_name(attributes, combo_levels[k])} has {count} rows in the data but no share in "
+            f"the file{hint}; give every combination of {', '.join(attributes)} in the data a share"
+        )
+    present = set(combo_names)
+    absent = [k for k, n in enumerate(file_names) if n not in present]
     if absent:
-        share = float(frame[SHARE_COLUMN].iloc[index[absent[0]]])
+        share = float(frame[SHARE_COLUMN].iloc[absent[0]])
         raise AuditInputError(
-            f"{source}: {terminal_text(absent[0])} has a share of {share:g} but no row in the data; no row can "
-            f"carry its share (drop it from the file only if the target lacks it too)"
+            f"{source}: {shown_slice_name(attributes, file_rows[absent[0]])} has a share of {share:g} but no row in "
+            f"the data; no row can carry its share (drop it from the file only if the target lacks it too)"
         )
-    codes = np.array([index[n] for n in row_names], dtype=np.int64)
+    row_file = np.array([index[n] for n in combo_names], dtype=np.int64)
+    codes = row_file[inverse]
     share = frame[SHARE_COLUMN].to_numpy(dtype=np.float64)
     share = share / share.sum()
     with_label = LABEL_RATE_COLUMN in frame.columns
@@ -119,8 +134,8 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
         if not observed.all():
             k = int(np.flatnonzero(~observed)[0])
             raise AuditInputError(
-                f"{source}: {terminal_text(file_names[k // 2])} has no row with label {k % 2} in the data, but its "
-                f"label rate in the file puts a share of {target[k]:g} there; no row can carry it"
+                f"{source}: {shown_slice_name(attributes, file_rows[k // 2])} has no row with label {k % 2} in the data, "
+                f"but its label rate in the file puts a share of {target[k]:g} there; no row can carry it"
             )
         return MarginCells(codes, target, attributes, True)
     return MarginCells(codes, share, attributes, False)

@@ -25,6 +25,7 @@ __all__ = [
     "EXIT_TERMINATED",
     "Terminated",
     "signals_unwind",
+    "interruption",
 ]
 
 #: Exit statuses (docs/audit.md, "Exit codes and bad input"): 128 + the signal's number when stopped by one.
@@ -39,12 +40,31 @@ class Terminated(BaseException):
     """Raised in the main thread on SIGTERM, so that it unwinds like Ctrl-C (temporary files removed)."""
 
 
+#: The last signal that unwound within :func:`signals_unwind` (read by :func:`interruption`).
+_received: int | None = None
+
+
 def _unwind(signum, frame) -> typing.NoReturn:
+    global _received
+    _received = signum
     for other in _HANDLED:  # the first signal wins: the cleanup on the way out runs to its end
         signal.signal(other, signal.SIG_IGN)
     if signum == signal.SIGINT:
         raise KeyboardInterrupt
     raise Terminated(signum)
+
+
+def interruption() -> BaseException:
+    """The exception a signal raised, for code whose library swallowed it (DuckDB answers Ctrl-C or SIGTERM
+    during a query with its own ``RuntimeError('Query interrupted')``): :class:`Terminated` after a SIGTERM,
+    else :class:`KeyboardInterrupt`, so that the command line still exits 130 or 143 with nothing written.
+
+    Examples
+    --------
+    >>> type(interruption()).__name__ in ("KeyboardInterrupt", "Terminated")
+    True
+    """
+    return Terminated(signal.SIGTERM) if _received == signal.SIGTERM else KeyboardInterrupt()
 
 
 @contextlib.contextmanager

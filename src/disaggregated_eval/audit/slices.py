@@ -21,9 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from ..validation import brief
 from ..vocabulary import OVERALL
 
-__all__ = ["Attribute", "Family", "SlicePlan", "plan_slices", "slice_name", "MAX_SLICES", "FAMILY_SEPARATOR"]
+__all__ = ["Attribute", "Family", "SlicePlan", "plan_slices", "slice_name", "shown_slice_name", "count_slices",
+           "check_slice_count", "MAX_SLICES", "FAMILY_SEPARATOR"]  # fmt: skip
 
 #: Separator of attribute names in a family name and of ``attribute=level`` terms in a slice name.
 FAMILY_SEPARATOR = " & "
@@ -135,6 +137,22 @@ def slice_name(attributes: Sequence[str], levels: Sequence[Any]) -> str:
     return FAMILY_SEPARATOR.join(f"{a}={v}" for a, v in zip(attributes, levels, strict=True))
 
 
+def shown_slice_name(attributes: Sequence[str], levels: Sequence[Any]) -> str:
+    """A slice's name as a message shows it: :func:`slice_name`, quoted (``repr``) when a level has
+    surrounding whitespace or characters that do not print, so that ``' A'`` is not read as ``A``.
+
+    Examples
+    --------
+    >>> shown_slice_name(["race"], ["A"]), shown_slice_name(["race"], [" A"])
+    ('race=A', "'race= A'")
+    """
+    text = [str(v) for v in levels]
+    name = slice_name(attributes, text)
+    if all(v == v.strip() and v.isprintable() for v in text) and name.isprintable():
+        return name
+    return brief(name, 200)
+
+
 def _slice_name(attributes: tuple[Attribute, ...], combo: tuple[int, ...], levels: tuple[int, ...]) -> str:
     return slice_name([attributes[a].name for a in combo], [attributes[a].levels[v] for a, v in zip(combo, levels)])
 
@@ -155,6 +173,58 @@ def _cells(attributes: tuple[Attribute, ...]) -> tuple[np.ndarray, np.ndarray]:
     stacked = np.stack([a.codes for a in attributes], axis=1)
     unique, inverse = np.unique(stacked, axis=0, return_inverse=True)
     return unique.astype(np.int64), inverse.reshape(-1).astype(np.int32)
+
+
+def count_slices(levels: Sequence[int], intersections: int) -> int:
+    """The slices of an audit, counted without enumerating them: overall, and every combination of levels of
+    every set of at most ``intersections`` attributes.
+
+    The sum over the sets of ``k`` attributes of the product of their level counts is the ``k``-th
+    elementary symmetric polynomial of the counts, computed exactly (Python integers) in
+    ``len(levels) x intersections`` steps: 40 attributes crossed at will are counted at once, where
+    enumerating their 2^40 sets would not end.
+
+    Examples
+    --------
+    >>> count_slices([4, 2], 2)  # overall, 4 + 2 levels, 8 intersections
+    15
+    >>> count_slices([2] * 40, 40) == 3**40
+    True
+    """
+    e = [1] + [0] * intersections
+    for n in levels:
+        for j in range(intersections, 0, -1):
+            e[j] += e[j - 1] * int(n)
+    return sum(e)
+
+
+def check_slice_count(attributes: Sequence[tuple[str, int]], intersections: int) -> None:
+    """Refuse more than :data:`MAX_SLICES` slices (:func:`count_slices`), before anything enumerates them.
+
+    Parameters
+    ----------
+    attributes : sequence of (name, number of levels)
+    intersections : int
+
+    Raises
+    ------
+    ValueError
+        Giving the count and what to change: the largest ``intersections`` that fits, or, when the
+        attributes alone are too many slices, the attribute with the most levels.
+    """
+    levels = [n for _, n in attributes]
+    total = count_slices(levels, intersections)
+    if total <= MAX_SLICES:
+        return
+    what = f"intersections={intersections} of {len(levels)} attributes gives {total:,} slices, more than the limit of {MAX_SLICES:,}"
+    fits = [k for k in range(1, intersections) if count_slices(levels, k) <= MAX_SLICES]
+    if fits:
+        raise ValueError(f"{what}; give a smaller intersections (--intersections {fits[-1]})")
+    name, most = max(attributes, key=lambda a: a[1])
+    raise ValueError(
+        f"{what}; the attributes alone are too many slices ({name!r} has {most:,} levels): recode them into fewer "
+        f"levels (an identifier is not a group column)"
+    )
 
 
 def plan_slices(
@@ -185,15 +255,10 @@ def plan_slices(
     attributes = tuple(attributes)
     n_attr = len(attributes)
     n_rows = attributes[0].codes.shape[0]
+    check_slice_count([(a.name, len(a.levels)) for a in attributes], intersections)  # before any enumeration
     combos: list[tuple[int, ...]] = []
     for k in range(1, intersections + 1):
         combos.extend(itertools.combinations(range(n_attr), k))
-    total = 1 + sum(int(np.prod([len(attributes[a].levels) for a in combo])) for combo in combos)
-    if total > MAX_SLICES:
-        raise ValueError(
-            f"intersections={intersections} of {n_attr} attributes gives {total} slices, more than the "
-            f"limit of {MAX_SLICES}; give a smaller intersections (e.g. --intersections 2)"
-        )
 
     names: list[str] = [OVERALL]
     family_of: list[int] = [0]

@@ -161,7 +161,7 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
         compare = spec.pop("compare_models", False)
         if not isinstance(compare, bool):
             raise UsageError(f"{where}.compare_models must be true or false; got {compare!r}")
-        from_file = read_config_file(spec.pop("config")) if "config" in spec else {}
+        from_file = read_config_file(spec.pop("config"), what=f"{where}.config") if "config" in spec else {}
         own = options_from_mapping(spec, source=where, allow=("file",))
         merged = {**defaults, **from_file, **own}
         merged.pop("out", None)  # the workflow chooses the folder

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import math
 import numbers
 import os
@@ -22,8 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from disaggregated_eval import vocabulary
-from disaggregated_eval.io import DuplicateKeyError, read_yaml_unique_keys
-from disaggregated_eval.validation import brief, check_nesting
+from disaggregated_eval.io import (
+    MAX_CONFIG_BYTES,
+    DuplicateKeyError,
+    FileReadError,
+    read_bounded,
+    read_yaml_unique_keys,
+)
+from disaggregated_eval.validation import brief, check_nesting, repeated
 
 __all__ = [
     "ConfigError",
@@ -248,7 +255,8 @@ def _schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> tupl
 
     messages: dict[str, str] = {}  # key path -> message (one per key)
     bad_entries: dict[str, list[Any]] = {}
-    for error in sorted(Draft202012Validator(schema).iter_errors(config), key=lambda e: list(map(str, e.path))):
+    validator = Draft202012Validator(_without_unique_items(schema))  # uniqueItems: checked below, linearly
+    for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.path))):
         path = list(error.absolute_path)
         if error.validator == "additionalProperties":
             allowed = list(error.schema.get("properties", {}))
@@ -269,15 +277,11 @@ def _schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> tupl
         where = _key(path[:cut])
         node_schema = _subschema(schema, path[:cut]) or error.schema
         value = _value_at(config, path[:cut])
-        if error.validator == "uniqueItems":
-            repeated = [v for i, v in enumerate(value) if v in value[:i]]
-            messages[where] = (
-                f"{where} lists {', '.join(brief(v) for v in list(dict.fromkeys(repeated))[:5])} more than once; "
-                f"got {brief(value)}"
-            )
-        elif cut < len(path):
-            bad_entries.setdefault(where, []).append(error.instance)
-            entries = bad_entries[where]
+        if cut < len(path):
+            entries = bad_entries.setdefault(where, [])
+            if len(entries) >= 5 or error.instance in entries:
+                continue  # the message shows the first five distinct entries: made once, not once per entry
+            entries.append(error.instance)
             if error.validator == "enum":
                 known = ", ".join(map(str, error.schema["enum"]))
                 messages[where] = (
@@ -294,7 +298,39 @@ def _schema_errors(config: Mapping[str, Any], schema: Mapping[str, Any]) -> tupl
             messages[where] = f"{where} must be {_describe(node_schema, bounded=bounded)}; got {brief(value)}{hint}"
     for where, value, node_schema in _non_finite_numbers(config, schema):
         messages.setdefault(where, f"{where} must be {_describe(node_schema)}; got {brief(value)}")
+    for where, value, twice in _repeated_list_items(config, schema):
+        messages.setdefault(
+            where, f"{where} lists {', '.join(brief(v) for v in twice[:5])} more than once; got {brief(value)}"
+        )
     return list(messages.values()), set(messages)
+
+
+def _without_unique_items(schema: Any) -> Any:
+    """A copy of ``schema`` without its ``uniqueItems`` keywords: jsonschema checks them pair by pair (a
+    list of 4,000 items of mixed types took 24 s, one of 50,000 hours); :func:`_repeated_list_items` checks
+    the same rule in linear time."""
+    if isinstance(schema, Mapping):
+        return {k: _without_unique_items(v) for k, v in schema.items() if k != "uniqueItems"}
+    if isinstance(schema, list):
+        return [_without_unique_items(v) for v in schema]
+    return schema
+
+
+def _repeated_list_items(
+    config: Mapping[str, Any], schema: Mapping[str, Any], path: tuple[str, ...] = ()
+) -> list[tuple[str, list, list]]:
+    """Lists of the configuration whose schema says ``uniqueItems`` and that give an item twice: (key path,
+    list, items given twice), each found in one pass (:func:`_repeated_items`)."""
+    found = []
+    for key, sub in schema.get("properties", {}).items():
+        value = config.get(key) if isinstance(config, Mapping) else None
+        if isinstance(value, dict) and "properties" in sub:
+            found += _repeated_list_items(value, sub, (*path, key))
+        elif isinstance(value, list) and sub.get("uniqueItems"):
+            twice = _repeated_items(value)
+            if twice:
+                found.append((_key([*path, key]), value, twice))
+    return found
 
 
 def _non_finite_numbers(
@@ -341,10 +377,19 @@ def _min_rows_checks(config: Mapping[str, Any]) -> list[str]:
     return errors
 
 
+def _repeated_items(values: Sequence[Any]) -> list[Any]:
+    """The items of a configuration list given more than once, each once (linear: one hash table of their
+    JSON text, which also holds lists and mappings)."""
+    keys = [json.dumps(v, sort_keys=True, default=str) for v in values]
+    first = dict(zip(reversed(keys), reversed(values)))  # each key's first value
+    return [first[k] for k in repeated(keys)]
+
+
 def _duplicate_setting_checks(config: Mapping[str, Any]) -> list[str]:
     """A setting listed as both a main and a selection setting would be collected twice."""
     sim = config["simulation"]
-    both = [s for s in sim["settings"] if s in sim["selection_settings"]]
+    selection = set(sim["selection_settings"])
+    both = [s for s in sim["settings"] if s in selection]
     if not both:
         return []
     return [
@@ -429,7 +474,8 @@ def _coverage_checks(config: Mapping[str, Any]) -> list[str]:
     """The coverage study needs the main run of its settings and at most all replicates with R."""
     cov, settings = config["coverage"], config["simulation"]["settings"]
     errors = []
-    missing = [s for s in cov["settings"] or () if s not in settings]
+    known = set(settings)
+    missing = [s for s in cov["settings"] or () if s not in known]
     if missing:
         errors.append(
             f"coverage.settings must be among simulation.settings (the study uses their models and weight "
@@ -522,8 +568,20 @@ def _read_yaml(path: Path) -> Any:
     """The YAML (or JSON) content of ``path``; a key given twice in one mapping is an error."""
     import yaml
 
+    if not path.exists():
+        raise FileNotFoundError(f"configuration file {path}: no such file")
+    try:  # bounded: a FIFO or a device is refused, a file larger than the limit is not read
+        text = read_bounded(path, MAX_CONFIG_BYTES, what=f"configuration file {path}").decode("utf-8-sig")
+    except FileReadError as exc:
+        raise ConfigError(str(exc)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"configuration file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
-        return read_yaml_unique_keys(path.read_text(encoding="utf-8"))
+        return read_yaml_unique_keys(text)
+    except RecursionError:  # PyYAML composes nested lists recursively
+        raise ConfigError(
+            f"configuration file {path} is nested too deeply to read; give a flat list or mapping"
+        ) from None
     except DuplicateKeyError as exc:
         key, first, second = exc.key, exc.first, exc.second
         raise ConfigError(
@@ -556,8 +614,10 @@ def check_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     Raises
     ------
     ConfigError
-        If the file is empty, not valid YAML (the message gives the line), not a mapping, or gives a
-        key twice in one mapping (the message gives the key and both lines).
+        If the file is not a regular file (a FIFO, a device), larger than
+        :data:`disaggregated_eval.io.MAX_CONFIG_BYTES`, not UTF-8, empty, not valid YAML (the message
+        gives the line), not a mapping, or gives a key twice in one mapping (the message gives the key
+        and both lines).
     FileNotFoundError
         If the file does not exist.
     """
