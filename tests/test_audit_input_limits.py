@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import resource
+import signal
 import subprocess
 import sys
 import textwrap
@@ -491,8 +492,9 @@ def test_an_interrupted_duckdb_query_unwinds_as_the_signal_does(tmp_path, monkey
         raise RuntimeError("Query interrupted")  # what DuckDB raises when Ctrl-C or SIGTERM arrives in a query
 
     monkeypatch.setattr(aggregate, "_to_pandas", interrupted)
+    monkeypatch.setattr(signals, "_received", None)  # no signal yet: Ctrl-C's exception
     with pytest.raises(KeyboardInterrupt):
         aggregate_parquet(tmp_path / "log.parquet", COLUMNS)
-    monkeypatch.setattr(signals, "_terminated", True, raising=False)
+    monkeypatch.setattr(signals, "_received", signal.SIGTERM)
     with pytest.raises(signals.Terminated):
         aggregate_parquet(tmp_path / "log.parquet", COLUMNS)

@@ -86,6 +86,8 @@ def signals_unwind() -> Iterator[None]:
     ...     print("unwound")
     unwound
     """
+    global _received
+    _received = None  # a signal of an earlier block is not this one's
     previous: dict[int, typing.Any] = {}
     try:
         for signum in _HANDLED:
