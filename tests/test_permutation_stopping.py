@@ -126,14 +126,17 @@ def _continuous(n=2000, seed=3):
 @pytest.mark.parametrize(
     ("metrics", "within"), [(LINEAR, None), (["auc"], "label"), (["observed_expected_ratio"], "score")]
 )
-def test_a_test_gives_the_same_p_values_walking_the_drawn_rows_or_every_unit(monkeypatch, metrics, within):
+@pytest.mark.parametrize("majority", [False, True])
+def test_a_test_gives_the_same_p_values_walking_the_drawn_rows_or_every_unit(monkeypatch, metrics, within, majority):
     """The same draws walked two ways (SUBSET_SHARE 1: the drawn rows; 0: every unit): the same p-values and
-    permutation counts. Observed statistics of an actual slice (so that some permutations exceed them)."""
+    permutation counts, whether the drawn side is the first (a slice of 118 rows) or the second (a slice of all
+    but 118). Observed statistics of an actual slice (so that some permutations exceed them)."""
     y, r = _continuous()
     strata = {None: None, "label": y.astype(np.int64), "score": np.minimum((r * 10).astype(np.int64), 9)}[within]
     space = permutation_space(y, r, None, metrics=metrics, threshold=0.5, strata=strata)
     first = np.zeros(y.shape[0], dtype=bool)
     first[::17] = True  # 118 rows
+    first = ~first if majority else first
     n_first = space.first_counts(first)
     from disaggregated_eval.metrics import compute_metrics
 
@@ -148,6 +151,8 @@ def test_a_test_gives_the_same_p_values_walking_the_drawn_rows_or_every_unit(mon
                                        fixed=np.array([everything[m] for m in metrics]), slots=metric_slots(metrics),
                                        odds=1.0, n_permutations=3000, seed=5, sequential=None)  # fmt: skip
     assert permutation._subset_side(space, n_first) is None  # share 0: every unit
+    monkeypatch.setattr(permutation, "SUBSET_SHARE", 1.0)
+    assert permutation._subset_side(space, n_first) is (not majority)  # the side drawn: the smaller
     np.testing.assert_array_equal(runs[1.0][0], runs[0.0][0])
     np.testing.assert_array_equal(runs[1.0][1], runs[0.0][1])
     assert np.isfinite(runs[1.0][0]).all()

@@ -26,9 +26,9 @@ least as extreme as the data):
   it where it settles the decision (below the smallest threshold the family's adjustment can put on
   the test, see below), and Monte Carlo otherwise;
 * :func:`permutation_test`, Monte Carlo, for everything else (the AUC, ratios, sample weights): the
-  metrics of both sides of each permutation come from the engine's walk (:mod:`.walk`; the drawn rows
-  only, :func:`~.walk.run_subset_kernel`, when the smaller side is small, else every unit, each side a
-  lane of 0/1 counts). Statistics: ``first - fixed`` (slice minus overall) and ``first - second``
+  metrics of both sides of each permutation come from the engine's walk (:mod:`.walk`): of the drawn rows
+  only (:func:`~.walk.run_subset_kernel`, the rest of the universe by complement) where every unit is one
+  row and the drawn side is the same in every stratum, else of every unit, each side a lane of 0/1 counts. Statistics: ``first - fixed`` (slice minus overall) and ``first - second``
   (slice minus rest, or slice ``a`` minus slice ``b``).
 
 Monte-Carlo p-values follow Besag and Clifford's sequential rule (Besag and Clifford, 1991,
@@ -109,8 +109,10 @@ SEQUENTIAL_EXCEEDANCES = 10
 RESAMPLING_RISK = 1e-3
 #: A test walks only the drawn rows (:func:`~.walk.run_subset_kernel`) when the smaller side holds at most this
 #: share of the universe's units (with single-row units in every stratum, the smaller side the same one in all),
-#: else every unit: walking ``m`` sorted rows costs about what walking ``4 m`` units in two lanes does.
-SUBSET_SHARE = 0.25
+#: else every unit. Measured (20,000 rows, 4 means or the AUC, load 6.5): 300, 2,000, 5,000 and 8,000 drawn rows
+#: cost 19-24, 58-65, 131-143 and 233-243 us a permutation against 161-315 us for every unit: the drawn rows
+#: win up to about half of the universe, which the smaller side never exceeds.
+SUBSET_SHARE = 0.5
 
 
 def min_permutations(n_tests: int, alpha: float) -> int:
