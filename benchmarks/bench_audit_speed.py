@@ -55,9 +55,19 @@ Issue 31, item 3, against :data:`CONTROLLED_REFERENCE` in the same run:
   populations ``M_a``), its peak memory (reported for the engine's owners; not a goal of this workload).
   About 15 minutes with the reference.
 
+Issue 31's small continuous file, against :data:`SMALL_BASE_COMMIT` in the same run, CPU seconds of ``audit()``
+on a frame in memory (after a warm-up audit in the same process; one thread, the default):
+
+* ``small-continuous``: 20,000 rows of continuous scores, 3 attributes of 4 levels (all intersections: 124
+  slices), group effects so that many slices truly differ (the first attribute shifts the risk, the second the
+  score's noise), every default (14 metrics, 10,000 resamples, 10,000 permutations, Holm). Printed: CPU and
+  wall of ``audit()`` and of its tests (``test_pvalues``), peak memory, the tests used, the ratio. Goal: at
+  least 10x less CPU than the base commit.
+
 Usage::
 
-    python benchmarks/bench_audit_speed.py [--workloads compas,million,...,scale-continuous,scale-counts,controlled-r]
+    python benchmarks/bench_audit_speed.py [--workloads compas,million,...,scale-continuous,scale-counts,controlled-r,
+        small-continuous]
         [--no-reference]
 
 Run it on an otherwise idle machine: the load average is printed before and after each workload.
@@ -82,6 +92,8 @@ from _reference import REFERENCE_COMMIT, reference_tree  # noqa: E402
 
 #: The commit before issue 24's work on the tests: today's code of the scale workloads.
 BASE_COMMIT = "86ba781"
+#: The commit before issue 31's work: today's code of the small-continuous workload.
+SMALL_BASE_COMMIT = "1ee08dc"
 
 COUNT_METRICS = [
     "sensitivity", "specificity", "precision", "net_benefit", "label_rate", "predicted_positive_rate", "accuracy",
@@ -375,6 +387,65 @@ def scale_goals(chosen: list[str], reference: bool) -> None:
         print(f"{'':<16} load average {os.getloadavg()}", flush=True)
 
 
+# The child of the small-continuous workload: builds the frame, warms up, times audit() and its tests (CPU of this
+# one-thread process).
+SMALL_CHILD = r"""
+import json, resource, time
+import numpy as np, pandas as pd
+from disaggregated_eval.audit import audit, core
+n, effect = {n!r}, {effect!r}
+rng = np.random.default_rng(31)
+codes = rng.integers(0, 4, (n, 3))
+data = pd.DataFrame({{f"a{{k}}": np.array([f"l{{i}}" for i in range(4)])[codes[:, k]] for k in range(3)}})
+x = rng.normal(size=n) + effect * (codes[:, 0] - 1.5)
+data["y"] = rng.binomial(1, 1 / (1 + np.exp(-x)))
+data["score"] = 1 / (1 + np.exp(-(x + rng.normal(0, 0.7 + effect * codes[:, 1], n))))
+kwargs = dict(label="y", scores=["score"], groups=["a0", "a1", "a2"])
+audit(data.head(2000), n_resamples=200, n_permutations=200, **kwargs)  # numba caches loaded or compiled
+tests = []
+test_pvalues = core.test_pvalues
+def timed(*args, **kw):
+    cpu = time.process_time()
+    out = test_pvalues(*args, **kw)
+    tests.append(time.process_time() - cpu)
+    return out
+core.test_pvalues = timed
+cpu, wall = time.process_time(), time.perf_counter()
+result = audit(data, **kwargs)
+cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+print(json.dumps(dict(wall=wall, cpu=cpu, tests_cpu=tests[0], peak_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      tests=result.comparisons["test"].value_counts().to_dict())))
+"""
+
+
+def small_continuous(reference: bool) -> None:
+    """Issue 31's small continuous file (module docstring), beside :data:`SMALL_BASE_COMMIT`'s figures."""
+    plan = dict(n=20_000, effect=0.3)
+    new = _run_json(SMALL_CHILD.format(**plan), None)
+    old = _run_json(SMALL_CHILD.format(**plan), str(reference_tree(SMALL_BASE_COMMIT))) if reference else None
+    ratio = f"{old['cpu'] / new['cpu']:.1f}x less CPU than {SMALL_BASE_COMMIT}" if old else "base not run"
+    met = "met" if old and old["cpu"] / new["cpu"] >= 10 else "NOT met" if old else "?"
+    print(f"small-continuous new: {new['cpu']:.1f} s CPU ({new['tests_cpu']:.1f} s in the tests), {new['wall']:.1f} s "
+          f"wall, {new['peak_mib']:.0f} MiB; tests {new['tests']} | {ratio} | goal: at least 10x: {met}",
+          flush=True)  # fmt: skip
+    if old:
+        print(f"small-continuous base {SMALL_BASE_COMMIT}: {old['cpu']:.1f} s CPU ({old['tests_cpu']:.1f} s in the "
+              f"tests), {old['wall']:.1f} s wall, {old['peak_mib']:.0f} MiB; tests {old['tests']}; the tests alone "
+              f"{old['tests_cpu'] / new['tests_cpu']:.1f}x less CPU", flush=True)  # fmt: skip
+    print(f"{'':<16} load average {os.getloadavg()}", flush=True)
+
+
+def _run_json(code: str, pythonpath: str | None) -> dict:
+    """Run ``code`` in a fresh interpreter (``pythonpath`` first on the path); the JSON of its last line."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def _child(pythonpath: str | None, **fmt) -> dict:
     env = dict(os.environ)
     if pythonpath:
@@ -464,7 +535,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--workloads",
-        default="compas,million,million-counts,many-slices,fairlearn,scale-continuous,scale-counts,controlled-r",
+        default="compas,million,million-counts,many-slices,fairlearn,scale-continuous,scale-counts,controlled-r,"
+        "small-continuous",
     )
     parser.add_argument("--no-reference", action="store_true", help="do not run the reference commit's code")
     parser.add_argument("--fairlearn-boot", type=int, default=3)
@@ -502,6 +574,8 @@ def main(argv=None) -> int:
     scale_goals(chosen, not args.no_reference)
     if "controlled-r" in chosen:
         controlled_r(not args.no_reference)
+    if "small-continuous" in chosen:
+        small_continuous(not args.no_reference)
     print(f"load average at the end {os.getloadavg()}")
     return 0
 

@@ -427,7 +427,10 @@ def test_counts_tests_large_sample_as_the_expanded_rows_and_switch_by_their_unit
         result = audit(big, frequency_weight="n", **options)
     assert result.n_rows == int(big["n"].sum()) > 10**7
     c = result.comparisons
-    assert set(c.loc[c["metric"].isin(["auc", "log_loss"]) & c["p_value"].notna(), "test"]) == {"monte carlo"}
+    # permutation tests, not the large-sample test: Monte Carlo, or for the log loss (a mean) far from equal
+    # at these sizes, the tail bound of its exact permutation p-value
+    assert set(c.loc[(c["metric"] == "auc") & c["p_value"].notna(), "test"]) == {"monte carlo"}
+    assert set(c.loc[(c["metric"] == "log_loss") & c["p_value"].notna(), "test"]) <= {"monte carlo", "tail bound"}
     fpr = c[(c["metric"] == "false_positive_rate") & (c["kind"] == "vs_overall") & (c["slice"] == "g=a")]
     assert fpr["test"].tolist() == ["exact"]
     cat = categories(big["y"].to_numpy(), big["r"].to_numpy(), 0.5)

@@ -21,6 +21,7 @@ __all__ = [
     "EXACT",
     "MONTE_CARLO",
     "BOOTSTRAP_Z",
+    "TAIL_BOUND",
     "CONTROLLED_COLUMNS",
     "FAIRNESS_COLUMNS",
     "CALIBRATION_BIN_COLUMNS",
@@ -88,6 +89,9 @@ EXACT = "exact"
 MONTE_CARLO = "monte carlo"
 #: ``test`` of the large-sample z-test of a difference with the paired bootstrap's standard error.
 BOOTSTRAP_Z = "bootstrap z"
+#: ``test`` of an upper bound of the exact permutation p-value of a mean (Chernoff's bound of a sum without
+#: replacement), given where it lies below the smallest threshold of the comparison's family.
+TAIL_BOUND = "tail bound"
 #: Columns of :attr:`AuditResult.controlled`, in order.
 CONTROLLED_COLUMNS: tuple[str, ...] = (
     "model",

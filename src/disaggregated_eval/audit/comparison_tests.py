@@ -6,29 +6,33 @@ distribution (:data:`PERMUTATION_DESIGNS`): among the negatives for the false po
 specificity, among the positives for the sensitivity and the false negative rate, among the predicted
 positives for the precision, within each class for the AUC, within bins of the score for the
 observed/expected ratio (:data:`SCORE_STRATA`), among all rows for the rest. Unweighted
-proportions get exact (hypergeometric) p-values; the rest Monte-Carlo p-values with Besag and
-Clifford's sequential stopping. ``vs_overall`` and ``vs_rest`` share one test (their statistics are
-functions of the same permuted slice). :func:`test_pvalues` gives every comparison's p-value and the
-test used (column ``test``); the comparisons are listed by :mod:`.comparison_families`, and the table
-(:mod:`.comparisons`) adjusts the p-values within their families.
+proportions get exact (hypergeometric) p-values; unweighted means (log loss, Brier score, net benefit,
+mean predicted risk) an upper bound of the exact p-value (:func:`~disaggregated_eval.engine.permutation.
+linear_tail_pvalues`, test ``tail bound``) where it lies below the smallest threshold of the comparison's
+family (:attr:`ComparisonTests.levels`); the rest Monte-Carlo p-values with Besag and Clifford's
+sequential stopping, and a stop for small p-values once they are below that threshold at a resampling
+risk of :data:`~disaggregated_eval.engine.permutation.RESAMPLING_RISK`. ``vs_overall`` and ``vs_rest``
+share one test (their statistics are functions of the same permuted slice). :func:`test_pvalues` gives
+every comparison's p-value and the test used (column ``test``); the comparisons are listed by
+:mod:`.comparison_families`, and the table (:mod:`.comparisons`) adjusts the p-values within their families.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .. import seeds
 from ..derived import Replicated, bootstrap_z_pvalue
-from ..engine.permutation import exact_count_pvalue, permutation_space, permutation_test
+from ..engine.permutation import exact_count_pvalue, linear_tail_pvalues, permutation_space, permutation_test
 from ..engine.sums import PROPORTIONS, categories, metric_slots
 from ..engine.units import COMPRESSION_MAX_SHARE, Units, find_units, units_of_counts
 from ..registry import CATEGORIES, METRIC_RECORDS
 from ..vocabulary import TEST_METHODS
 from .calibration_table import score_bins
-from .columns import BOOTSTRAP_Z, EXACT, MONTE_CARLO
+from .columns import BOOTSTRAP_Z, EXACT, MONTE_CARLO, TAIL_BOUND
 from .comparison_families import Comparison
 from .estimates import AuditEstimates
 from .slices import SlicePlan
@@ -187,12 +191,19 @@ class ComparisonTests:
     work : dict of (int, int, int or None, tuple) to int
         Rows a Monte-Carlo test of it walks at most: ``2 x n_permutations x`` the distinct units of its
         universe.
+    levels : dict of str to float
+        The smallest threshold at which the adjusted family of each kind (``vs_overall``, ``vs_rest``,
+        ``pairwise``) can read a test's p-value: ``alpha / m`` for a family of at most ``m`` tests under
+        Holm's or Benjamini-Hochberg's adjustment, ``alpha`` without one (a p-value below it is a rejection
+        at every threshold of the family). A test stops once its p-value is known to be below it (the
+        ``low`` of :func:`~disaggregated_eval.engine.permutation.permutation_test`); empty: never.
     """
 
     tests: list
     designs: dict
     method: dict
     work: dict
+    levels: dict = field(default_factory=dict)
 
     def monte_carlo(self) -> list:
         """The keys of the tests that stay Monte Carlo."""
@@ -226,6 +237,7 @@ def plan_tests(
     n_permutations: int,
     test_method: str = "auto",
     metric_ok: np.ndarray | None = None,
+    levels: Mapping[str, float] | None = None,
 ) -> ComparisonTests:
     """Which test every comparison and metric without an exact test gets (the switch rule).
 
@@ -256,6 +268,8 @@ def plan_tests(
     metric_ok : ndarray of shape (n_models, n_metrics), bool, optional
         Whether each model reports each metric (a model of hard predictions has no score metrics: those
         are not tested).
+    levels : mapping of str to float, optional
+        :attr:`ComparisonTests.levels` (None: no stop for small p-values, no tail bounds).
 
     Returns
     -------
@@ -291,7 +305,7 @@ def plan_tests(
             switch = test_method == "bootstrap" or (test_method == "auto" and large)
             method[(m, s, other, design)] = BOOTSTRAP_Z if switch else MONTE_CARLO
             work[(m, s, other, design)] = bound
-    return ComparisonTests(tests=tests, designs=designs, method=method, work=work)
+    return ComparisonTests(tests=tests, designs=designs, method=method, work=work, levels=dict(levels or {}))
 
 
 def test_notes(test_plan: ComparisonTests, metrics: Sequence[str], test_method: str) -> list[str]:
@@ -404,7 +418,7 @@ def test_pvalues(
                                n_permutations=n_permutations)  # fmt: skip
     point = estimates.point[np.maximum(estimates.slice_rows, 0)]  # (models, slices, 2, metrics)
     index = {(c.kind, c.model, c.slice, c.reference): k for k, c in enumerate(comparisons)}
-    tests, designs = test_plan.tests, test_plan.designs
+    tests, designs, levels = test_plan.tests, test_plan.designs, test_plan.levels
     slots = {
         design: metric_slots([metrics[q] for q in qs]) for per_model in designs for design, qs in per_model.items()
     }
@@ -522,21 +536,29 @@ def test_pvalues(
                 observed = np.stack([point[m, s, 0, qs] - point[m, 0, 0, qs], point[m, s, 0, qs] - point[m, s, 1, qs]])
             path = ("audit", "permutation", model_names[m], _design_name(design), plan.names[s])
             path += (plan.names[other],) if pairwise else ()
-            values, _ = permutation_test(
+            low = np.array([levels.get(key[0], 0.0) for key in keys])
+            fixed = None if pairwise else point[m, 0, 0, qs]
+            bounds = None
+            if weight is None and (low > 0.0).any():  # the exact p-values of unweighted means: tail bounds
+                bounds = linear_tail_pvalues(universe, n_first, observed, pairwise=pairwise, fixed=fixed,
+                                             metrics=[metrics[q] for q in qs], threshold=threshold, odds=odds)  # fmt: skip
+            values, used = permutation_test(
                 universe,
                 n_first,
                 observed,
                 pairwise=pairwise,
-                fixed=None if pairwise else point[m, 0, 0, qs],
+                fixed=fixed,
                 slots=slots[design],
                 odds=odds,
                 n_permutations=n_permutations,
                 seed=seeds.seed_sequence(seed, *path),
                 n_threads=n_threads,
+                low=low,
+                bounds=bounds,
             )
             for i, k in enumerate(rows_out):
                 p[k, qs] = values[i]
-                how[k, qs] = MONTE_CARLO
+                how[k, qs] = np.where(np.isfinite(values[i]) & (used[i] == 0), TAIL_BOUND, MONTE_CARLO)
         if progress is not None:
             progress(done, total)
     if large:

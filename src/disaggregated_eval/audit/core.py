@@ -433,14 +433,22 @@ def _plan_permutations(
     (:func:`disaggregated_eval.engine.permutation.min_permutations`): ``n_permutations`` is raised to that.
     The sequential rule makes the larger cap cost only where a p-value is small.
 
-    A Monte-Carlo test walks both sides of the distinct units of its universe (rows equal in cell,
-    label, score and weight, found once: :func:`.comparison_tests.model_units`) once per permutation; the
-    sequential rule stops a test whose p-value is clearly large after a few dozen permutations, but one
-    whose p-value is small draws all ``n_permutations``. Where that bound is large and the comparison is
-    large too, the test is the large-sample z-test of the difference with the paired bootstrap's standard
-    error instead (:func:`.comparison_tests.plan_tests`, option ``test_method``), with a note. When the tests
-    that stay Monte Carlo may walk more than :data:`.inputs.PERMUTATION_WORK_WARNING` rows in all, an
-    :class:`AuditWarning` gives the bound and the options that lower it.
+    The smallest threshold of each kind's family, ``alpha / m`` (``alpha`` without adjustment; ``m`` the
+    largest family of :func:`.comparison_families.family_sizes`, times the metrics with
+    ``adjust_scope="model"``), is where a test's decision is settled whatever the other p-values are:
+    :attr:`.comparison_tests.ComparisonTests.levels`, read by the tests to stop once a p-value is known to
+    lie below it (tail bounds of unweighted means; the sequential rule's stop for small p-values).
+
+    A Monte-Carlo test walks the drawn rows of each permutation, or both sides of the distinct units of its
+    universe (rows equal in cell, label, score and weight, found once: :func:`.comparison_tests.model_units`);
+    the sequential rule stops a test whose p-value is clearly large after a few dozen permutations, and one
+    whose p-value is clearly below its family's smallest threshold after enough to know it, but one whose
+    p-value lies between draws up to ``n_permutations``. Where the bound ``2 x n_permutations x`` units is
+    large and the comparison is large too, the test is the large-sample z-test of the difference with the
+    paired bootstrap's standard error instead (:func:`.comparison_tests.plan_tests`, option ``test_method``),
+    with a note. When the tests that stay Monte Carlo may walk more than
+    :data:`.inputs.PERMUTATION_WORK_WARNING` rows in all, an :class:`AuditWarning` gives the bound and the
+    options that lower it.
 
     Parameters
     ----------
@@ -475,9 +483,12 @@ def _plan_permutations(
     alpha = 1.0 - confidence
     needed = min_permutations(per_family if adjust != "none" else 1, alpha)
     cap = max(needed, n_permutations)
+    # the smallest threshold of each kind's family: a p-value below it is a rejection whatever the others are
+    scope = len(metrics) if adjust_scope == "model" else 1
+    levels = {kind: alpha if adjust == "none" else alpha / max(1, size * scope) for kind, size in sizes.items()}
     units = model_units(plan, prepared.y, scores, prepared.weight, threshold, count=prepared.count)
-    test_plan = plan_tests(comparisons, tallies, units, metrics=metrics, weighted=weighted,
-                           n_permutations=cap, test_method=test_method, metric_ok=metric_ok)  # fmt: skip
+    test_plan = plan_tests(comparisons, tallies, units, metrics=metrics, weighted=weighted, n_permutations=cap,
+                           test_method=test_method, metric_ok=metric_ok, levels=levels)  # fmt: skip
     permuted = test_plan.monte_carlo()
     if permuted and prepared.count is not None and prepared.n_rows >= MAX_PERMUTED_ROWS:
         names = test_plan.metric_names(permuted, metrics)
@@ -503,8 +514,9 @@ def _plan_permutations(
             f"the Monte-Carlo permutation tests ({', '.join(names)}) may walk up to {bound:.1e} rows: "
             f"{len(permuted):,} tests (comparisons x permutation designs, over {len(scores)} model(s)), each of up "
             f"to {n_permutations:,} permutations over both sides of the distinct rows of its universe, about "
-            f"{bound * 1e-8 / 3600:.1f} CPU-hours at 10 ns per row; tests with large p-values stop early, tests "
-            "with small ones draw every permutation. n_permutations=0 skips the tests (the intervals remain); "
+            f"{bound * 1e-8 / 3600:.1f} CPU-hours at 10 ns per row; tests whose p-value is clearly above the level "
+            "or clearly below the family's smallest threshold stop early, those in between draw up to every "
+            "permutation. n_permutations=0 skips the tests (the intervals remain); "
             "test_method='bootstrap' tests every comparison by the large-sample z-test (its level holds for large "
             "slices: docs/audit.md); fewer metrics with Monte-Carlo tests, a smaller pairwise_max_levels or fewer "
             "intersections make fewer tests"

@@ -30,7 +30,7 @@ from .. import vocabulary
 from ..registry import FAIRNESS_RECORDS
 from ..verdicts import Tolerance
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
-from .columns import BOOTSTRAP_Z
+from .columns import BOOTSTRAP_Z, TAIL_BOUND
 from .decisions import flagged_rows, headline_metric
 from .options import flag_of
 from .text import terminal_text
@@ -324,6 +324,8 @@ def _adjust_text(
         else f"permutation tests of each metric (exact for rates, else Monte Carlo with at most "
         f"{n_permutations:,} permutations)"
     )
+    if comparisons is not None and "test" in comparisons and (comparisons["test"] == TAIL_BOUND).any():
+        tests += f", means far from equal by a bound of the exact p-value (test '{TAIL_BOUND}')"
     if comparisons is not None and "test" in comparisons and (comparisons["test"] == BOOTSTRAP_Z).any():
         tests += f", large comparisons by the bootstrap z-test (test '{BOOTSTRAP_Z}', see the notes)"
     return f"{tests}, {adjust} adjustment within each family (one model, {scope})"

@@ -52,6 +52,15 @@ does not care).
 **Outputs.** An output is an accumulator (``side`` 0) or its complement in its universe (``side``
 1); the kernel writes every requested metric of every output for every resample through
 :func:`.sums.metrics_from_sums`, for every threshold.
+
+**Subsets.** A permutation test of a small slice in a large universe draws a few rows a permutation;
+walking every row of the universe for each would cost the universe, not the draw.
+:func:`run_subset_kernel` walks only the drawn rows of a one-stream layout (in score order, tie groups
+flushed as above) and reads the universe's running positives and negatives below each tie group from a
+table built once (:func:`subset_layout`), so that its sums, ``X1`` and ``X2`` included, are those the
+walk gives the drawn rows as an accumulator of that universe; the metrics of the drawn rows and of the
+rest of the universe then come from the same finalisation as the walk's outputs (side 0 and side 1).
+A permutation then costs ``O(m log m)`` for ``m`` drawn rows instead of ``O(n)``.
 """
 
 from __future__ import annotations
@@ -64,7 +73,17 @@ import numpy as np
 
 from .sums import N_METRIC_SLOTS, N_TERMS, TERM_SLOTS, metrics_from_sums, row_terms, score_segments
 
-__all__ = ["LANES", "Stream", "ModelStreams", "WalkLayout", "build_layout", "run_kernel"]
+__all__ = [
+    "LANES",
+    "Stream",
+    "ModelStreams",
+    "WalkLayout",
+    "build_layout",
+    "run_kernel",
+    "SubsetLayout",
+    "subset_layout",
+    "run_subset_kernel",
+]
 
 #: Resamples walked together: one pass over the rows (and their data) serves four resamples.
 LANES = 4
@@ -1123,5 +1142,252 @@ def run_kernel(
         np.ascontiguousarray(slots, dtype=np.int64),
         float(odds),
         int(max(1, min(n_threads, (draws.shape[0] + LANES - 1) // LANES))),
+        out,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Subsets of a one-stream layout (module docstring, "Subsets")
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SubsetLayout:
+    """The tables with which :func:`run_subset_kernel` walks subsets of a one-stream layout's rows.
+
+    Attributes
+    ----------
+    position : ndarray of shape (n,), int64
+        Each row's place in score order.
+    table : ndarray of shape (n, 7 + n_terms), float64
+        Per place in score order, the values one row of a subset reads, side by side (one or two cache lines
+        per row): its tie group (rows of equal score share one, numbered in increasing order), its weighted
+        label ``w y`` and ``w (1 - y)``, the universe's weighted positives and negatives (each row counted
+        ``count`` times) below its group and in its group, and its weighted per-row terms ``w t``.
+    cuts : ndarray of shape (n_thresholds,), int64
+        The first place whose score reaches each threshold.
+    universe : ndarray of shape (n_slots,), float64
+        The universe's sums in the walk's accumulator slots (``X1``, ``X2`` zero).
+    """
+
+    position: np.ndarray
+    table: np.ndarray
+    cuts: np.ndarray
+    universe: np.ndarray
+
+
+#: Columns of :attr:`SubsetLayout.table`: group, w y, w (1 - y), universe positives and negatives below the
+#: group, in the group, then the terms.
+_S_GROUP, _S_P, _S_Q, _S_BELOW_P, _S_BELOW_N, _S_IN_P, _S_IN_N, _S_TERMS = range(8)
+
+
+def subset_layout(layout: WalkLayout, count: np.ndarray) -> SubsetLayout:
+    """The tables of :func:`run_subset_kernel` for a layout of one model with one stream (no codes).
+
+    Parameters
+    ----------
+    layout : WalkLayout
+        One model, one stream without codes or universe (a permutation test's universe).
+    count : ndarray of shape (n,), int
+        How often each row (original order) counts in the universe (the units' multiplicities).
+
+    Returns
+    -------
+    SubsetLayout
+
+    Raises
+    ------
+    ValueError
+        If the layout has several models or streams, or ``count`` does not have one value per row.
+    """
+    if layout.n_models != 1 or int(layout.n_dense[0]) != 1 or int(layout.n_acc[0]) != 0:
+        raise ValueError("subset_layout needs a layout of one model with one stream without codes or universe")
+    n = layout.n
+    count = np.asarray(count, dtype=np.float64)
+    if count.shape != (n,):
+        raise ValueError(f"count must have one value per row, shape ({n},); got {count.shape}")
+    order = layout.order[0]
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n, dtype=np.int64)
+    starts = layout.seg_starts[layout.seg_off[0] : layout.seg_off[1]]
+    tie = layout.seg_tie[layout.seg_off[0] : layout.seg_off[1]][:-1]  # one flag per segment
+    opens = np.ones(n, dtype=bool)  # a place opens a tie group unless it follows the first place of a tie segment
+    for start, stop in zip(starts[:-1][tie], starts[1:][tie], strict=True):
+        opens[start + 1 : stop] = False
+    group = np.cumsum(opens) - 1
+    w = layout.dense_weights[layout.dw_off[0] : layout.dw_off[1]]
+    y = layout.y[0]
+    tv = layout.term_values[0]
+    weight = w * count[order]  # the universe's
+    positives = weight * y
+    negatives = weight - positives
+    within = np.stack([np.bincount(group, positives), np.bincount(group, negatives)], axis=1)
+    below = np.cumsum(within, axis=0) - within
+    cuts = starts[layout.splits[0]].astype(np.int64)
+    n_thr = layout.n_thresholds
+    universe = np.zeros(_FIXED + 2 * n_thr + tv.shape[0])
+    universe[_CP] = positives.sum()
+    universe[_CN] = negatives.sum()
+    universe[_AUC] = float(np.sum(within[:, 0] * (below[:, 1] + 0.5 * within[:, 1])))
+    for h in range(n_thr):
+        universe[_FIXED + 2 * h] = positives[: cuts[h]].sum()
+        universe[_FIXED + 2 * h + 1] = negatives[: cuts[h]].sum()
+    universe[_FIXED + 2 * n_thr :] = tv @ weight
+    table = np.empty((n, _S_TERMS + tv.shape[0]))
+    table[:, _S_GROUP] = group
+    table[:, _S_P] = w * y
+    table[:, _S_Q] = w - w * y
+    table[:, _S_BELOW_P : _S_BELOW_N + 1] = below[group]
+    table[:, _S_IN_P : _S_IN_N + 1] = within[group]
+    table[:, _S_TERMS:] = (tv * w).T
+    return SubsetLayout(position=position, table=table, cuts=cuts, universe=universe)
+
+
+@numba.njit(cache=True, inline="always")
+def _sort_places(places, scratch, counts):
+    """Sort ``places`` (distinct non-negative ints) in place: a bucket sort over their range, each bucket by
+    insertion (``O(m)`` for spread values; ``scratch`` and ``counts`` of at least ``m`` and ``m + 1``)."""
+    m = places.shape[0]
+    if m < 2:
+        return
+    lo = places[0]
+    hi = places[0]
+    for i in range(m):
+        lo = min(lo, places[i])
+        hi = max(hi, places[i])
+    span = hi - lo + 1
+    for i in range(m + 1):
+        counts[i] = 0
+    for i in range(m):
+        counts[(places[i] - lo) * m // span + 1] += 1
+    for i in range(m):
+        counts[i + 1] += counts[i]
+    for i in range(m):
+        k = (places[i] - lo) * m // span
+        scratch[counts[k]] = places[i]
+        counts[k] += 1
+    for i in range(1, m):  # insertion: the buckets are in order already
+        v = scratch[i]
+        j = i - 1
+        while j >= 0 and scratch[j] > v:
+            scratch[j + 1] = scratch[j]
+            j -= 1
+        scratch[j + 1] = v
+    for i in range(m):
+        places[i] = scratch[i]
+
+
+@numba.njit(cache=True)
+def _subset_kernel(rows, position, table, cuts, universe, term_slots, slots, odds, out):
+    """Sums of the rows ``rows[b]`` (each counted once) for every ``b``, then the metrics of them (output 0)
+    and of the rest of the universe (output 1) by :func:`_finalize` (module docstring, "Subsets")."""
+    n_batch, m = rows.shape
+    n_thr = cuts.shape[0]
+    n_terms = table.shape[1] - _S_TERMS
+    n_slots = universe.shape[0]
+    t0 = _FIXED + 2 * n_thr
+    acc = np.zeros((2, n_slots, n_batch))
+    places = np.empty(m, dtype=np.int64)
+    scratch = np.empty(m, dtype=np.int64)
+    counts = np.empty(m + 1, dtype=np.int64)
+    sums = np.zeros(n_slots)
+    for b in range(n_batch):
+        for i in range(m):
+            places[i] = position[rows[b, i]]
+        _sort_places(places, scratch, counts)
+        sums[:] = 0.0
+        cp = 0.0
+        cn = 0.0
+        auc = 0.0
+        x1 = 0.0
+        x2 = 0.0
+        i = 0
+        while i < m:
+            j = places[i]
+            g = table[j, _S_GROUP]
+            below_p = table[j, _S_BELOW_P]
+            below_n = table[j, _S_BELOW_N]
+            in_p = table[j, _S_IN_P]
+            in_n = table[j, _S_IN_N]
+            pg = 0.0
+            ng = 0.0
+            while i < m and table[places[i], _S_GROUP] == g:
+                j = places[i]
+                p = table[j, _S_P]
+                q = table[j, _S_Q]
+                pg += p
+                ng += q
+                for t in range(n_terms):
+                    sums[t0 + t] += table[j, _S_TERMS + t]
+                for h in range(n_thr):
+                    if j < cuts[h]:
+                        sums[_FIXED + 2 * h] += p
+                        sums[_FIXED + 2 * h + 1] += q
+                i += 1
+            auc += pg * (cn + 0.5 * ng)
+            x1 += pg * (below_n + 0.5 * in_n)
+            x2 += ng * (below_p + 0.5 * in_p)
+            cp += pg
+            cn += ng
+        sums[_CP] = cp
+        sums[_CN] = cn
+        sums[_AUC] = auc
+        sums[_X1] = x1
+        sums[_X2] = x2
+        for slot in range(n_slots):
+            acc[0, slot, b] = sums[slot]
+            acc[1, slot, b] = universe[slot]
+    out_acc = np.zeros(2, dtype=np.int64)
+    out_side = np.array([0, 1], dtype=np.int64)
+    a_univ = np.array([1, -1], dtype=np.int64)
+    accd = np.zeros((1, n_slots, 1))
+    terms = np.zeros(N_TERMS)
+    values = np.empty(N_METRIC_SLOTS)
+    _finalize(acc, accd, n_batch, out_acc, out_side, a_univ, n_thr, term_slots, slots, odds, out, 0, 0, terms, values)
+
+
+def run_subset_kernel(
+    layout: WalkLayout, subset: SubsetLayout, rows: np.ndarray, *, slots: np.ndarray, odds: float, out: np.ndarray
+) -> None:
+    """Every metric of subsets of a one-stream layout's rows and of their complements in its universe.
+
+    Parameters
+    ----------
+    layout : WalkLayout
+        One model, one stream without codes (:func:`subset_layout`).
+    subset : SubsetLayout
+        Its tables (:func:`subset_layout`, with the universe's counts).
+    rows : ndarray of shape (B, m), int
+        Rows (original order) of each subset, distinct within a subset, each counted once.
+    slots : ndarray of shape (n_metrics,), int64
+        :func:`.sums.metric_slots` of the requested metrics.
+    odds : float
+        Net-benefit odds ``t / (1 - t)``.
+    out : ndarray of shape (B, 2, n_thresholds, n_metrics), float64
+        Receives the metrics of each subset (``out[:, 0]``) and of the rest of the universe (``out[:, 1]``),
+        NaN where undefined: what :func:`run_kernel` gives an accumulator of that universe and its complement.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from disaggregated_eval.engine.sums import metric_slots
+    >>> model = ModelStreams(scores=np.array([0.1, 0.4, 0.6, 0.9]), weights=np.ones((4, 1)),
+    ...                      codes=np.zeros((4, 0), np.int32), streams=(Stream(weight=0),))
+    >>> layout = build_layout(np.array([0.0, 1.0, 1.0, 0.0]), [model], thresholds=(0.5,), terms=())
+    >>> out = np.empty((1, 2, 1, 1))
+    >>> run_subset_kernel(layout, subset_layout(layout, np.ones(4)), np.array([[0, 1]]),
+    ...                   slots=metric_slots(["auc"]), odds=1.0, out=out)
+    >>> out[0, :, 0, 0].tolist()  # the AUC of rows 0, 1 and of the rest, rows 2, 3
+    [1.0, 0.0]
+    """
+    _subset_kernel(
+        np.ascontiguousarray(rows, dtype=np.int64),
+        subset.position,
+        subset.table,
+        subset.cuts,
+        subset.universe,
+        layout.term_slots,
+        np.ascontiguousarray(slots, dtype=np.int64),
+        float(odds),
         out,
     )
