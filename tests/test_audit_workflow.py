@@ -239,7 +239,9 @@ print(slow.wait(timeout=60), quick.wait(timeout=60), round(time.monotonic() - st
 def test_a_cancelled_local_executor_stops_the_jobs_still_running():
     """Snakemake's local executor, cancelled (SIGINT to Snakemake), waited for its jobs; patched, it gives them
     the grace period, then sends SIGTERM to those still running (in a subprocess: it signals every child)."""
-    proc = subprocess.run([sys.executable, "-c", CANCEL_STOPS_JOBS], capture_output=True, text=True, timeout=120)
+    paths = [str(REPO / "workflow" / "lib"), os.environ.get("PYTHONPATH", "")]  # pytest's pythonpath is not inherited
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    proc = subprocess.run([sys.executable, "-c", CANCEL_STOPS_JOBS], capture_output=True, text=True, timeout=120, env=env)
     assert proc.returncode == 0, proc.stderr
     slow, quick, seconds = proc.stdout.split()
     assert (int(slow), int(quick)) == (-signal.SIGTERM, 0)
