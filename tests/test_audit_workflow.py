@@ -241,7 +241,9 @@ def test_a_cancelled_local_executor_stops_the_jobs_still_running():
     the grace period, then sends SIGTERM to those still running (in a subprocess: it signals every child)."""
     paths = [str(REPO / "workflow" / "lib"), os.environ.get("PYTHONPATH", "")]  # pytest's pythonpath is not inherited
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
-    proc = subprocess.run([sys.executable, "-c", CANCEL_STOPS_JOBS], capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", CANCEL_STOPS_JOBS], capture_output=True, text=True, timeout=120, env=env
+    )
     assert proc.returncode == 0, proc.stderr
     slow, quick, seconds = proc.stdout.split()
     assert (int(slow), int(quick)) == (-signal.SIGTERM, 0)
