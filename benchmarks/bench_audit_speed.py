@@ -64,11 +64,26 @@ on a frame in memory (after a warm-up audit in the same process; one thread, the
   wall of ``audit()`` and of its tests (``test_pvalues``), peak memory, the tests used, the ratio. Goal: at
   least 10x less CPU than the base commit.
 
+Issue 31's shapes, each against :data:`SHAPES_BASE_COMMIT` (the code before issue 31) in the same run, CPU seconds of
+the whole process (one thread, the default), its peak memory, the goal (a reference still running after
+``--shapes-timeout`` seconds is stopped, and its figure printed as a lower bound):
+
+* ``shape-many-slices``: ``many-slices``'s data (200,000 continuous rows, 3 attributes of 20 levels, every
+  intersection: 9,261 slices), its 4 count metrics and 2,000 resamples, the default permutations. Goal: at least 5x
+  less CPU than the base.
+* ``shape-many-slices-default``: the same data with every default (14 metrics, 10,000 resamples). Goal: it runs,
+  within 2 GB.
+* ``shape-compas``: ``compas``'s command line (every default, ``--control none,Y,R``), CPU of the process. Goal:
+  under 10 CPU-seconds.
+
+The other two shapes of issue 31 are ``small-continuous`` (2x10^4 continuous rows, every default) and
+``controlled-r`` (``V = R`` at 10^6 rows), above.
+
 Usage::
 
     python benchmarks/bench_audit_speed.py [--workloads compas,million,...,scale-continuous,scale-counts,controlled-r,
-        small-continuous]
-        [--no-reference]
+        small-continuous,shape-many-slices,shape-many-slices-default,shape-compas]
+        [--no-reference] [--shapes-timeout SECONDS]
 
 Run it on an otherwise idle machine: the load average is printed before and after each workload.
 """
@@ -94,6 +109,8 @@ from _reference import REFERENCE_COMMIT, reference_tree  # noqa: E402
 BASE_COMMIT = "86ba781"
 #: The commit before issue 31's work: today's code of the small-continuous workload.
 SMALL_BASE_COMMIT = "1ee08dc"
+#: The commit before issue 31's work: today's code of the shapes (``shape-*``).
+SHAPES_BASE_COMMIT = SMALL_BASE_COMMIT
 
 COUNT_METRICS = [
     "sensitivity", "specificity", "precision", "net_benefit", "label_rate", "predicted_positive_rate", "accuracy",
@@ -435,6 +452,116 @@ def small_continuous(reference: bool) -> None:
     print(f"{'':<16} load average {os.getloadavg()}", flush=True)
 
 
+# The child of the shape-many-slices workloads: builds many-slices' frame, warms up, runs audit() once (CPU of this
+# one-thread process); an audit refused before any work prints the refusal.
+SHAPE_CHILD = r"""
+import json, resource, time
+import numpy as np, pandas as pd
+from disaggregated_eval.audit import AuditInputError, audit
+n, options = {n!r}, {options!r}
+rng = np.random.default_rng(0)
+data = pd.DataFrame({{f"a{{k}}": rng.integers(0, 20, n).astype(str) for k in range(3)}})
+x = rng.normal(size=n)
+data["y"] = rng.binomial(1, 1 / (1 + np.exp(-x)))
+data["score"] = 1 / (1 + np.exp(-(x + rng.normal(0, 0.7, n))))
+kwargs = dict(label="y", scores=["score"], groups=["a0", "a1", "a2"], **options)
+audit(data.head(2000), **dict(kwargs, n_resamples=200, n_permutations=0))  # numba caches loaded or compiled
+cpu, wall = time.process_time(), time.perf_counter()
+try:
+    result = audit(data, **kwargs)
+    said = dict(slices=int(result.slices["slice"].nunique()), fairness_rows=len(result.fairness),
+                comparisons=len(result.comparisons))
+except AuditInputError as error:
+    said = dict(refused=str(error))
+print(json.dumps(dict(cpu=time.process_time() - cpu, wall=time.perf_counter() - wall,
+                      peak_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, **said)))
+"""
+
+# The child of shape-compas: the README's COMPAS command line in this process (CPU and peak memory are its own,
+# the interpreter's start and imports included).
+COMPAS_CHILD = r"""
+import json, resource, runpy, sys, time
+cpu, wall = time.process_time(), time.perf_counter()
+sys.argv = ["disagg-eval", "audit", {root!r} + "/examples/data/compas.csv", "--label", "two_year_recid", "--score",
+            "compas_score", "--group", "race", "--group", "sex", "--control", "none,Y,R", "--out", {out!r}, "--quiet"]
+try:
+    runpy.run_module("disaggregated_eval.audit.cli", run_name="__main__")
+except SystemExit as stop:
+    if stop.code not in (0, None):
+        raise
+usage = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps(dict(cpu=usage.ru_utime + usage.ru_stime, wall=time.perf_counter() - wall,
+                      peak_mib=usage.ru_maxrss / 1024)))
+"""
+
+
+def _timed_child(code: str, pythonpath: str | None, timeout: float) -> dict:
+    """Run ``code`` in a fresh interpreter; its JSON, or ``{"timeout": ..., "cpu": ...}`` when stopped after
+    ``timeout`` seconds (the CPU it had used: a lower bound of its cost)."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False,
+                              timeout=timeout)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return dict(timeout=timeout, cpu=(after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-3000:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _said(run: dict) -> str:
+    """One run's figures (or its refusal, or its timeout)."""
+    if "timeout" in run:
+        return f"stopped after {run['timeout']:.0f} s wall, at {run['cpu']:.0f} s CPU (a lower bound)"
+    figures = f"{run['cpu']:.1f} s CPU, {run['wall']:.1f} s wall, peak {run['peak_mib']:.0f} MiB"
+    return f"refused before any work ({run['refused'][:160]}...); {figures}" if "refused" in run else figures
+
+
+def shapes(chosen: list[str], reference: bool, timeout: float) -> None:
+    """Issue 31's shapes (module docstring), today beside :data:`SHAPES_BASE_COMMIT`."""
+    base = str(reference_tree(SHAPES_BASE_COMMIT)) if reference else None
+    plans = {
+        "shape-many-slices": dict(n_resamples=2_000, metrics=COUNT_METRICS[-4:]),
+        "shape-many-slices-default": {},
+    }
+    for name, options in plans.items():
+        if name not in chosen:
+            continue
+        code = SHAPE_CHILD.format(n=200_000, options=options)
+        new = _timed_child(code, None, 4 * timeout)
+        old = _timed_child(code, base, timeout) if base else None
+        if name == "shape-many-slices":
+            ratio = old["cpu"] / new["cpu"] if old and "timeout" not in new else None
+            bound = "at least " if old and "timeout" in old else ""
+            verdict = "?" if ratio is None else "met" if ratio >= 5 else "NOT met"
+            goal = f"{bound}{ratio:.1f}x less CPU | goal: at least 5x: {verdict}" if ratio else "goal: at least 5x: ?"
+        else:
+            ok = "refused" not in new and "timeout" not in new and new["peak_mib"] * 2**20 <= 2e9
+            goal = f"goal: runs within 2 GB: {'met' if ok else 'NOT met'}"
+        print(f"{name} new: {_said(new)} | {goal}", flush=True)
+        if old:
+            print(f"{name} base {SHAPES_BASE_COMMIT}: {_said(old)}", flush=True)
+        print(f"{'':<16} load average {os.getloadavg()}", flush=True)
+    if "shape-compas" in chosen:
+        with tempfile.TemporaryDirectory() as tmp:
+            new = _timed_child(COMPAS_CHILD.format(root=str(ROOT), out=str(Path(tmp) / "new")), None, 4 * timeout)
+            old = (
+                _timed_child(COMPAS_CHILD.format(root=str(ROOT), out=str(Path(tmp) / "old")), base, timeout)
+                if base
+                else {}
+            )
+        ratio = f"; {old['cpu'] / new['cpu']:.1f}x less CPU than {SHAPES_BASE_COMMIT}" if "peak_mib" in old else ""
+        met = "met" if "peak_mib" in new and new["cpu"] < 10 else "NOT met"
+        print(f"shape-compas new: {_said(new)}{ratio} | goal: under 10 s CPU: {met}", flush=True)
+        if old:
+            print(f"shape-compas base {SHAPES_BASE_COMMIT}: {_said(old)}", flush=True)
+        print(f"{'':<16} load average {os.getloadavg()}", flush=True)
+
+
 def _run_json(code: str, pythonpath: str | None) -> dict:
     """Run ``code`` in a fresh interpreter (``pythonpath`` first on the path); the JSON of its last line."""
     env = dict(os.environ)
@@ -536,9 +663,15 @@ def main(argv=None) -> int:
     parser.add_argument(
         "--workloads",
         default="compas,million,million-counts,many-slices,fairlearn,scale-continuous,scale-counts,controlled-r,"
-        "small-continuous",
+        "small-continuous,shape-many-slices,shape-many-slices-default,shape-compas",
     )
     parser.add_argument("--no-reference", action="store_true", help="do not run the reference commit's code")
+    parser.add_argument(
+        "--shapes-timeout",
+        type=float,
+        default=1800.0,
+        help="seconds after which a base commit's run of a shape-* workload is stopped (today's: 4x)",
+    )
     parser.add_argument("--fairlearn-boot", type=int, default=3)
     args = parser.parse_args(argv)
     chosen = args.workloads.split(",")
@@ -576,6 +709,7 @@ def main(argv=None) -> int:
         controlled_r(not args.no_reference)
     if "small-continuous" in chosen:
         small_continuous(not args.no_reference)
+    shapes(chosen, not args.no_reference, args.shapes_timeout)
     print(f"load average at the end {os.getloadavg()}")
     return 0
 

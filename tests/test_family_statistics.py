@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from disaggregated_eval.derived import Extreme, SliceRates, demographic_parity, disparity_ratio, equalized_odds
+from disaggregated_eval.derived import Extreme, SliceRates, demographic_parity, disparity_ratios, equalized_odds
 from disaggregated_eval.intervals import max_abs_t, max_t_level, mover_ratio, wilson_interval
 from disaggregated_eval.seeds import generator
 
@@ -99,11 +99,11 @@ def test_equalized_odds_takes_the_worse_of_its_two_rates_and_the_band_widens_the
     b_lo, b_hi = difference.band(0.999)
     assert b_lo <= lo <= difference.estimate <= hi <= b_hi
     assert difference.bias_corrected() >= 0.0 and 0.0 <= ratio.bias_corrected() <= 1.0
-    pair = disparity_ratio(SliceRates(fpr.estimate[[1, 0]], fpr.replicates[:, [1, 0]], fpr.size[[1, 0]]))
-    assert pair.estimate == fpr.estimate[1] / fpr.estimate[0]
-    lo, hi = pair.interval(0.95)
-    assert (lo, hi) == pytest.approx(tuple(x[0] for x in mover_ratio(fpr.estimate[[1]], fpr.size[[1]],
-                                                                         fpr.estimate[[0]], fpr.size[[0]], 0.95)))  # fmt: skip
+    ratios = disparity_ratios(fpr, reference=0)
+    assert ratios.ratio[1] == fpr.estimate[1] / fpr.estimate[0]
+    lo, hi = ratios.bounds(0.95)
+    assert (lo[1], hi[1]) == pytest.approx(tuple(x[0] for x in mover_ratio(fpr.estimate[[1]], fpr.size[[1]],
+                                                                              fpr.estimate[[0]], fpr.size[[0]], 0.95)))  # fmt: skip
 
 
 def test_bad_inputs_are_refused():
@@ -166,9 +166,34 @@ def test_the_parts_of_an_extreme_must_share_their_resamples():
 
 def test_pair_ratio_replicates_are_undefined_where_the_reference_rate_is_zero():
     reps = np.array([[0.2, 0.4], [0.3, 0.0], [0.1, np.nan]])
-    ratio = disparity_ratio(SliceRates(np.array([0.2, 0.4]), reps, np.array([50.0, 50.0])))
-    np.testing.assert_allclose(ratio.replicates, [0.5, np.nan, np.nan])
-    assert ratio.estimate == pytest.approx(0.5)
+    ratios = disparity_ratios(SliceRates(np.array([0.2, 0.4]), reps, np.array([50.0, 50.0])), reference=1)
+    assert ratios.n_undefined(np.array([0])).tolist() == [2]  # a reference rate of 0 and an undefined one
+    assert ratios.ratio[0] == pytest.approx(0.5)
+    assert np.isnan(disparity_ratios(SliceRates(np.array([0.2, 0.0]), reps, np.array([50.0, 50.0])), 1).ratio[0])
+
+
+def test_pair_ratios_in_blocks_equal_each_pair_alone(monkeypatch):
+    # The block statistics (read in blocks of slices) equal those of each (slice, reference) pair built alone:
+    # the same max-|t| over the pairs, the same undefined counts, the same MOVER-R bounds.
+    from disaggregated_eval import derived
+
+    rng = generator(20250101, "test", "pair-ratios-blocks")
+    rates = _family(rng, [0.3, 0.0, 0.2, 0.35, 0.5, 0.25, 0.3], 60)
+    ratios = disparity_ratios(rates, reference=3)
+    others = np.array([0, 1, 2, 4, 5, 6])
+    monkeypatch.setattr(derived, "_CHUNK_VALUES", 2 * rates.replicates.shape[0])  # blocks of 2 slices
+    t = ratios.max_t(others)
+    alone = [derived._max_abs_t(SliceRates(rates.estimate[[s, 3]], rates.replicates[:, [s, 3]], rates.size[[s, 3]]),
+                                "ratio") for s in others]  # fmt: skip
+    np.testing.assert_array_equal(t, np.maximum.reduce(alone))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        undefined = [np.sum(~np.isfinite(rates.replicates[:, s] / np.where(rates.replicates[:, 3] == 0, np.nan,
+                                                                             rates.replicates[:, 3]))) for s in others]  # fmt: skip
+    assert ratios.n_undefined(others).tolist() == undefined
+    low, high = ratios.bounds(0.9)
+    for s in others:
+        one = mover_ratio(rates.estimate[[s]], rates.size[[s]], rates.estimate[[3]], rates.size[[3]], 0.9)
+        assert (low[s], high[s]) == (one[0][0], one[1][0])
 
 
 def test_max_t_level_with_undefined_resamples_warns_nothing_and_reaches_one():

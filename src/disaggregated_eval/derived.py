@@ -29,7 +29,8 @@ functions over a family's paired replicates (:class:`SliceRates`):
 * :func:`equalized_odds`: the larger of the true and false positive rates' gaps, the smaller of their
   ratios (fairlearn's ``equalized_odds_difference`` / ``_ratio``, ``agg="worst_case"``);
 * :func:`largest_gap`: the largest minus the smallest value of any metric;
-* :func:`disparity_ratio`: one slice's proportion over a reference slice's (Aequitas' disparities).
+* :func:`disparity_ratios`: each slice's proportion over a reference slice's (Aequitas' disparities), for
+  every slice of a family at once (:class:`PairRatios`).
 
 Their plug-in estimates are :func:`gap`, :func:`spread_ratio`, :func:`maximum` and :func:`minimum` of
 the slices' values and equal the peers', and :meth:`Extreme.attained_by` names the slices (and the rate)
@@ -102,13 +103,13 @@ __all__ = [
     "bootstrap_z_pvalue",
     "SliceRates",
     "Extreme",
-    "PairRatio",
+    "PairRatios",
     "MAX_T_WORK",
     "MAX_PAIRS",
     "demographic_parity",
     "equalized_odds",
     "largest_gap",
-    "disparity_ratio",
+    "disparity_ratios",
     "simultaneous_level",
 ]
 
@@ -139,7 +140,13 @@ def _apply(function: Callable[[np.ndarray, int], np.ndarray], x: Replicated) -> 
 
 
 def _index(values: np.ndarray, idx: np.ndarray, axis: int) -> np.ndarray:
-    return np.take(values, idx, axis=axis)
+    """``values`` at ``idx`` along ``axis``, by basic-then-advanced indexing: it reads only the entries taken.
+
+    (``numpy.take`` first copies a non-contiguous array whole, e.g. one metric's view of the audit's
+    replicates: a pass over every resample of every output per call.) The result is C-ordered, as ``take``'s is,
+    so that reductions over it sum in the same order.
+    """
+    return np.ascontiguousarray(values[(slice(None),) * axis + (idx,)])
 
 
 def take(x: Replicated, idx: np.ndarray) -> Replicated:
@@ -226,7 +233,7 @@ def extreme(x: Replicated, members: np.ndarray, kind: str) -> Replicated:
         raise ValueError(f"kind must be 'max' or 'min'; got {kind!r}")
 
     def f(values: np.ndarray, axis: int) -> np.ndarray:
-        gathered = np.take(values, safe, axis=axis)  # axis -> (n, max_members)
+        gathered = _index(values, safe, axis)  # axis -> (n, max_members)
         shape = [1] * gathered.ndim
         shape[axis] = valid.shape[0]
         shape[axis + 1] = valid.shape[1]
@@ -687,55 +694,90 @@ class Extreme:
 
 
 @dataclass(frozen=True)
-class PairRatio:
-    """A disparity ratio: a proportion on one slice over the same on a reference slice (Aequitas).
+class PairRatios:
+    """Disparity ratios: each slice's proportion over one reference slice's (Aequitas), for every slice of a
+    family at once.
+
+    Every method works on the slices as arrays, and reads the paired replicates in blocks of slices (at most
+    about 2^22 values at a time): the cost of a family's ratios is one pass over its replicates, whatever
+    the number of slices, and the memory one block.
 
     Attributes
     ----------
-    rates : SliceRates
-        Two slices: the slice (first) and the reference (second), with their sizes.
+    estimate : ndarray of shape (n_slices,)
+        The proportion on each slice.
+    size : ndarray of shape (n_slices,)
+        Each slice's (effective) denominator.
+    reference : int
+        The reference slice (an index into the slices).
+    replicates_of : callable
+        ``replicates_of(idx)``, ``idx`` of shape (k,) int64: the paired replicates of the slices ``idx``,
+        shape (n_resamples, k) (NaN where undefined).
+    n_resamples : int
     """
 
-    rates: SliceRates
+    estimate: np.ndarray
+    size: np.ndarray
+    reference: int
+    replicates_of: Callable[[np.ndarray], np.ndarray]
+    n_resamples: int
 
     def __post_init__(self) -> None:
-        if self.rates.n_slices != 2 or self.rates.size is None:
-            raise ValueError("a disparity ratio needs two slices of a proportion, with their sizes")
-
-    @functools.cached_property
-    def _ratio(self) -> Replicated:
-        """:func:`ratio` of slice 0 over slice 1 (a proportion is >= 0: NaN where the reference's is 0 or undefined)."""
-        x = Replicated(
-            point=np.asarray(self.rates.estimate, dtype=np.float64), replicates=np.asarray(self.rates.replicates)
-        )
-        return ratio(x, np.array([0]), np.array([1]))
+        k = np.shape(self.estimate)
+        if len(k) != 1 or np.shape(self.size) != k:
+            raise ValueError(f"estimate and size must have one shape (n_slices,); got {k} and {np.shape(self.size)}")
+        if not 0 <= self.reference < k[0]:
+            raise ValueError(f"reference must index one of the {k[0]} slices; got {self.reference}")
 
     @property
-    def estimate(self) -> float:
-        """``p_slice / p_reference`` (NaN when the reference's is 0 or undefined)."""
-        return float(self._ratio.point[0])
+    def ratio(self) -> np.ndarray:
+        """``p_slice / p_reference`` of every slice, shape (n_slices,) (NaN when the reference's is 0 or undefined)."""
+        p = np.asarray(self.estimate, dtype=np.float64)
+        den = p[self.reference]
+        return p / (np.nan if den == 0.0 else den)
 
-    @property
-    def n_pairs(self) -> int:
-        return 1
+    def _blocks(self, slices: np.ndarray):
+        """``(idx, replicates of idx, replicates of the reference)`` over blocks of ``slices``."""
+        ref = self.replicates_of(np.array([self.reference], dtype=np.int64))[:, 0]
+        for part in _chunks(slices.shape[0], self.n_resamples):
+            idx = slices[part]
+            yield part, np.asarray(self.replicates_of(idx), dtype=np.float64), ref
 
-    @property
-    def replicates(self) -> np.ndarray:
-        """The ratio on each resample, shape (n_resamples,) (NaN where the reference's rate is 0 or undefined)."""
-        return self._ratio.replicates[:, 0]
+    def n_undefined(self, slices: np.ndarray) -> np.ndarray:
+        """Resamples on which each ratio of ``slices`` (shape (k,), int) is undefined or infinite, shape (k,)."""
+        slices = np.asarray(slices, dtype=np.int64)
+        out = np.zeros(slices.shape[0], dtype=np.int64)
+        for part, reps, ref in self._blocks(slices):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                values = reps / np.where(ref == 0.0, np.nan, ref)[:, None]
+            out[part] = np.sum(~np.isfinite(values), axis=0)
+        return out
 
-    def max_t(self) -> np.ndarray | None:
-        """|t| of the linearised log ratio on each resample, shape (n_resamples,)."""
-        return _max_abs_t(self.rates, "ratio")
+    def max_t(self, slices: np.ndarray) -> np.ndarray:
+        """Row-wise max |t| over the linearised log ratios of ``slices`` (shape (k,), int), shape (n_resamples,).
 
-    def band(self, level: float) -> tuple[float, float]:
-        """The MOVER-R interval at ``level``."""
-        low, high, _, _ = _ratios(self.rates, level)  # the pair (0, 1): p_slice / p_reference
-        return float(low[0]), float(high[0])
+        The same statistic as :func:`_max_abs_t` of each pair (slice, reference), maximised over the pairs: a
+        pair with a zero estimate on either side is left out (MOVER-R covers it); 0 where none is left.
+        """
+        slices = np.asarray(slices, dtype=np.int64)
+        p = np.asarray(self.estimate, dtype=np.float64)
+        p_ref = p[self.reference]
+        out = np.zeros(self.n_resamples)
+        if not p_ref > 0:
+            return out
+        slices = slices[p[slices] > 0]
+        for part, reps, ref in self._blocks(slices):
+            pi = p[slices[part]]
+            deviations = (reps - pi) / pi - ((ref - p_ref) / p_ref)[:, None]
+            np.maximum(out, max_abs_t(deviations), out=out)
+        return out
 
-    def interval(self, confidence: float, max_t: np.ndarray | None = None) -> tuple[float, float]:
-        """The MOVER-R interval at ``confidence`` (one ratio: no multiplicity)."""
-        return self.band(confidence)
+    def bounds(self, level: float) -> tuple[np.ndarray, np.ndarray]:
+        """The MOVER-R interval of every slice's ratio at ``level``, two arrays of shape (n_slices,)."""
+        p = np.asarray(self.estimate, dtype=np.float64)
+        n = np.asarray(self.size, dtype=np.float64)
+        r = self.reference
+        return mover_ratio(p, n, np.full_like(p, p[r]), np.full_like(n, n[r]), level)
 
 
 def demographic_parity(selection: SliceRates) -> tuple[Extreme, Extreme]:
@@ -778,6 +820,35 @@ def largest_gap(metric: SliceRates) -> Extreme:
     return Extreme("gap", (metric,))
 
 
-def disparity_ratio(metric: SliceRates) -> PairRatio:
-    """A slice's proportion over its reference slice's (``metric`` holds the slice, then the reference)."""
-    return PairRatio(metric)
+def disparity_ratios(metric: SliceRates, reference: int) -> PairRatios:
+    """Every slice's proportion over the reference slice's (``metric``'s slices, ``reference`` one of them).
+
+    Parameters
+    ----------
+    metric : SliceRates
+        A proportion on the family's slices, with sizes.
+    reference : int
+        Index of the reference slice among them.
+
+    Returns
+    -------
+    PairRatios
+
+    Raises
+    ------
+    ValueError
+        Without sizes (a ratio of slices needs proportions), or for a reference outside the slices.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rates = SliceRates(np.array([0.2, 0.4]), np.array([[0.2, 0.4], [0.3, 0.0]]), np.array([50.0, 50.0]))
+    >>> ratios = disparity_ratios(rates, reference=1)
+    >>> ratios.ratio.tolist(), ratios.n_undefined(np.array([0])).tolist()
+    ([0.5, 1.0], [1])
+    """
+    if metric.size is None:
+        raise ValueError("a disparity ratio needs a proportion, with its sizes (SliceRates.size)")
+    reps = np.asarray(metric.replicates)
+    return PairRatios(np.asarray(metric.estimate, dtype=np.float64), np.asarray(metric.size, dtype=np.float64),
+                      int(reference), lambda idx: reps[:, idx], reps.shape[0])  # fmt: skip

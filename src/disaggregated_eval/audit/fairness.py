@@ -41,12 +41,11 @@ import pandas as pd
 from .. import vocabulary
 from ..derived import (
     Extreme,
-    PairRatio,
+    PairRatios,
     Replicated,
     SliceRates,
     complement,
     demographic_parity,
-    disparity_ratio,
     equalized_odds,
     largest_gap,
     simultaneous_level,
@@ -117,6 +116,15 @@ class MetricSource:
             None if self.size is None else np.asarray(self.size, dtype=np.float64)[np.asarray(slices, dtype=np.int64)]
         )
         return SliceRates(estimate=np.asarray(x.point, dtype=np.float64), replicates=x.replicates, size=size)
+
+    def ratios(self, slices: np.ndarray, reference: int) -> PairRatios:
+        """Each of ``slices``' (global slice indices, shape (k,)) proportion over ``slices[reference]``'s, its
+        replicates read in blocks of slices (never all of them at once)."""
+        slices = np.asarray(slices, dtype=np.int64)
+        point = self.values.point[self.rows[slices]]
+        size = np.asarray(self.size, dtype=np.float64)[slices]
+        return PairRatios(np.asarray(1.0 - point if self.complement else point, dtype=np.float64), size, reference,
+                          lambda idx: self.of(slices[idx]).replicates, int(np.shape(self.values.replicates)[0]))  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -218,28 +226,45 @@ class _Claim:
     """One row of the table: how to build its statistic (twice: for its interval, then for the band)."""
 
     base: dict
-    build: Any  # () -> Extreme | PairRatio | None
+    build: Any  # () -> Extreme | None
     reported: bool
     reason: str
     members: tuple[str, ...] = ()  # an extreme's slices, in the order the statistic holds them
 
 
-def _row(claim: _Claim, statistic: Extreme | PairRatio | None, ci: tuple[float, float], band: tuple[float, float],
+@dataclass(frozen=True)
+class _Ratios:
+    """The disparity ratios of one model, family and metric: a row per slice but the reference, built at once."""
+
+    base: dict
+    ratios: PairRatios
+    slices: np.ndarray  # indices into ``ratios``' slices: every one but the reference, in the family's order
+    names: list[str]
+    reference: str
+    reported: np.ndarray
+    reasons: list[str]
+
+    @property
+    def used(self) -> np.ndarray:
+        """The ratios that take part in the band (reported, with a finite estimate), as indices into ``slices``."""
+        return np.flatnonzero(self.reported & np.isfinite(self.ratios.ratio[self.slices]))
+
+
+def _row(claim: _Claim, statistic: Extreme | None, ci: tuple[float, float], band: tuple[float, float],
          tolerance: Tolerance) -> dict:  # fmt: skip
     """The table row of a claim, from its statistic, interval and band."""
-    low_band, high_band = tolerance.ratio or vocabulary.FOUR_FIFTHS_BAND
     record = dict(claim.base)
     if statistic is None or not claim.reported:
         estimate = bias = np.nan
         n_undefined = 0 if statistic is None else int(np.sum(~np.isfinite(statistic.replicates)))
     else:
         estimate = statistic.estimate
-        bias = statistic.bias_corrected() if isinstance(statistic, Extreme) else np.nan
+        bias = statistic.bias_corrected()
         n_undefined = int(np.sum(~np.isfinite(statistic.replicates)))
-    if isinstance(statistic, Extreme) and (attained := statistic.attained_by()) is not None:
+    if statistic is not None and (attained := statistic.attained_by()) is not None:
         record["slice"], record["reference"] = claim.members[attained[1]], claim.members[attained[2]]
     caveat = ""
-    if statistic is not None and np.isfinite(estimate) and isinstance(statistic, Extreme):
+    if statistic is not None and np.isfinite(estimate):
         reps = statistic.replicates
         if bool(degenerate(reps[:, None])[0]) and ci[1] - ci[0] <= 0.0:
             caveat = vocabulary.CAVEAT_DEGENERATE
@@ -247,7 +272,6 @@ def _row(claim: _Claim, statistic: Extreme | PairRatio | None, ci: tuple[float, 
         caveat = vocabulary.CAVEAT_UNDEFINED
     definition = FAIRNESS_REGISTRY[claim.base["statistic"]]
     verdict = _VERDICTS[definition.kind, definition.over](*band, tolerance)
-    is_ratio = definition.kind == "ratio"
     if not claim.reported or caveat:
         verdict = ""
     record.update(
@@ -257,8 +281,10 @@ def _row(claim: _Claim, statistic: Extreme | PairRatio | None, ci: tuple[float, 
         ci_high=float(ci[1]),
         band_low=float(band[0]),
         band_high=float(band[1]),
-        interval=INTERVAL_EXTREME if definition.over == "family" else INTERVAL_RATIO,
-        disparity=bool(is_ratio and np.isfinite(estimate) and not low_band <= estimate <= high_band),
+        interval=INTERVAL_EXTREME,
+        disparity=bool(
+            definition.kind == "ratio" and np.isfinite(estimate) and not _within_four_fifths(estimate, tolerance)
+        ),
         verdict=verdict,
         n_undefined=n_undefined,
         reported=bool(claim.reported),
@@ -266,6 +292,49 @@ def _row(claim: _Claim, statistic: Extreme | PairRatio | None, ci: tuple[float, 
         caveat=caveat,
     )
     return record
+
+
+def _within_four_fifths(estimate, tolerance: Tolerance):
+    """Whether a ratio lies in the four-fifths band (or the tolerance's ratio band)."""
+    low_band, high_band = tolerance.ratio or vocabulary.FOUR_FIFTHS_BAND
+    return (low_band <= estimate) & (estimate <= high_band)
+
+
+def _ratio_rows(block: _Ratios, ci: tuple[np.ndarray, np.ndarray], band: tuple[np.ndarray, np.ndarray],
+                tolerance: Tolerance) -> pd.DataFrame:  # fmt: skip
+    """The table rows of one block of disparity ratios (what :func:`_row` gives a single claim)."""
+    ratio = block.ratios.ratio[block.slices]
+    estimate = np.where(block.reported, ratio, np.nan)
+    undefined = block.reported & ~np.isfinite(ratio)
+    band_low, band_high = band[0][block.slices], band[1][block.slices]
+    verdicts = [
+        "" if not reported or bad else ratio_verdict(low, high, tolerance)
+        for reported, bad, low, high in zip(block.reported, undefined, band_low, band_high, strict=True)
+    ]
+    with np.errstate(invalid="ignore"):
+        disparity = np.isfinite(estimate) & ~_within_four_fifths(estimate, tolerance)
+    k = block.slices.shape[0]
+    return pd.DataFrame(
+        {
+            **{key: [value] * k for key, value in block.base.items()},
+            "slice": block.names,
+            "reference": [block.reference] * k,
+            "members": np.full(k, 2, dtype=np.int64),
+            "estimate": estimate,
+            "bias_corrected": np.full(k, np.nan),
+            "ci_low": ci[0][block.slices],
+            "ci_high": ci[1][block.slices],
+            "band_low": band_low,
+            "band_high": band_high,
+            "interval": INTERVAL_RATIO,
+            "disparity": disparity,
+            "verdict": verdicts,
+            "n_undefined": block.ratios.n_undefined(block.slices),
+            "reported": block.reported,
+            "reason": block.reasons,
+            "caveat": np.where(undefined, vocabulary.CAVEAT_UNDEFINED, ""),
+        }
+    )
 
 
 def _family_claims(
@@ -276,12 +345,12 @@ def _family_claims(
     model: str,
     headline: str | None,
     reference: int,
-) -> list[_Claim]:
-    """Every row of one model's family: DP, EO, largest gap, then the disparity ratios."""
+) -> list[_Claim | _Ratios]:
+    """Every row of one model's family: DP, EO, largest gap, then the disparity ratios (a block per metric)."""
     family = plan.families[family_index]
     ids = family.slice_ids
     base = {"model": model, "attribute": family.name}
-    claims: list[_Claim] = []
+    claims: list[_Claim | _Ratios] = []
 
     def spread(name: str, metric: str, members: np.ndarray, build) -> None:
         """A family statistic's row (its ``slice`` and ``reference``: the slices that attain it)."""
@@ -309,19 +378,29 @@ def _family_claims(
         hm = ids[h.reported[ids]]
         spread("largest_gap", headline, hm, lambda m=hm: largest_gap(h.rates(m)))
 
+    position = int(np.flatnonzero(ids == reference)[0])
+    others = np.flatnonzero(ids != reference)
     for metric in vocabulary.DISPARITY_METRICS:
         x = source[metric]
-        for s in ids[ids != reference]:
-            parts = []
-            if not x.reported[s]:
-                parts.append(f"slice: {x.reasons[s]}")
-            if not x.reported[reference]:
-                parts.append(f"reference: {x.reasons[reference]}")
-            record = {**base, "statistic": "disparity_ratio", "metric": metric, "slice": plan.names[s],
-                      "reference": plan.names[reference], "members": 2}  # fmt: skip
-            pair = np.array([s, reference], dtype=np.int64)
-            claims.append(_Claim(record, lambda x=x, pair=pair: disparity_ratio(x.rates(pair)), not parts,
-                                 "; ".join(parts)))  # fmt: skip
+        slice_ok = x.reported[ids[others]]
+        reasons = [
+            "; ".join(part for part in (
+                "" if ok else f"slice: {x.reasons[s]}",
+                "" if x.reported[reference] else f"reference: {x.reasons[reference]}",
+            ) if part)
+            for ok, s in zip(slice_ok, ids[others], strict=True)
+        ]  # fmt: skip
+        claims.append(
+            _Ratios(
+                base={**base, "statistic": "disparity_ratio", "metric": metric},
+                ratios=x.ratios(ids, position),
+                slices=others,
+                names=[plan.names[s] for s in ids[others]],
+                reference=plan.names[reference],
+                reported=slice_ok & bool(x.reported[reference]),
+                reasons=reasons,
+            )
+        )
     return claims
 
 
@@ -369,10 +448,13 @@ def fairness_table(
     Two passes over the statistics: the first computes each one's interval and its bootstrap
     max-|t| (kept only as the running maximum over the table), the second its band at the common
     level (:func:`disaggregated_eval.derived.simultaneous_level` with tail ``1 - confidence``), so that
-    no more than one statistic's replicates are held at a time.
+    no more than one statistic's replicates are held at a time. The disparity ratios of a family and
+    metric are one block (:class:`disaggregated_eval.derived.PairRatios`): their intervals and bands come
+    from the counts, their max-|t| and undefined counts from one pass over the family's replicates in
+    blocks of slices, never a pass per ratio.
     """
     counts = plan.slice_counts()
-    claims: list[_Claim] = []
+    claims: list[_Claim | _Ratios] = []
     for m, model in enumerate(model_names):
         for f, family in enumerate(plan.families):
             if f == 0:
@@ -383,11 +465,20 @@ def fairness_table(
     if not claims:
         return pd.DataFrame({c: [] for c in FAIRNESS_COLUMNS})
 
-    intervals: list[tuple[float, float]] = []
+    intervals: list = []
     running: np.ndarray | None = None
     exact = True
     n_quantities = 0
     for claim in claims:
+        if isinstance(claim, _Ratios):
+            intervals.append(claim.ratios.bounds(confidence))
+            used = claim.used
+            if used.size:
+                n_quantities += int(used.size)
+                t = claim.ratios.max_t(claim.slices[used])
+                if exact:
+                    running = t if running is None else np.maximum(running, t)
+            continue
         statistic = claim.build()
         if statistic is None:
             intervals.append((np.nan, np.nan))
@@ -402,12 +493,21 @@ def fairness_table(
         elif exact:
             running = t if running is None else np.maximum(running, t)
     level = simultaneous_level(running if exact else None, 1.0 - confidence, n_quantities)
-    rows = []
+    pieces: list[pd.DataFrame] = []
+    rows: list[dict] = []
     for claim, ci in zip(claims, intervals, strict=True):
+        if isinstance(claim, _Ratios):
+            if rows:
+                pieces.append(pd.DataFrame(rows))
+                rows = []
+            pieces.append(_ratio_rows(claim, ci, claim.ratios.bounds(level), tolerance))
+            continue
         statistic = claim.build()
         band = statistic.band(level) if statistic is not None else (np.nan, np.nan)
         rows.append(_row(claim, statistic, ci, band, tolerance))
-    table = pd.DataFrame(rows)[list(FAIRNESS_COLUMNS)]
+    if rows:
+        pieces.append(pd.DataFrame(rows))
+    table = pd.concat([piece[list(FAIRNESS_COLUMNS)] for piece in pieces if len(piece)], ignore_index=True)
     for column in ("disparity", "reported"):
         table[column] = table[column].astype(bool)
     for column in ("members", "n_undefined"):
