@@ -570,7 +570,7 @@ def test_pvalues(
 
 
 #: Values per chunk of the large-sample tests' bootstrap differences (resamples x tests).
-_Z_CHUNK_VALUES = 2**23
+_Z_CHUNK_VALUES = 2**21
 
 
 def _bootstrap_z(

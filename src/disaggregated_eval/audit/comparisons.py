@@ -124,8 +124,10 @@ def _proportion_intervals(
     return np.where(ok, low, np.nan), np.where(ok, high, np.nan), ok, p_within
 
 
-#: Values per chunk of the comparisons' bootstrap differences (resamples x comparisons x metrics).
-_CHUNK_VALUES = 2**24
+#: Values per chunk of the comparisons' bootstrap differences (resamples x comparisons x metrics): 16 MiB,
+#: so that a chunk's gathers, difference and sort stay near 100 MiB (at 2^24 they took about 500 MiB, the
+#: largest transient of a small audit).
+_CHUNK_VALUES = 2**21
 
 
 def _percentile_part(
@@ -138,10 +140,13 @@ def _percentile_part(
         return
     n_res = base.replicates.shape[0]
     chunk = max(1, _CHUNK_VALUES // max(1, n_res * columns.size))
-    sub = Replicated(point=base.point[:, columns], replicates=base.replicates[:, :, columns])
     for start in range(0, rows.size, chunk):
         part = rows[start : start + chunk]
-        derived = difference(sub, plus[part], minus[part])
+        # the chunk's outputs only (never a copy of every output's replicates in these metrics)
+        outputs, inverse = np.unique(np.concatenate([plus[part], minus[part]]), return_inverse=True)
+        sub = Replicated(point=base.point[np.ix_(outputs, columns)],
+                         replicates=base.replicates[:, outputs][:, :, columns])  # fmt: skip
+        derived = difference(sub, inverse[: part.size], inverse[part.size :])
         summary = summarise(derived, confidence=confidence)
         grid = np.ix_(part, columns)
         estimate[grid], low[grid], high[grid] = summary.estimate, summary.low, summary.high
@@ -159,11 +164,13 @@ def _point_part(base, plus, minus, rows, columns, estimate, undefined, caveat) -
     grid = np.ix_(rows, columns)
     estimate[grid] = base.point[np.ix_(plus[rows], columns)] - base.point[np.ix_(minus[rows], columns)]
     caveat[grid] = np.where(np.isfinite(estimate[grid]), "", "undefined")
-    nan = np.isnan(base.replicates[:, :, columns])
-    chunk = max(1, _CHUNK_VALUES // max(1, nan.shape[0] * columns.size))
+    n_res = base.replicates.shape[0]
+    chunk = max(1, _CHUNK_VALUES // max(1, n_res * columns.size))
     for start in range(0, rows.size, chunk):
         part = rows[start : start + chunk]
-        undefined[np.ix_(part, columns)] = (nan[:, plus[part]] | nan[:, minus[part]]).sum(axis=0)
+        nan_plus = np.isnan(base.replicates[:, plus[part]][:, :, columns])
+        nan_minus = np.isnan(base.replicates[:, minus[part]][:, :, columns])
+        undefined[np.ix_(part, columns)] = (nan_plus | nan_minus).sum(axis=0)
 
 
 def comparison_table(
