@@ -40,20 +40,20 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from joblib import Parallel, delayed
-from sklearn.base import clone
-from sklearn.ensemble import HistGradientBoostingClassifier
-from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import log_loss
-from sklearn.model_selection import GridSearchCV, StratifiedKFold
-from sklearn.pipeline import FeatureUnion, Pipeline
-from sklearn.preprocessing import FunctionTransformer, SplineTransformer
 from threadpoolctl import threadpool_limits
 
 from . import seeds
+
+if TYPE_CHECKING:  # scikit-learn is imported where a weight model is fitted (0.6 s and 25 MB an audit without
+    # controls does not need)
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import Pipeline
 from .model_fitting import (
     MAX_CATEGORY_CODE,
     check_class_counts,
@@ -220,6 +220,8 @@ def crossfit_fold_ids(groups, *, crossfit_folds: int, random_state: int) -> np.n
 
 
 def _fold_ids(groups: np.ndarray, crossfit_folds: int, random_state: int) -> np.ndarray:
+    from sklearn.model_selection import StratifiedKFold
+
     fold = np.full(groups.shape[0], -1, dtype=np.int64)
     splitter = StratifiedKFold(n_splits=crossfit_folds, shuffle=True, random_state=random_state)
     for k, (_, held_out) in enumerate(splitter.split(np.zeros((groups.shape[0], 1)), groups)):
@@ -1149,6 +1151,10 @@ def _spline_pipeline(v: np.ndarray, knots: np.ndarray) -> Pipeline:
     """The spline logistic regression of a fit on the rows ``v`` (shape (n,)): the B-spline basis on
     ``knots`` (:func:`_spline_knots` of ``v``), the linear term standardised by ``v``'s mean and
     standard deviation; ``C`` not set."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import FeatureUnion, Pipeline
+    from sklearn.preprocessing import FunctionTransformer, SplineTransformer
+
     linear = FunctionTransformer(
         _linear_term, kw_args={"center": float(v.mean()), "scale": float(v.std()) / _LINEAR_FACTOR}
     )
@@ -1225,6 +1231,9 @@ def _point_log_loss(
     held: tuple[np.ndarray, np.ndarray, np.ndarray],
 ) -> float:
     """Held-out log loss (mean over the held-out rows) of the spline fitted at ``C`` on points ``fit``."""
+    from sklearn.base import clone
+    from sklearn.metrics import log_loss
+
     estimator = clone(pipeline).set_params(logistic__C=C)
     estimator.fit(fit[0][:, None], fit[1], logistic__sample_weight=fit[2])
     proba = estimator.predict_proba(held[0][:, None])
@@ -1252,6 +1261,9 @@ def _fit_spline_logistic(
     its held-out rows (their points, weighted by their counts), the refit on all points. The knots
     and the linear term come from the rows either way.
     """
+    from sklearn.base import clone
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+
     knots = _spline_knots(v, n_knots)
     pipeline = _spline_pipeline(v, knots)
     cv = StratifiedKFold(n_splits=n_splits, shuffle=True, random_state=random_state)
