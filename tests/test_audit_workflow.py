@@ -25,7 +25,7 @@ from disaggregated_eval.audit.text import terminal_text
 from disaggregated_eval_workflow.audit_runs import audit_runs, remove_stale_records
 
 REPO = Path(__file__).resolve().parents[1]
-LINKED = ("Snakefile", "workflow", "config", "src", "envs", "profiles", "examples")
+LINKED = ("Snakefile", "workflow", "config", "src", "profiles", "examples")
 TIMEOUT = 1800
 TINY_OPTIONS = {"n_resamples": 40, "n_permutations": 30, "max_leaf_nodes": [10], "cv_folds": 2, "crossfit_folds": 2}
 

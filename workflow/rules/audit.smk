@@ -33,7 +33,7 @@ rule run_audit:
     input:
         data=job_param(AUDIT_RUNS, "file"),
         option_files=job_param(AUDIT_RUNS, "option_files"),
-        code=audit_code_files(workflow.basedir),
+        code=audit_code_files(REPO, workdir=Path.cwd()),
     output:
         output_pattern(config["audit"]),
     log:
@@ -44,7 +44,7 @@ rule run_audit:
         run=SEGMENT_PATTERN,
         model=SEGMENT_PATTERN,
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/audit.yaml"
     threads: config["audit"]["resources"]["threads"]
     resources:
         mem_mb=config["audit"]["resources"]["mem_mb"],

@@ -231,7 +231,7 @@ def _check_run(where: str, file: str, options: Mapping[str, Any]) -> None:
         raise UsageError(f"{where}: {exc}") from None
 
 
-def audit_code_files(root: str | os.PathLike[str] = ".") -> list[str]:
+def audit_code_files(root: str | os.PathLike[str] = ".", *, workdir: str | os.PathLike[str] | None = None) -> list[str]:
     """Source files an audit job runs: what its script imports, and what those import in turn.
 
     Found by the import walk of the other rules' code inputs
@@ -243,13 +243,16 @@ def audit_code_files(root: str | os.PathLike[str] = ".") -> list[str]:
     ----------
     root : path-like, default "."
         The workflow's folder (holding ``src/disaggregated_eval`` and ``workflow/scripts``).
+    workdir : path-like, optional
+        The workflow's working directory, which the paths are relative to (absolute for files outside
+        it: the workflow used as a module); default ``root``.
 
     Returns
     -------
     list of str
-        Paths relative to ``root`` (``src/disaggregated_eval/audit/core.py``, ...), sorted.
+        Paths relative to ``workdir`` (``src/disaggregated_eval/audit/core.py``, ...), sorted.
     """
-    return code_files.script_files(Path(root) / AUDIT_SCRIPT, root=root)
+    return code_files.script_files(Path(root) / AUDIT_SCRIPT, root=root, workdir=workdir)
 
 
 def job_param(jobs: Mapping[str, Mapping[str, Any]], key: str):
