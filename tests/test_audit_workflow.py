@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,7 +26,7 @@ from disaggregated_eval.audit.text import terminal_text
 from disaggregated_eval_workflow.audit_runs import audit_runs, remove_stale_records
 
 REPO = Path(__file__).resolve().parents[1]
-LINKED = ("Snakefile", "workflow", "config", "src", "envs", "profiles", "examples")
+LINKED = ("Snakefile", "workflow", "config", "src", "profiles", "examples")
 TIMEOUT = 1800
 TINY_OPTIONS = {"n_resamples": 40, "n_permutations": 30, "max_leaf_nodes": [10], "cv_folds": 2, "crossfit_folds": 2}
 
@@ -155,6 +156,10 @@ def test_a_name_ending_like_a_record_is_refused():
     run = {"file": "f.csv", "label": "y", "scores": ["s.manifest.json"], "groups": ["g"]}
     with pytest.raises(UsageError, match=r"ends in '\.manifest\.json', the ending of the audit jobs' records"):
         audit_runs({"runs": {"r": run}})
+    # a model "s.report.html" would have its folder where model "s" has its report copy
+    run = {"file": "f.csv", "label": "y", "scores": ["s", "s.report.html"], "groups": ["g"]}
+    with pytest.raises(UsageError, match=r"ends in '\.report\.html', the ending of the audit jobs' report copies"):
+        audit_runs({"runs": {"r": run}})
 
 
 def test_records_that_no_longer_describe_their_folder_are_removed(tmp_path, monkeypatch):
@@ -206,8 +211,10 @@ def test_an_edited_margins_file_reruns_the_audit(tmp_path):
     (out / "manifest.json").write_text('{"tool": "disagg-eval audit"}')
     record = workdir / "res" / "m" / "s.manifest.json"  # the job's declared output: a copy of the manifest
     record.write_text('{"tool": "disagg-eval audit"}')
+    report = workdir / "res" / "m" / "s.report.html"  # its other declared output: a copy of the report
+    report.write_text("<html></html>")
     now = time.time()
-    for path in (out / "manifest.json", out, record):
+    for path in (out / "manifest.json", out, report, record):
         os.utime(path, (now + 1000, now + 1000))
     args = ("--dry-run", "--cores", "1", "audit", "--configfile", config, "--rerun-triggers", "mtime")
     before = snakemake(workdir, *args)
@@ -285,6 +292,20 @@ def test_two_audits_run_in_parallel_and_write_every_output(tmp_path):
         assert manifest["options"]["metrics"] == metrics
         assert (workdir / "logs" / "run_audit" / run / "compas_score.log").is_file()
         assert (workdir / "benchmarks" / "output" / "run_audit" / run / "compas_score.tsv").is_file()
+        # the job's copy of the report, next to its record: what `snakemake --report` shows
+        assert out.with_name("compas_score.report.html").read_bytes() == (out / "report.html").read_bytes()
+    # `snakemake --report` has both audits' reports, each with its caption filled in (issue 36, item 1).
+    report = tmp_path / "report.html"
+    made = snakemake(workdir, "--report", report, "audit", "--configfile", config)
+    assert made.returncode == 0, output_of(made)
+    text = report.read_text()
+    start = text.index("var results = ", text.index('<script id="results">')) + len("var results = ")
+    results, _ = json.JSONDecoder().raw_decode(text, start)
+    assert sorted(results) == [f"results/audit/{run}/compas_score.report.html" for run in ("age_sex", "race")]
+    for run in ("age_sex", "race"):
+        caption = re.sub(r"<[^>]+>", "", results[f"results/audit/{run}/compas_score.report.html"]["caption"])
+        assert f"Audit {run} of the scores compas_score (run {run} of the configuration" in caption, caption
+        assert f"the report of the audit's folder results/audit/{run}/compas_score," in caption, caption
     # Up to date afterwards; a changed option reruns only its own job.
     dry = snakemake(workdir, "--dry-run", "--cores", "2", "audit", "--configfile", config)
     assert "Nothing to be done" in output_of(dry)

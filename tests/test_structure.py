@@ -135,7 +135,7 @@ PACKAGE_FOLDERS = ("src", "workflow/lib")
 #: folder first on ``sys.path``); they are named here by folder, ``benchmarks._validity``.
 SCRIPT_FOLDERS = ("benchmarks", "workflow/scripts", "examples")
 #: Snakemake files: not Python, but their import statements are.
-RULE_FILES = ("Snakefile", "workflow/rules/*.smk")
+RULE_FILES = ("Snakefile", "workflow/Snakefile", "workflow/rules/*.smk")
 
 
 @dataclass(frozen=True)
@@ -288,7 +288,7 @@ def test_the_project_sources_are_found(sources):
         "benchmarks.bench_audit_validity",
         "benchmarks._validity",
         "examples.fit_adult_model",
-        "Snakefile",
+        "workflow.Snakefile",
         "workflow.rules.audit",
     ):
         assert name in sources

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 TINY = FIXTURES / "tiny.yaml"
 TINY_ACS = FIXTURES / "tiny_acs.yaml"
-LINKED = ("Snakefile", "workflow", "config", "src", "envs", "profiles")
+LINKED = ("Snakefile", "workflow", "config", "src", "profiles")
 TIMEOUT = 3600  # seconds; a tiny run takes a few minutes on 2 busy cores
 
 # The tidy columns of docs/design.md (evaluation stage); the library may add more (e.g. `reference`).

@@ -4,6 +4,7 @@ Snakefile, the rule files and pyproject.toml (no Snakemake run)."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import re
 import tomllib
 from pathlib import Path
@@ -16,7 +17,7 @@ DOCS = {
     name: (REPO / name).read_text()
     for name in ("README.md", "config/README.md", "profiles/README.md", "docs/design.md", "docs/method.md")
 }
-RULE_FILES = [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
+RULE_FILES = [REPO / "Snakefile", REPO / "workflow" / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
 RULE_TEXT = "\n".join(p.read_text() for p in RULE_FILES)
 
 
@@ -128,6 +129,13 @@ def _declared(extra_names: tuple[str, ...]) -> set[str]:
                 requirements.append(spec)
     for spec in requirements:
         names.add(re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0].lower().replace("_", "-"))
+        # a package's extras declare packages too: "dask[distributed]" brings distributed (read from the
+        # installed package's metadata, as pip would)
+        package, _, extras = re.split(r"[<>=!~; ]", spec, maxsplit=1)[0].partition("[")
+        for extra in filter(None, extras.rstrip("]").split(",")):
+            for requirement in importlib.metadata.requires(package) or []:
+                if re.search(rf"""extra == ["']{re.escape(extra)}["']""", requirement):
+                    names.add(re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].lower().replace("_", "-"))
     return names
 
 

@@ -20,7 +20,7 @@ rule obtain_pums_file:
     benchmark:
         "benchmarks/output/obtain_pums_file/validation.tsv"
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/acs.yaml"
     params:
         data_root=config["acs"]["data_root"],
         year=config["acs"]["year"],
@@ -48,7 +48,7 @@ rule extract_acs_task:
     wildcard_constraints:
         dataset=ACS_PATTERN,
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/acs.yaml"
     threads: job_resource("extract", "threads")
     resources:
         mem_mb=job_resource("extract", "mem_mb"),
@@ -76,7 +76,7 @@ rule tabulate_acs_cohort:
     benchmark:
         "benchmarks/output/tabulate_acs_cohort/acs_cohort.tsv"
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/acs.yaml"
     params:
         datasets=ACS_DATASETS,
     script:

@@ -5,7 +5,8 @@
 #
 # A job writes its folder <out_dir>/<run>/<model>/ as `disagg-eval audit --out` does (checked first,
 # replaced atomically once the new output is complete); the rule declares only the job's record,
-# <out_dir>/<run>/<model>.manifest.json (a copy of the folder's manifest.json, written last), because
+# <out_dir>/<run>/<model>.manifest.json (a copy of the folder's manifest.json, written last), and a copy
+# of the folder's report.html beside it (<model>.report.html, for `snakemake --report`), because
 # Snakemake deletes declared outputs before a job runs and after it fails: so it never deletes an
 # earlier audit's folder (docs/design.md, "The workflow's audit jobs").
 from snakemake.utils import validate
@@ -19,6 +20,7 @@ from disaggregated_eval_workflow.audit_runs import (
     job_param,
     output_pattern,
     remove_stale_records,
+    report_pattern,
 )
 
 config.setdefault("audit", {})
@@ -33,9 +35,16 @@ rule run_audit:
     input:
         data=job_param(AUDIT_RUNS, "file"),
         option_files=job_param(AUDIT_RUNS, "option_files"),
-        code=audit_code_files(workflow.basedir),
+        code=audit_code_files(REPO, workdir=Path.cwd()),
     output:
-        output_pattern(config["audit"]),
+        record=output_pattern(config["audit"]),
+        report=report(
+            report_pattern(config["audit"]),
+            caption="../report/audit.rst",
+            category="audit",
+            subcategory="{run}",
+            labels={"run": "{run}", "model": "{model}"},
+        ),
     log:
         "logs/run_audit/{run}/{model}.log",
     benchmark:
@@ -44,7 +53,7 @@ rule run_audit:
         run=SEGMENT_PATTERN,
         model=SEGMENT_PATTERN,
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/audit.yaml"
     threads: config["audit"]["resources"]["threads"]
     resources:
         mem_mb=config["audit"]["resources"]["mem_mb"],

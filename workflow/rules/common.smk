@@ -50,13 +50,12 @@ def study_of(dataset):
 # Code inputs: the library (and plumbing) files a rule's script imports, with every module those
 # import in turn (disaggregated_eval_workflow.code_files walks the imports of the source), so that an
 # edit of one of them reruns the rules that use it, and only those.
-WORKFLOW_ROOT = Path(workflow.basedir)
-
-
+# REPO: the checkout (workflow/Snakefile); the paths are relative to the working directory, absolute
+# when the checkout is elsewhere (this workflow used as a module).
 def script_code(script):
     """Source files that ``workflow/scripts/<script>.py`` imports, recursively (a rule's ``code``)."""
     return code_files.script_files(
-        WORKFLOW_ROOT / "workflow" / "scripts" / f"{script}.py", root=WORKFLOW_ROOT
+        REPO / "workflow" / "scripts" / f"{script}.py", root=REPO, workdir=Path.cwd()
     )
 
 

@@ -21,7 +21,7 @@ rule coverage_truth:
     wildcard_constraints:
         dataset=alternatives(COVERAGE_SETTINGS),
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     threads: 1
     resources:
         mem_mb=job_resource("coverage", "mem_mb"),
@@ -56,7 +56,7 @@ rule coverage_replicates:
         dataset=alternatives(COVERAGE_SETTINGS),
         part=r"\d+",
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     threads: job_resource("coverage", "threads")
     resources:
         mem_mb=job_resource("coverage", "mem_mb"),
@@ -96,7 +96,7 @@ rule collect_coverage:
     benchmark:
         "benchmarks/output/collect_coverage/simulation.tsv"
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     params:
         datasets=COVERAGE_SETTINGS,
         confidence=config["evaluation"]["confidence"],
@@ -121,7 +121,7 @@ rule plot_coverage:
     benchmark:
         "benchmarks/output/plot_coverage/simulation.tsv"
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/figures.yaml"
     params:
         datasets=COVERAGE_SETTINGS,
         confidence=config["evaluation"]["confidence"],

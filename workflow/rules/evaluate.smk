@@ -17,7 +17,7 @@ rule bootstrap_metrics:
     benchmark:
         "benchmarks/output/bootstrap_metrics/{dataset}.tsv"
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     # evaluation.batch_size is not a param: it does not change the table (resample i always uses
     # seed child i), so changing it must not rerun the bootstraps; the script reads it from
     # snakemake.config. The resampling scheme is fixed to "population" in the script.
@@ -52,7 +52,7 @@ rule compute_calibration_curves:
     benchmark:
         "benchmarks/output/compute_calibration_curves/{dataset}.tsv"
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     params:
         models=MODELS,
         n_bins=config["calibration"]["n_bins"],
@@ -73,7 +73,7 @@ rule collect_metrics:
     benchmark:
         "benchmarks/output/collect_metrics/{study}.tsv"
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     params:
         datasets=study_datasets,
     script:
@@ -92,7 +92,7 @@ rule collect_calibration:
     benchmark:
         "benchmarks/output/collect_calibration/{study}.tsv"
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     params:
         datasets=study_datasets,
     script:
@@ -110,6 +110,6 @@ rule theory_coverage:
     benchmark:
         "benchmarks/output/theory_coverage/simulation.tsv"
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     script:
         "../scripts/theory_coverage.py"

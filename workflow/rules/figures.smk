@@ -22,7 +22,7 @@ rule plot_controlled_differences:
     wildcard_constraints:
         figure=figure_pattern("controlled"),
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/figures.yaml"
     params:
         metric=figure_param("metric"),
         models=figure_param("models"),
@@ -50,7 +50,7 @@ rule plot_weighted_metrics:
     wildcard_constraints:
         figure=figure_pattern("weighted"),
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/figures.yaml"
     params:
         metric=figure_param("metric"),
         models=figure_param("models"),
@@ -78,7 +78,7 @@ rule plot_shared_space_metrics:
     wildcard_constraints:
         figure=figure_pattern("shared_space"),
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/figures.yaml"
     params:
         metric=figure_param("metric"),
         models=figure_param("models"),
@@ -106,7 +106,7 @@ rule plot_relative_performance:
     wildcard_constraints:
         figure=figure_pattern("relative"),
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/figures.yaml"
     params:
         metrics=figure_param("metrics"),
         models=figure_param("models"),
@@ -134,7 +134,7 @@ rule plot_calibration_curves:
     wildcard_constraints:
         figure=figure_pattern("calibration"),
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/figures.yaml"
     params:
         models=figure_param("models"),
         datasets=figure_param("datasets"),

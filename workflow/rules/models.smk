@@ -17,7 +17,7 @@ rule fit_outcome_models:
     benchmark:
         "benchmarks/output/fit_outcome_models/{dataset}.tsv"
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     threads: job_resource("models", "threads")
     resources:
         mem_mb=job_resource("models", "mem_mb"),
@@ -43,6 +43,6 @@ rule score_bayes_models:
     wildcard_constraints:
         dataset=SIMULATION_PATTERN,
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     script:
         "../scripts/score_bayes_models.py"

@@ -20,7 +20,7 @@ rule selection_truth:
     wildcard_constraints:
         dataset=alternatives(SELECTION_STUDY_SETTINGS),
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     threads: 1
     resources:
         mem_mb=job_resource("coverage", "mem_mb"),
@@ -45,7 +45,7 @@ rule selection_replicates:
         dataset=alternatives(SELECTION_STUDY_SETTINGS),
         part=r"\d+",
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     threads: 1
     resources:
         mem_mb=job_resource("coverage", "mem_mb"),
@@ -87,7 +87,7 @@ rule collect_selection:
     benchmark:
         "benchmarks/output/collect_selection/simulation.tsv"
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     params:
         confidence=config["evaluation"]["confidence"],
     script:
@@ -117,7 +117,7 @@ rule plot_selection_bounds:
     wildcard_constraints:
         dataset=alternatives(SELECTION_STUDY_SETTINGS),
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/figures.yaml"
     params:
         model="bayes_xa",
         margins="A",

@@ -15,7 +15,7 @@ rule simulate_setting:
     wildcard_constraints:
         dataset=SIMULATION_PATTERN,
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     params:
         seed=config["seed"],
         n_train=config["simulation"]["n_train"],

@@ -17,7 +17,7 @@ rule fit_weight_models:
     benchmark:
         "benchmarks/output/fit_weight_models/{dataset}.tsv"
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     threads: job_resource("weights", "threads")
     resources:
         mem_mb=job_resource("weights", "mem_mb"),
@@ -51,7 +51,7 @@ rule compute_oracle_weights:
     wildcard_constraints:
         dataset=SIMULATION_PATTERN,
     conda:
-        "../../envs/disaggregated_eval.yaml"
+        "../envs/compute.yaml"
     threads: job_resource("oracle", "threads")
     resources:
         mem_mb=job_resource("oracle", "mem_mb"),

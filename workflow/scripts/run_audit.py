@@ -5,8 +5,9 @@ The folder ``params.folder`` is written by the command line's own path
 files that no audit wrote is refused, never emptied), replaced atomically once the new output is
 complete, so that a failure, Ctrl-C or SIGTERM leaves an earlier output as it was. Progress, warnings,
 the summary and errors go to the job's log, an error's line also to standard error. The job's declared
-output, its record (``<folder>.manifest.json``: a copy of the folder's manifest), is written last,
-atomically, and only after success (``docs/design.md``, "The workflow's audit jobs").
+outputs, written only after success, atomically: a copy of the folder's report (``<folder>.report.html``,
+for ``snakemake --report``), then, last, its record (``<folder>.manifest.json``: a copy of the folder's
+manifest) (``docs/design.md``, "The workflow's audit jobs").
 """
 
 import contextlib
@@ -29,5 +30,7 @@ if status != EXIT_OK:
     lines = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     print(f"{lines[-1] if lines else f'exit status {status}'} (log: {log_path})", file=errors)
     sys.exit(status)
-with io.atomic_path(job.output[0]) as tmp:
+with io.atomic_path(job.output.report) as tmp:
+    tmp.write_bytes((folder / "report.html").read_bytes())
+with io.atomic_path(job.output.record) as tmp:
     tmp.write_bytes((folder / "manifest.json").read_bytes())

@@ -69,8 +69,10 @@ __all__ = [
     "audit_code_files",
     "job_param",
     "RECORD_SUFFIX",
+    "REPORT_SUFFIX",
     "audit_targets",
     "output_pattern",
+    "report_pattern",
     "folder_pattern",
     "remove_stale_records",
 ]
@@ -87,6 +89,9 @@ DEFAULT_OUT_DIR = "results/audit"
 AUDIT_SCRIPT = "workflow/scripts/run_audit.py"
 #: The job's record next to its folder: ``<out_dir>/<run>/<model>`` + this suffix (the rule's declared output).
 RECORD_SUFFIX = ".manifest.json"
+#: The copy of the folder's ``report.html`` next to it, ``<out_dir>/<run>/<model>`` + this suffix: the rule's
+#: second declared output, which ``snakemake --report`` shows (``report()``, caption workflow/report/audit.rst).
+REPORT_SUFFIX = ".report.html"
 #: Run and model names (folder names): also the wildcard constraints of rule ``run_audit``.
 SEGMENT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
 _SEGMENT = re.compile(rf"^{SEGMENT_PATTERN}$")
@@ -98,11 +103,12 @@ def _segment(value: str, what: str) -> str:
             f"{what} {value!r} is used as a folder name: use letters, digits, '_', '-' and '.' only "
             "(rename the column, or set compare_models: true)"
         )
-    if value.endswith(RECORD_SUFFIX):
-        raise UsageError(
-            f"{what} {brief(value)} is used as a folder name and ends in {RECORD_SUFFIX!r}, the ending of the audit jobs' "
-            "records: rename it"
-        )
+    for suffix, kind in ((RECORD_SUFFIX, "records"), (REPORT_SUFFIX, "report copies")):
+        if value.endswith(suffix):
+            raise UsageError(
+                f"{what} {brief(value)} is used as a folder name and ends in {suffix!r}, the ending of the audit jobs' "
+                f"{kind}: rename it"
+            )
     return value
 
 
@@ -231,7 +237,7 @@ def _check_run(where: str, file: str, options: Mapping[str, Any]) -> None:
         raise UsageError(f"{where}: {exc}") from None
 
 
-def audit_code_files(root: str | os.PathLike[str] = ".") -> list[str]:
+def audit_code_files(root: str | os.PathLike[str] = ".", *, workdir: str | os.PathLike[str] | None = None) -> list[str]:
     """Source files an audit job runs: what its script imports, and what those import in turn.
 
     Found by the import walk of the other rules' code inputs
@@ -243,13 +249,16 @@ def audit_code_files(root: str | os.PathLike[str] = ".") -> list[str]:
     ----------
     root : path-like, default "."
         The workflow's folder (holding ``src/disaggregated_eval`` and ``workflow/scripts``).
+    workdir : path-like, optional
+        The workflow's working directory, which the paths are relative to (absolute for files outside
+        it: the workflow used as a module); default ``root``.
 
     Returns
     -------
     list of str
-        Paths relative to ``root`` (``src/disaggregated_eval/audit/core.py``, ...), sorted.
+        Paths relative to ``workdir`` (``src/disaggregated_eval/audit/core.py``, ...), sorted.
     """
-    return code_files.script_files(Path(root) / AUDIT_SCRIPT, root=root)
+    return code_files.script_files(Path(root) / AUDIT_SCRIPT, root=root, workdir=workdir)
 
 
 def job_param(jobs: Mapping[str, Mapping[str, Any]], key: str):
@@ -282,6 +291,18 @@ def audit_targets(jobs: Mapping[str, Mapping[str, Any]]):
 def output_pattern(section: Mapping[str, Any] | None) -> str:
     """The declared output of rule ``run_audit``, the job's record: ``<out_dir>/{run}/{model}.manifest.json``."""
     return folder_pattern(section) + RECORD_SUFFIX
+
+
+def report_pattern(section: Mapping[str, Any] | None) -> str:
+    """The second declared output of rule ``run_audit``, a copy of the folder's report:
+    ``<out_dir>/{run}/{model}.report.html`` (shown by ``snakemake --report``).
+
+    Examples
+    --------
+    >>> report_pattern({"out_dir": "res"})
+    'res/{run}/{model}.report.html'
+    """
+    return folder_pattern(section) + REPORT_SUFFIX
 
 
 def folder_pattern(section: Mapping[str, Any] | None) -> str:

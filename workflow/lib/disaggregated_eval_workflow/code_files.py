@@ -50,7 +50,8 @@ _ROOT = Path(__file__).resolve().parents[3]
 
 
 def _root(root: str | os.PathLike[str] | None) -> Path:
-    return Path(root).resolve() if root is not None else _ROOT
+    # absolute, not resolved: a checkout reached through symbolic links keeps its paths below them
+    return Path(os.path.abspath(root)) if root is not None else _ROOT
 
 
 def module_file(name: str, *, root: str | os.PathLike[str] | None = None) -> Path | None:
@@ -208,7 +209,17 @@ def import_closure(modules: Iterable[str], *, root: str | os.PathLike[str] | Non
     return seen
 
 
-def source_files(*modules: str, root: str | os.PathLike[str] | None = None) -> list[str]:
+def _input_path(path: Path, base: Path) -> str:
+    """``path`` relative to ``base`` if it lies below it, else absolute (POSIX)."""
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def source_files(
+    *modules: str, root: str | os.PathLike[str] | None = None, workdir: str | os.PathLike[str] | None = None
+) -> list[str]:
     """Source files of ``modules`` and of every module of :data:`PACKAGES` they import.
 
     Parameters
@@ -217,26 +228,41 @@ def source_files(*modules: str, root: str | os.PathLike[str] | None = None) -> l
         Full dotted names (``"disaggregated_eval.plots"``, ``"disaggregated_eval_workflow.inputs"``).
     root : path-like, optional
         The repository root; default this checkout's.
+    workdir : path-like, optional
+        The folder the paths are given relative to (a rule's inputs are relative to the workflow's
+        working directory); default ``root``. A file outside it is given as an absolute path: the
+        workflow used as a module of another one runs in that workflow's folder, not in this checkout.
 
     Returns
     -------
     list of str
-        Paths relative to ``root`` (``src/disaggregated_eval/plots.py``, or ``.../__init__.py`` for a
-        package), POSIX, sorted, without duplicates.
+        Paths relative to ``workdir`` (``src/disaggregated_eval/plots.py``, or ``.../__init__.py`` for
+        a package), or absolute for files outside it, POSIX, sorted, without duplicates.
 
     Raises
     ------
     ValueError
         If a name is not a module of :data:`PACKAGES`.
+
+    Examples
+    --------
+    >>> source_files("disaggregated_eval_workflow.inputs")[0]
+    'src/disaggregated_eval/__init__.py'
+    >>> source_files("disaggregated_eval_workflow.inputs", workdir="/elsewhere")[0] == (_ROOT / "src/disaggregated_eval/__init__.py").as_posix()
+    True
     """
     where = _root(root)
-    files = {
-        module_file(name, root=where).relative_to(where).as_posix() for name in import_closure(modules, root=where)
-    }
+    base = where if workdir is None else Path(os.path.abspath(workdir))
+    files = {_input_path(module_file(name, root=where), base) for name in import_closure(modules, root=where)}
     return sorted(files)
 
 
-def script_files(script: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None) -> list[str]:
+def script_files(
+    script: str | os.PathLike[str],
+    *,
+    root: str | os.PathLike[str] | None = None,
+    workdir: str | os.PathLike[str] | None = None,
+) -> list[str]:
     """Source files a rule's script runs: what it imports from :data:`PACKAGES`, and what those import.
 
     The ``code`` input of a rule (``script_code`` in ``workflow/rules/common.smk``, and
@@ -248,10 +274,12 @@ def script_files(script: str | os.PathLike[str], *, root: str | os.PathLike[str]
         The rule's script, e.g. ``<root>/workflow/scripts/bootstrap_metrics.py``.
     root : path-like, optional
         The repository root; default this checkout's.
+    workdir : path-like, optional
+        As :func:`source_files`: the folder the paths are relative to; default ``root``.
 
     Returns
     -------
     list of str
         As :func:`source_files`.
     """
-    return source_files(*script_modules(script, root=root), root=root)
+    return source_files(*script_modules(script, root=root), root=root, workdir=workdir)
