@@ -449,7 +449,7 @@ def test_coverage_config_defaults_and_checks():
 # --------------------------------------------------------------------------------------------
 
 REPO = Path(__file__).resolve().parents[1]
-LINKED = ("Snakefile", "workflow", "config", "src", "envs", "profiles")
+LINKED = ("Snakefile", "workflow", "config", "src", "profiles")
 
 
 @pytest.mark.slow

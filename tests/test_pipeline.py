@@ -232,7 +232,7 @@ def test_shortened_score_file_stops_the_weight_models_with_a_clear_message(tmp_p
     models' fit; now the job stops at once, naming the file and both row counts."""
     workdir = tmp_path / "wd"
     workdir.mkdir()
-    for name in ("Snakefile", "workflow", "config", "src", "envs", "profiles"):
+    for name in ("Snakefile", "workflow", "config", "src", "profiles"):
         (workdir / name).symlink_to(REPO / name)
     tiny = REPO / "tests" / "fixtures" / "tiny.yaml"
 

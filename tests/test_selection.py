@@ -389,7 +389,7 @@ def test_selection_study_config_is_checked():
 def test_selection_target_tiny(tmp_path):
     """`snakemake selection` on tests/fixtures/tiny.yaml (selection_ya, 3 replicates of 300 rows, 30
     resamples, 2 jobs): the tables, Gamma*, the figure, the report caption; a second run has nothing to do."""
-    for name in ("Snakefile", "workflow", "config", "src", "envs", "profiles"):
+    for name in ("Snakefile", "workflow", "config", "src", "profiles"):
         (tmp_path / name).symlink_to(REPO / name, target_is_directory=(REPO / name).is_dir())
     tiny = yaml.safe_load((REPO / "tests" / "fixtures" / "tiny.yaml").read_text())
     cmd = [sys.executable, "-m", "snakemake", "selection", "--cores", "2", "--configfile",

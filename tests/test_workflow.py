@@ -1,7 +1,7 @@
 """Tests of the Snakemake workflow: dry runs, config validation, tiny end-to-end runs.
 
 Every Snakemake call runs in a temporary working directory that links the workflow files
-(``Snakefile``, ``workflow/``, ``config/``, ``src/``, ``envs/``, ``profiles/``), through
+(``Snakefile``, ``workflow/``, ``config/``, ``src/``, ``profiles/``), through
 ``subprocess.run([sys.executable, "-m", "snakemake", ...])`` (see /work/shared/SNAKEMAKE_NOTES.md), so
 nothing is written to the repository. The end-to-end runs use the tiny configs of ``tests/fixtures``.
 """

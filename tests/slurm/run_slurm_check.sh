@@ -7,7 +7,7 @@
 # 2. writes a one-node slurm.conf in a temporary folder (two partitions: `fallback`, the cluster
 #    default, and the partition under test, `snakecheck`), starts munged (unless one already
 #    answers), slurmctld and slurmd, and waits until the node is idle;
-# 3. copies the workflow (Snakefile, workflow/, config/, src/, envs/, profiles/) to a temporary
+# 3. copies the workflow (Snakefile, workflow/, config/, src/, profiles/) to a temporary
 #    folder and runs tests/fixtures/tiny.yaml through `snakemake --workflow-profile profiles/slurm`,
 #    with the partition set on the command line (the other default-resources of the profile are
 #    restated, because a command-line --default-resources replaces the profile's whole block);
@@ -198,7 +198,7 @@ log "SLURM up (slurmctld PID $CTLD_PID, slurmd PID $SLURMD_PID):" \
 # (c) the tiny workflow through the SLURM profile, in a copy of the workflow
 WORK=$TMP/workflow
 mkdir -p "$WORK"
-for item in Snakefile workflow config src envs profiles; do cp -r "$REPO/$item" "$WORK/"; done
+for item in Snakefile workflow config src profiles; do cp -r "$REPO/$item" "$WORK/"; done
 find "$WORK" -name __pycache__ -type d -prune -exec rm -rf {} +
 export PYTHONPATH=$WORK/src${PYTHONPATH:+:$PYTHONPATH} # jobs import the copied library
 cd "$WORK"
