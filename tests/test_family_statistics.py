@@ -205,3 +205,12 @@ def test_max_t_level_with_undefined_resamples_warns_nothing_and_reaches_one():
         warnings.simplefilter("error")
         assert max_t_level(np.array([1.0, np.inf, np.inf, np.inf]), 0.05) == 1.0
         assert max_t_level(np.array([1.0, 2.0, 3.0, np.inf]), 0.5) < 1.0
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    from disaggregated_eval import derived
+
+    failed, attempted = doctest.testmod(derived, optionflags=doctest.ELLIPSIS)
+    assert failed == 0 and attempted >= 1
