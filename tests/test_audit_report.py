@@ -270,6 +270,23 @@ def test_forest_plot_draws_withheld_slices_without_a_point(compas_result):
 
 
 # ---- formatting units (small hand-written tables; no audit) ----------------------------------------
+def test_figure_rows_of_slices_without_a_row_are_not_reported_and_pandas_does_not_warn():
+    # A T_a plot has a row for a slice left out of its control (no row in the table). pandas 2.2 warned
+    # "Downcasting object dtype arrays on .fillna" (FutureWarning, on the terminal during an audit) when the
+    # reindexed boolean column, object with NaN, was filled; under -W error the figures were lost.
+    import warnings
+
+    from disaggregated_eval.audit.figure_data import _aligned
+
+    rows = pd.DataFrame({"slice": ["a", "b"], "reported": [True, False], "estimate": [0.25, 0.5]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reported, estimate, present = _aligned(rows, ["a", "c", "b"], ["reported", "estimate"])
+    assert reported.dtype == bool and reported.tolist() == [True, False, False]
+    np.testing.assert_array_equal(estimate, [0.25, np.nan, 0.5])
+    assert present.tolist() == [True, False, True]
+
+
 def test_format_estimate_and_interval():
     assert terminal_module.format_estimate(0.12345) == "0.123"
     assert terminal_module.format_estimate(float("nan")) == "-"
