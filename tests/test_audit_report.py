@@ -1,7 +1,8 @@
 """report.html, the figures and the terminal summary of an audit.
 
 The report is rendered in headless Chromium (Debian package ``chromium``; ``.ci/run`` installs it):
-every table and figure must be in the DOM and every embedded image must decode. Without Chromium
+every table and figure must be in the DOM, every embedded image must decode, and the page must fit
+1024 and 1366 px wide windows. Without Chromium
 the rendering tests skip on a developer's machine and FAIL in CI (``CI`` set), so they are never
 silently skipped there. The formatting units at the end use small hand-written tables; everything
 else runs the real audit on the shipped COMPAS copy with small resample counts.

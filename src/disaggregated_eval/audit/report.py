@@ -1,4 +1,4 @@
-"""``report.html``: one self-contained page with every table and figure of an audit.
+"""``report.html``: one self-contained page with the figures and summary tables of an audit.
 
 The first screen answers the auditor's questions: a line on the run (rows, models, attributes,
 weights), the fairness summary of each model (demographic parity and equalized odds per family of
@@ -6,7 +6,15 @@ slices, the largest gap of the headline metric, four-fifths marks) and the headl
 which differ from overall, in which direction, by how much (the difference and its interval), with
 which adjusted p-value, and the minimum detectable difference of every slice, so that a slice without
 a flag reads as "no flag at this size". Everything else (disparity ratios, calibration, thresholds,
-figures, the long tables, the terminal summary, options) follows in collapsible ``<details>`` blocks.
+figures, the terminal summary, options) follows in collapsible ``<details>`` blocks. The long tables (every
+slice, comparison and controlled difference, every calibration bin and threshold) are not in the page: it
+links to their CSV files next to it (``manifest["files"]``; a page written alone by
+:func:`write_report` names them) and shows what they count (flagged comparisons, ``T_a`` intervals that
+exclude 0, per metric) and the minimum detectable differences as a row per slice.
+
+The page fits a 1024 px wide window: every table is in a box of its own (``<div class="scroll">``) that
+scrolls sideways when the table is wider than the page's column, headers wrap, and the fairness
+summary's verdicts sit under their estimates.
 
 The page needs nothing but itself: styles are inline, figures are SVG images embedded as base64
 ``data:`` URIs (the output folder also has them as PNG and SVG files), and there is no font, script or style sheet from the network (it reads the same
