@@ -136,12 +136,17 @@ def test_report_renders_in_chromium_with_every_table_and_figure(compas_out, comp
     # the long tables are links to their CSV files next to the page; in the page, what they count: a row per
     # metric (comparisons flagged per kind, slices whose T_a interval excludes 0 per control), a row per slice
     # (minimum detectable differences)
-    assert sorted(dom.csv_links) == ["calibration", "comparisons", "controlled", "detectability", "slices"]
+    assert sorted(dom.csv_links) == ["calibration", "calibration_summary", "comparisons", "controlled",
+                                     "detectability", "fairness", "slices"]  # fmt: skip
+    n_slices = compas_result.slices["slice"].nunique()
+    disparities = compas_result.fairness[compas_result.fairness["statistic"] == "disparity_ratio"]
+    expected_rows = {"comparison-counts": len(METRICS), "controlled-counts": len(METRICS),
+                     "detectability": n_slices - 1, "calibration_summary": n_slices,
+                     "fairness-disparities": disparities["slice"].nunique()}  # fmt: skip
     for kind, key, n_rows in dom.tables:
-        if kind in ("comparison-counts", "controlled-counts"):
-            assert n_rows == len(METRICS) and dom.rows[(kind, key)] == n_rows + 1
-        if kind == "detectability":
-            assert n_rows == compas_result.slices["slice"].nunique() - 1  # every slice but overall
+        if kind in expected_rows:
+            assert n_rows == expected_rows.pop(kind) and dom.rows[(kind, key)] == n_rows + 1, kind
+    assert expected_rows == {}
     assert dom.figures == expected_figures()
     assert len(dom.images) == len(expected_figures())
     # the inline script counted the images that decoded (naturalWidth > 0) after the load event

@@ -497,20 +497,45 @@ def _headline_section(result: Any) -> str:
     return "\n".join(parts)
 
 
-def _disparity_section(result: Any) -> str:
+def _disparity_section(result: Any, files: Collection[str]) -> str:
+    """Each slice's disparity ratios to its family's reference: a row per slice, a column per rate."""
     table = getattr(result, "fairness", None)
     if table is None or table.empty:
         return ""
     rows = table[table["statistic"] == "disparity_ratio"]
-    parts = ['<details id="disparities"><summary>Disparity ratios to a reference slice (Aequitas; four-fifths '
-             "rule)</summary>",
-             "<p>Each slice's selection rate, false positive rate and false negative rate over its family's "
-             "reference slice (the largest unless <code>--reference</code> names one); shaded rows fail the "
-             "four-fifths rule. Columns as in <code>fairness.csv</code>.</p>"]  # fmt: skip
-    cls = lambda r: "flagged" if r["disparity"] else ""
-    parts.append(_html_table(rows, kind="fairness-disparities", key="all", row_class=cls))
-    parts.append("</details>")
-    return "\n".join(parts)
+    if rows.empty:
+        return ""
+    several = len(result.options.scores) > 1
+    metrics = list(pd.unique(rows["metric"]))
+    head = (('<th class="text">model</th>' if several else "") + '<th class="text">slice</th><th class="text">'
+            "reference</th>" + "".join(f"<th>{_metric_title(m)}</th>" for m in metrics))  # fmt: skip
+    body = []
+    for (model, name, reference), group in rows.groupby(["model", "slice", "reference"], sort=False):
+        indexed = {r["metric"]: r for r in group.to_dict("records")}
+        cells = [f'<td class="text">{html_text(str(model))}</td>'] if several else []
+        cells += [f'<td class="text">{html_text(str(name))}</td>', f'<td class="text">{html_text(str(reference))}</td>']
+        for metric in metrics:
+            r = indexed.get(metric)
+            if r is None:
+                cells.append("<td></td>")
+                continue
+            estimate = r["estimate"] if r["reported"] else float("nan")
+            word = html_text(str(r["verdict"])) if r["reported"] else "withheld"
+            tip = "" if r["reported"] else f' title="{html_text(str(r["reason"]))}"'
+            cells.append(f'<td class="{_verdict_class(r)}"{tip}>{_with_ci(estimate, r["ci_low"], r["ci_high"])}'
+                         f' <span class="verdict">{word}</span></td>')  # fmt: skip
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return "\n".join([
+        '<details id="disparities"><summary>Disparity ratios to a reference slice (Aequitas; four-fifths '
+        "rule)</summary>",
+        "<p>Each slice's selection rate, false positive rate and false negative rate over its family's reference "
+        "slice (the largest unless <code>--reference</code> names one), with intervals and verdicts shaded as in the "
+        "fairness summary (dark: the four-fifths rule fails and the data can tell). Simultaneous bands and "
+        f"point-estimate flags: {_csv('fairness', len(table), files)}.</p>",
+        _scroll(f'<table data-table="fairness-disparities" data-key="all" data-rows="{len(body)}">'
+                f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"),
+        "</details>",
+    ])  # fmt: skip
 
 
 def _calibration_section(result: Any, figures, files: Collection[str]) -> str:
@@ -523,14 +548,53 @@ def _calibration_section(result: Any, figures, files: Collection[str]) -> str:
              "else quantile bins); the expected calibration error (ECE) "
              "weighs each bin's gap between the observed rate and the mean predicted risk by its share of the "
              "slice. ECE is positive on a small slice even for a calibrated model; read it with its interval and "
-             "against overall (<code>vs_overall</code>). Columns as in <code>calibration_summary.csv</code> and "
-             "<code>calibration.csv</code>.</p>"]  # fmt: skip
-    parts.append(_html_table(summary, kind="calibration_summary", key="all", row_class=_withheld_class))
+             "against overall (under each value: the slice minus overall, with its interval). Every column: "
+             f"{_csv('calibration_summary', len(summary), files)}.</p>"]  # fmt: skip
+    parts.append(_calibration_table(summary, several=len(result.options.scores) > 1))
     parts += [_figure_html(n, s, b) for n, (s, b) in figures.items() if s.get("kind") == "calibration"]
     parts.append(f"<p>The observed rate and mean predicted risk of every bin and slice (the curves' points): "
                  f"{_csv('calibration', len(result.calibration), files)}.</p>")  # fmt: skip
     parts.append("</details>")
     return "\n".join(parts)
+
+
+#: Column titles of the calibration summary's statistics in the report.
+_CALIBRATION_TITLES = {
+    "expected_calibration_error": "ECE (plug-in)",
+    "calibration_error": "calibration error (debiased)",
+    "observed_expected_ratio": "observed / expected",
+}
+
+
+def _calibration_table(summary: pd.DataFrame, *, several: bool) -> str:
+    """The calibration summary as a row per slice: each statistic with its interval, and minus overall under it."""
+    statistics = _ordered(summary["statistic"], vocabulary.CALIBRATION_STATISTICS)
+    head = (('<th class="text">model</th>' if several else "") + '<th class="text">slice</th><th>n</th>'
+            + "".join(f"<th>{html_text(_CALIBRATION_TITLES.get(k, k))}</th>" for k in statistics))  # fmt: skip
+    body = []
+    for (model, name), group in summary.groupby(["model", "slice"], sort=False):
+        indexed = {r["statistic"]: r for r in group.to_dict("records")}
+        first = group.iloc[0]
+        reported = bool(first["reported"])
+        cells = [f'<td class="text">{html_text(str(model))}</td>'] if several else []
+        cells += [f'<td class="text">{html_text(str(name))}</td>', f"<td>{int(first['n']):,}</td>"]
+        for k in statistics:
+            r = indexed.get(k)
+            if r is None:
+                cells.append("<td></td>")
+                continue
+            estimate = r["estimate"] if r["reported"] else float("nan")
+            text = _with_ci(estimate, r["ci_low"], r["ci_high"]) if pd.notna(r["ci_low"]) else format_estimate(estimate)
+            if r["reported"] and pd.notna(r["vs_overall"]):
+                text += (f' <span class="verdict">{format_estimate(r["vs_overall"], signed=True)} '
+                         f"{format_interval(r['vs_overall_low'], r['vs_overall_high'], signed=True)}</span>")  # fmt: skip
+            cells.append(f"<td>{text}</td>")
+        tip = "" if reported else f' title="{html_text(str(first["reason"]))}"'
+        body.append(
+            f'<tr{tip} class="withheld">{"".join(cells)}</tr>' if not reported else f"<tr>{''.join(cells)}</tr>"
+        )
+    return _scroll(f'<table data-table="calibration_summary" data-key="all" data-rows="{len(body)}">'
+                   f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")  # fmt: skip
 
 
 def _thresholds_section(result: Any, figures, files: Collection[str]) -> str:
@@ -564,6 +628,7 @@ def _detectability_section(result: Any, files: Collection[str]) -> str:
                 record[metric] = format_mdd(float(r["mdd_above"]), float(r["mdd_below"])) if ok else ""
             records.append(record)
     frame = _model_column(pd.DataFrame.from_records(records), result)
+    frame = frame.rename(columns=vocabulary.METRIC_LABELS)  # titles with spaces wrap; names do not
     return "\n".join([
         '<details id="detectability"><summary>What the data can detect: minimum detectable differences, every '
         "slice and metric</summary>",
@@ -649,7 +714,7 @@ def render_html(
         '<a href="#comparisons">Comparisons</a><a href="#controlled-tables">Controlled tables</a>'
         '<a href="#options">Run and options</a></nav>',
         f"<details open><summary>Notes ({len(result.notes)})</summary><ul>{notes}</ul></details>" if notes else "",
-        _disparity_section(result),
+        _disparity_section(result, files),
         _detectability_section(result, files),
         _selection_section(result),
         _calibration_section(result, figures, files),
