@@ -354,6 +354,10 @@ def test_end_to_end_manifest(compas_audit, small_compas):
     assert set(manifest["files"]) >= set(EXPECTED_FILES) - {"manifest.json"}
 
 
+def manifest_permutations(out_dir: Path) -> int:
+    return int(json.loads((out_dir / "manifest.json").read_text())["options"]["n_permutations"])
+
+
 @pytest.mark.slow
 def test_end_to_end_terminal_table_and_streams(compas_audit):
     out_dir, proc = compas_audit
@@ -371,6 +375,16 @@ def test_end_to_end_terminal_table_and_streams(compas_audit):
     # progress and notes go to stderr (plain lines: not a terminal), never to stdout
     assert "disagg-eval: bootstrap" in proc.stderr
     assert "disagg-eval: bootstrap" not in out
+    # --n-permutations 100 is raised (AUC's Monte-Carlo tests, Holm over the family): one short line says so and
+    # why where it happens, after the read line and before the tests run; the note gives the details
+    err = proc.stderr.splitlines()
+    raised = [line for line in err if line.startswith("disagg-eval: n_permutations ")]
+    # 82 tests in the largest family; Holm's smallest adjusted p-value 82 / (n + 1) < 0.05 needs n >= 1,639
+    assert manifest_permutations(out_dir) == 1639
+    assert raised == ["disagg-eval: n_permutations 100 -> 1,639: fewer cannot reach p < 0.05 after holm over 82 tests"]
+    assert len(raised[0]) <= 100
+    assert err[0].startswith("disagg-eval: read ") and err[1] == raised[0]
+    assert "n_permutations raised from 100 to" in out
 
 
 @pytest.mark.slow
@@ -442,6 +456,17 @@ def test_progress_is_plain_lines_every_tenth_when_not_a_terminal():
     lines = stream.getvalue().splitlines()
     assert lines[0] == "disagg-eval: read f.csv: 10 rows"
     assert lines[1:] == [f"disagg-eval: bootstrap {d:,}/1,000" for d in range(0, 1001, 100)]
+
+
+def test_a_message_prints_the_held_lines_first():
+    stream = _Stream(tty=False)
+    progress = StderrProgress(stream)
+    progress.message("read f.csv: 10 rows", hold=True)
+    progress.message("n_permutations 100 -> 1,639: why")  # a decision of the engine, once it has the data
+    progress("bootstrap", 1, 1)
+    assert stream.getvalue().splitlines() == ["disagg-eval: read f.csv: 10 rows",
+                                              "disagg-eval: n_permutations 100 -> 1,639: why",
+                                              "disagg-eval: bootstrap 1/1"]  # fmt: skip
 
 
 def test_progress_is_a_tqdm_bar_on_a_terminal():

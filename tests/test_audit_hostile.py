@@ -177,7 +177,7 @@ def check_page(text: str) -> _Elements:
     assert page.handlers == []
     assert page.images and all(src.startswith("data:image/svg+xml;base64,") for src in page.images)
     assert set(page.tags) <= {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "nav", "a", "sub",
-                              "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "p", "b", "i", "pre", "figure",
+                              "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "p", "b", "i", "pre", "figure", "div",
                               "img", "figcaption", "code", "details", "summary", "script", "span"}  # fmt: skip
     for payload in (HTML, LEVEL_HTML, FORMULA):  # shown as text
         assert html.escape(payload) in text or html.escape(payload, quote=False) in text, payload

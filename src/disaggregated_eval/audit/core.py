@@ -64,6 +64,13 @@ def _stage(progress: Progress | None, name: str) -> Callable[[int, int], None] |
     return lambda done, total: progress(name, done, total)
 
 
+def _tell(progress: Progress | None, text: str) -> None:
+    """One line for the terminal, when ``progress`` has a ``message(text)`` method (the command line's does)."""
+    message = getattr(progress, "message", None)
+    if callable(message):
+        message(text)
+
+
 def audit(
     data: pd.DataFrame,
     /,
@@ -86,7 +93,9 @@ def audit(
         used as they are, without a second check.
     progress : callable, optional
         ``progress(stage, done, total)`` during long steps (stages ``bootstrap``, ``permutations``,
-        ``weights <attribute> V=<control>``, ``controlled <attribute>``).
+        ``weights <attribute> V=<control>``, ``controlled <attribute>``). If it also has a method
+        ``message(text)`` (the command line's :class:`.progress.StderrProgress`), it is told in one line
+        of a decision taken during the run: ``n_permutations`` raised, and why.
     **kwargs
         Options by name (the fields of :class:`AuditOptions`: ``label``, ``scores``, ``groups``,
         ``intersections``, ``min_group_size``, ``n_resamples``, ``seed``, ``controls``, ...); they
@@ -141,7 +150,7 @@ def audit(
         plan, prepared, scores, tallies, comparisons, metric_ok, metrics=opts.metrics,
         n_permutations=opts.n_permutations, pairwise_max_levels=opts.pairwise_max_levels, adjust=opts.adjust,
         adjust_scope=opts.adjust_scope, confidence=opts.confidence, threshold=opts.threshold,
-        test_method=opts.test_method,
+        test_method=opts.test_method, progress=progress,
     )  # fmt: skip
     if n_permutations != opts.n_permutations:
         opts = replace(opts, n_permutations=n_permutations)  # the record of the options the audit ran with
@@ -424,6 +433,7 @@ def _plan_permutations(
     confidence: float,
     threshold: float,
     test_method: str,
+    progress: Progress | None = None,
 ) -> tuple[int, list[str], list[ModelUnits] | None, ComparisonTests | None]:
     """The tests of the comparisons, decided before any work, with a note for each decision.
 
@@ -458,6 +468,9 @@ def _plan_permutations(
         Each model's scores, in the order of the option ``scores``.
     metrics, n_permutations, pairwise_max_levels, adjust, adjust_scope, confidence, threshold, test_method
         The options of the same names.
+    progress : callable, optional
+        The audit's progress callback; one with a ``message`` method is told in one line when and why
+        ``n_permutations`` is raised (the note says it at length).
 
     Returns
     -------
@@ -505,6 +518,8 @@ def _plan_permutations(
             f"{adjust} adjustment of families of up to {per_family:,} tests fewer permutations could never "
             f"fall below {alpha:g}"
         )
+        _tell(progress, f"n_permutations {n_permutations:,} -> {needed:,}: fewer cannot reach p < {alpha:g} "
+                        f"after {adjust} over {per_family:,} tests")  # fmt: skip
         n_permutations = needed
     notes += test_notes(test_plan, metrics, test_method)
     bound = sum(test_plan.work[key] for key in permuted)

@@ -294,7 +294,9 @@ def detectability_table(
     names = np.array(plan.names, dtype=object)
     attributes = np.array([plan.attribute_of(s) for s in range(plan.n_slices)], dtype=object)
     rows_all = tallies.count.sum(-1)
-    vs = comparisons[comparisons["kind"] == "vs_overall"].assign(_flag=flagged.reindex(comparisons.index))
+    vs = comparisons[comparisons["kind"] == "vs_overall"].assign(
+        _flag=flagged.reindex(comparisons.index, fill_value=False)
+    )
     frames = []
     z_power = special.ndtri(power)
     for m, model in enumerate(model_names):
@@ -305,7 +307,7 @@ def detectability_table(
             family_size = int(rows["family_size"].max()) if len(rows) else 0
             level = alpha / family_size if adjusted and family_size > 0 else alpha
             diff = rows["difference"].reindex(names[slices]).to_numpy(dtype=float)
-            flag = rows["_flag"].reindex(names[slices]).fillna(False).to_numpy(dtype=bool)
+            flag = rows["_flag"].reindex(names[slices], fill_value=False).to_numpy(dtype=bool)
             overall = float(estimates.point[estimates.slice_rows[m, 0, 0], q])
             n_rows = rows_all[m, slices]
             if metric in PROPORTIONS:

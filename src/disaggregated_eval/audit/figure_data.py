@@ -143,15 +143,15 @@ def _frame_data(result: Any, order: list[str], attribute: Mapping[str, str], n: 
 
 def _aligned(rows: pd.DataFrame, order: Sequence[str], columns: Sequence[str | None]) -> tuple[np.ndarray, ...]:
     """Columns of ``rows`` (one row per slice) in ``order``; NaN / False where a slice has no row."""
-    indexed = rows.drop_duplicates("slice").set_index("slice").reindex(list(order))
+    unique = rows.drop_duplicates("slice").set_index("slice")
     out = []
     for column in columns:
         if column is None:
             out.append(None)
-        elif column == "reported":
-            out.append(indexed[column].fillna(False).to_numpy(dtype=bool))
+        elif column == "reported":  # filled while reindexing: a fill of NaN would make it object first
+            out.append(unique[column].reindex(list(order), fill_value=False).to_numpy(dtype=bool))
         else:
-            out.append(indexed[column].to_numpy(dtype=float))
+            out.append(unique[column].reindex(list(order)).to_numpy(dtype=float))
     have = set(rows["slice"])
     present = np.asarray([s in have for s in order], dtype=bool)
     return (*out, present)

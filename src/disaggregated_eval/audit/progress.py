@@ -79,8 +79,11 @@ class StderrProgress:
             return
         if hold:
             self.pending.append(text)
-        else:
-            self._print(text)
+            return
+        for held in self.pending:  # the lines held back come first
+            self._print(held)
+        self.pending.clear()
+        self._print(text)
 
     def _print(self, text: str) -> None:
         text = terminal_text(text)

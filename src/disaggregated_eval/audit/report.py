@@ -1,4 +1,4 @@
-"""``report.html``: one self-contained page with every table and figure of an audit.
+"""``report.html``: one self-contained page with the figures and summary tables of an audit.
 
 The first screen answers the auditor's questions: a line on the run (rows, models, attributes,
 weights), the fairness summary of each model (demographic parity and equalized odds per family of
@@ -6,7 +6,15 @@ slices, the largest gap of the headline metric, four-fifths marks) and the headl
 which differ from overall, in which direction, by how much (the difference and its interval), with
 which adjusted p-value, and the minimum detectable difference of every slice, so that a slice without
 a flag reads as "no flag at this size". Everything else (disparity ratios, calibration, thresholds,
-figures, the long tables, the terminal summary, options) follows in collapsible ``<details>`` blocks.
+figures, the terminal summary, options) follows in collapsible ``<details>`` blocks. The long tables (every
+slice, comparison and controlled difference, every calibration bin and threshold) are not in the page: it
+links to their CSV files next to it (``manifest["files"]``; a page written alone by
+:func:`write_report` names them) and shows what they count (flagged comparisons, ``T_a`` intervals that
+exclude 0, per metric) and the minimum detectable differences as a row per slice.
+
+The page fits a 1024 px wide window: every table is in a box of its own (``<div class="scroll">``) that
+scrolls sideways when the table is wider than the page's column, headers wrap, and the fairness
+summary's verdicts sit under their estimates.
 
 The page needs nothing but itself: styles are inline, figures are SVG images embedded as base64
 ``data:`` URIs (the output folder also has them as PNG and SVG files), and there is no font, script or style sheet from the network (it reads the same
@@ -20,7 +28,7 @@ from __future__ import annotations
 import base64
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +36,7 @@ import pandas as pd
 
 from .. import verdicts, vocabulary
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
+from .columns import COMPARISON_KINDS
 from .decisions import flagged_rows, headline_metric
 from .figure_rendering import render_figures
 from .terminal import format_estimate, format_interval, format_mdd, weight_note
@@ -40,9 +49,11 @@ body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; mar
        max-width: 1200px; padding: 0 1em; color: #222; line-height: 1.4; }
 h1 { font-size: 1.5em; margin-bottom: 0.2em; } h2 { font-size: 1.25em; margin-top: 1.8em;
      border-bottom: 1px solid #ddd; padding-bottom: 0.2em; } h3 { font-size: 1.05em; }
-table { border-collapse: collapse; font-size: 0.85em; margin: 0.5em 0 1em 0; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 0; }
+div.scroll { overflow-x: auto; max-width: 100%; margin: 0.5em 0 1em 0; }
 th, td { padding: 0.2em 0.6em; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
-th { background: #f4f4f4; position: sticky; top: 0; }
+th { background: #f4f4f4; white-space: normal; vertical-align: bottom; }
+.meta td { white-space: normal; overflow-wrap: anywhere; }
 td.text, th.text { text-align: left; }
 tr.withheld td { color: #888; } tr.flagged td { background: #fff4e0; }
 figure { margin: 1em 0 2em 0; } figure img { max-width: 100%; height: auto; border: 1px solid #eee; }
@@ -53,7 +64,7 @@ details { margin: 0.4em 0; } summary { cursor: pointer; font-weight: 600; }
 nav a { margin-right: 1em; }
 .run { color: #444; margin: 0.2em 0 0.6em 0; } .ci { color: #666; font-size: 0.92em; }
 td.fail { background: #fde2dd; } td.fail-clear { background: #f7b9ad; font-weight: 600; }
-td.pass { background: #e3f1e6; } span.verdict { font-size: 85%; color: #444; }
+td.pass { background: #e3f1e6; } span.verdict { font-size: 85%; color: #444; display: block; }
 tr.worse td { background: #fde2dd; } tr.better td { background: #e3f1e6; } tr.differs td { background: #fff4e0; }
 tr.within td { background: #eef6fb; }
 .legend { font-size: 0.8em; color: #555; margin: -0.6em 0 0.8em 0; }
@@ -122,78 +133,105 @@ def _html_table(frame: pd.DataFrame, *, kind: str, key: str, row_class=None) -> 
             f'<td class="{"text" if c in _TEXT_COLUMNS else "num"}">{_cell(record[c], c)}</td>' for c in columns
         )
         body.append(f'<tr class="{cls}">{cells}</tr>' if cls else f"<tr>{cells}</tr>")
-    return (
+    return _scroll(
         f'<table data-table="{html_text(kind)}" data-key="{html_text(key)}" data-rows="{len(frame)}">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
     )
+
+
+def _scroll(table: str) -> str:
+    """A table in its own box that scrolls sideways when wider than the page's column; the page never does."""
+    return f'<div class="scroll">{table}</div>'
 
 
 def _metric_title(metric: str) -> str:
     return html_text(vocabulary.METRIC_LABELS.get(metric, metric))
 
 
-def _slices_section(result: Any) -> str:
-    parts = ['<h2 id="slices">Slices</h2>',
-             "<p>One row per slice; columns as in <code>slices.csv</code> (docs/audit.md).</p>"]  # fmt: skip
+def _csv(name: str, rows: int, files: Collection[str]) -> str:
+    """The table ``name``: a link to its CSV file next to the page, or, for a page on its own, where to find it."""
+    file = f"{name}.csv"
+    if file in files:
+        return f'<a href="{file}" data-csv="{name}">{file}</a> ({rows:,} rows; also <code>{name}.parquet</code>)'
+    return (f"<code>{file}</code> ({rows:,} rows; <code>AuditResult.{name}</code>, written with the tables by "
+            "<code>AuditResult.write</code>)")  # fmt: skip
+
+
+def _model_column(frame: pd.DataFrame, result: Any) -> pd.DataFrame:
+    """``frame`` without its column ``model`` when the audit has one model."""
+    return frame.drop(columns="model") if len(result.options.scores) == 1 else frame
+
+
+def _slices_section(result: Any, files: Collection[str]) -> str:
     table = result.slices
-    for metric in _ordered(table["metric"], result.options.metrics):
-        rows = table[table["metric"] == metric]
-        parts.append(f"<details open><summary>{_metric_title(metric)}</summary>")
-        parts.append(_html_table(rows, kind="slices", key=metric, row_class=_withheld_class))
-        parts.append("</details>")
-    return "\n".join(parts)
+    return "\n".join([
+        '<h2 id="slices">Slices</h2>',
+        f"<p>Every slice's estimate and interval of every metric: {_csv('slices', len(table), files)}; the forest plots "
+        "draw them, the headline metric's are in the table at the top.</p>",
+    ])  # fmt: skip
 
 
-def _comparisons_section(result: Any) -> str:
+def _comparisons_section(result: Any, files: Collection[str]) -> str:
+    """How many comparisons of each kind are flagged, per metric; every row in ``comparisons.csv``."""
     table = result.comparisons
     alpha = 1.0 - float(result.options.confidence)
     parts = ['<h2 id="comparisons">Comparisons</h2>',
-             f"<p>Highlighted: adjusted p-value below {alpha:g}. Columns as in <code>comparisons.csv</code>.</p>"]  # fmt: skip
+             f"<p>Each slice against overall, against the rest and against the other levels of its attribute, with "
+             f"intervals and adjusted p-values: {_csv('comparisons', len(table), files)}. Below, how many are "
+             f"flagged (adjusted p-value below {alpha:g}; without tests, an interval that excludes 0) of each "
+             "kind.</p>"]  # fmt: skip
     if table.empty:
         parts.append("<p>No comparisons.</p>")
-    for metric in _ordered(table["metric"], result.options.metrics):
-        rows = table[table["metric"] == metric]
-        parts.append(f"<details><summary>{_metric_title(metric)} ({len(rows)} comparisons)</summary>")
-        flagged = lambda r: "flagged" if _lt(r["p_adjusted"], alpha) else ""
-        parts.append(_html_table(rows, kind="comparisons", key=metric, row_class=flagged))
-        parts.append("</details>")
+        return "\n".join(parts)
+    counted = table.assign(_flag=flagged_rows(table, alpha))
+    kinds = [k for k in COMPARISON_KINDS if k in set(counted["kind"])]
+    records = []
+    for model in _ordered(counted["model"], result.options.scores):
+        own = counted[counted["model"] == model]
+        for metric in _ordered(own["metric"], result.options.metrics):
+            rows = own[own["metric"] == metric]
+            record = {"model": model, "metric": metric}
+            for kind in kinds:
+                flags = rows.loc[rows["kind"] == kind, "_flag"]
+                record[kind] = f"{int(flags.sum()):,} of {len(flags):,}" if len(flags) else ""
+            records.append(record)
+    frame = _model_column(pd.DataFrame.from_records(records), result)
+    parts.append(_html_table(frame, kind="comparison-counts", key="all"))
     return "\n".join(parts)
 
 
-def _controlled_section(result: Any) -> str:
+def _controlled_section(result: Any, files: Collection[str]) -> str:
+    """Per metric and control, on how many slices T_a's interval excludes 0; every row in ``controlled.csv``."""
     table = result.controlled
     parts = ['<h2 id="controlled-tables">Controlled evaluation</h2>',
-             "<p>Subgroup metric, weighted population metric M<sub>a</sub>, controlled difference "
-             "T<sub>a</sub> and the shared-space metric with their intervals; columns as in "
-             "<code>controlled.csv</code>. Highlighted: poor balance (|<code>balance_smd</code>| above "
-             f"{POOR_BALANCE_SMD:g}: the re-weighted population does not match the slice's distribution of V, "
-             "so T<sub>a</sub> may carry the weight model's error); grey: withheld.</p>"]  # fmt: skip
+             "<p>Subgroup metric, weighted population metric M<sub>a</sub>, controlled difference T<sub>a</sub> and "
+             f"the shared-space metric with their intervals: {_csv('controlled', len(table), files)}. Below, on how "
+             "many reported slices the interval of T<sub>a</sub> excludes 0, and how many of them have poor balance "
+             f"(|<code>balance_smd</code>| above {POOR_BALANCE_SMD:g}: the re-weighted population does not match the "
+             "slice's distribution of V, so T<sub>a</sub> may carry the weight model's error).</p>"]  # fmt: skip
     if table.empty:
         parts.append("<p>No controlled evaluation.</p>")
-    for control in _ordered(table["control"], result.options.controls):
-        rows = table[table["control"] == control]
-        title = "no control (M_a is the overall value)" if control == "none" else f"control V = {control}"
-        parts.append(f"<details><summary>{html_text(title)}</summary>")
-        parts.append(_html_table(rows, kind="controlled", key=control, row_class=_controlled_class))
-        parts.append("</details>")
+        return "\n".join(parts)
+    controls = _ordered(table["control"], result.options.controls)
+    records = []
+    for model in _ordered(table["model"], result.options.scores):
+        own = table[(table["model"] == model) & table["reported"].astype(bool)]
+        for metric in _ordered(table["metric"], result.options.metrics):
+            record = {"model": model, "metric": metric}
+            for control in controls:
+                rows = own[(own["metric"] == metric) & (own["control"] == control)]
+                excludes = (rows["T_a_low"] > 0) | (rows["T_a_high"] < 0)
+                poor = int(sum(poor_balance(v) for v in rows.loc[excludes, "balance_smd"]))
+                text = f"{int(excludes.sum()):,} of {len(rows):,}" + (f" ({poor:,} poor balance)" if poor else "")
+                record["none" if control == "none" else f"V = {control}"] = text if len(rows) else ""
+            records.append(record)
+    frame = _model_column(pd.DataFrame.from_records(records), result)
+    parts.append(_html_table(frame, kind="controlled-counts", key="all"))
     return "\n".join(parts)
 
 
 def _withheld_class(record: Mapping[str, Any]) -> str:
     return "" if bool(record["reported"]) else "withheld"
-
-
-def _controlled_class(record: Mapping[str, Any]) -> str:
-    if not bool(record["reported"]):
-        return "withheld"
-    return "flagged" if poor_balance(record.get("balance_smd")) else ""
-
-
-def _lt(value: Any, alpha: float) -> bool:
-    try:
-        return float(value) < alpha
-    except (TypeError, ValueError):
-        return False
 
 
 def _ordered(values: pd.Series, preferred: Sequence[str]) -> list[str]:
@@ -231,7 +269,7 @@ def _meta_table(result: Any, manifest: Mapping[str, Any] | None, input_path: Any
     rows.append(("row weights", f"<b>{html_text(weighted)}</b>" if weighted else "none (every row counts once)"))
     rows.append(("seed", str(options.seed)))
     body = "".join(f'<tr><th class="text">{k}</th><td class="text">{v}</td></tr>' for k, v in rows)
-    return f'<table class="meta" data-table="run" data-key="run">{body}</table>'
+    return _scroll(f'<table class="meta" data-table="run" data-key="run">{body}</table>')
 
 
 def _options_table(result: Any) -> str:
@@ -240,7 +278,7 @@ def _options_table(result: Any) -> str:
         f'<tr><th class="text">{html_text(k)}</th><td class="text">{html_text(_option_text(v))}</td></tr>'
         for k, v in values.items()
     )
-    return f'<table class="meta" data-table="options" data-key="options">{body}</table>'
+    return _scroll(f'<table class="meta" data-table="options" data-key="options">{body}</table>')
 
 
 def _option_text(value: Any) -> str:
@@ -257,7 +295,9 @@ def _versions_table(manifest: Mapping[str, Any] | None) -> str:
         f'<tr><th class="text">{html_text(k)}</th><td class="text">{html_text(str(v))}</td></tr>'
         for k, v in versions.items()
     )
-    return f'<h3>Package versions</h3><table class="meta" data-table="versions" data-key="versions">{body}</table>'
+    return "<h3>Package versions</h3>" + _scroll(
+        f'<table class="meta" data-table="versions" data-key="versions">{body}</table>'
+    )
 
 
 def _with_ci(estimate: float, low: float, high: float, *, signed: bool = False) -> str:
@@ -336,22 +376,40 @@ def _fairness_section(result: Any) -> str:
                              f' <span class="verdict">{word}</span></td>')  # fmt: skip
             body.append(f"<tr>{''.join(cells)}</tr>")
         parts.append(f"<h3>{html_text(str(model))}</h3>" if len(result.options.scores) > 1 else "")
-        parts.append(f'<table data-table="fairness" data-key="{html_text(str(model))}" data-rows="{len(body)}">'
-                     f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")  # fmt: skip
+        parts.append(_scroll(f'<table data-table="fairness" data-key="{html_text(str(model))}" data-rows="{len(body)}">'
+                             f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"))  # fmt: skip
     level = float(result.options.confidence)
     parts.append(
-        f'<p class="legend">Over each family\'s reported slices, with {level:.0%} intervals that hold when the slices '
-        "are equal too (intersection bounds from score intervals of every pair of slices). Demographic parity: the "
-        "selection rate's largest minus smallest value and smallest over largest (fairlearn); equalized odds: the "
-        "larger of the true and false positive rates' gaps, the smaller of their ratios. A largest gap is biased away "
-        "from equality for small slices (it picks the extremes; hover a cell for its bias-corrected estimate and the "
-        f"slices). Verdicts (tolerance: {html_text(tolerance.text())}) come from intervals simultaneous over every "
-        f"statistic of the summary, so that the probability of any wrong verdict is at most {1 - level:.0%}: "
-        "<i>differs</i> (shaded) the slices are not all equal; <i>beyond tolerance</i> (dark) the whole interval is "
-        f"outside the tolerance (for a ratio: outside [{low:g}, {high:g}], the four-fifths rule fails and the data "
-        "can tell); <i>within tolerance</i> (green) every difference is inside it; <i>inconclusive</i> neither.</p>"
+        f'<p class="legend" data-legend="fairness">{level:.0%} intervals; the verdicts (tolerance '
+        f"{html_text(tolerance.text())}) hold together over the whole summary. Dark: beyond tolerance (a ratio outside "
+        f"[{low:g}, {high:g}]: the four-fifths rule fails); shaded: the slices differ; green: within tolerance; "
+        'plain: inconclusive. Hover a cell for the slices it compares; more in <a href="#reading">How to read this '
+        "report</a>.</p>"
     )
     return "\n".join(p for p in parts if p)
+
+
+def _fairness_guide(result: Any) -> str:
+    """What the fairness summary's statistics, intervals and verdicts mean (the legend's long form)."""
+    table = getattr(result, "fairness", None)
+    if table is None or table.empty:
+        return ""
+    tolerance = result.options.parsed_tolerance
+    low, high = tolerance.ratio or vocabulary.FOUR_FIFTHS_BAND
+    level = float(result.options.confidence)
+    return (
+        f"<p>The <b>fairness summary</b> is over each family's reported slices, with {level:.0%} intervals that hold "
+        "when the slices are equal too (intersection bounds from score intervals of every pair of slices). "
+        "Demographic parity: the selection rate's largest minus smallest value and smallest over largest (fairlearn); "
+        "equalized odds: the larger of the true and false positive rates' gaps, the smaller of their ratios. A "
+        "largest gap is biased away from equality for small slices (it picks the extremes; hover a cell for its "
+        f"bias-corrected estimate and the slices). Verdicts (tolerance: {html_text(tolerance.text())}) come from "
+        "intervals simultaneous over every statistic of the summary, so that the probability of any wrong verdict "
+        f"is at most {1 - level:.0%}: <i>differs</i> (shaded) the slices are not all equal; <i>beyond tolerance</i> "
+        f"(dark) the whole interval is outside the tolerance (for a ratio: outside [{low:g}, {high:g}], the "
+        "four-fifths rule fails and the data can tell); <i>within tolerance</i> (green) every difference is inside "
+        "it; <i>inconclusive</i> neither.</p>"
+    )
 
 
 def _verdict(difference: float, flagged: bool, metric: str, within: str = "") -> tuple[str, str]:
@@ -423,8 +481,8 @@ def _headline_section(result: Any) -> str:
                         if len(overall) else "")  # fmt: skip
         parts.append(f'<h2 id="headline-{html_text(str(model))}">{html_text(label)} of {html_text(str(model))}: '
                      f"which slices differ from overall ({overall_text})</h2>")  # fmt: skip
-        parts.append(f'<table data-table="headline" data-key="{html_text(str(model))}" data-rows="{len(records)}">'
-                     f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")  # fmt: skip
+        parts.append(_scroll(f'<table data-table="headline" data-key="{html_text(str(model))}" '
+                             f'data-rows="{len(records)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'))  # fmt: skip
         family = (f"adjusted within the family of {size} slice-vs-overall tests ({options.adjust})" if size
                   else "no tests: flagged when the interval of the difference excludes 0")  # fmt: skip
         note = (f"Flag: adjusted p &lt; {alpha:g}, {family}; <i>within</i>: the two one-sided tests of a difference "
@@ -439,23 +497,48 @@ def _headline_section(result: Any) -> str:
     return "\n".join(parts)
 
 
-def _disparity_section(result: Any) -> str:
+def _disparity_section(result: Any, files: Collection[str]) -> str:
+    """Each slice's disparity ratios to its family's reference: a row per slice, a column per rate."""
     table = getattr(result, "fairness", None)
     if table is None or table.empty:
         return ""
     rows = table[table["statistic"] == "disparity_ratio"]
-    parts = ['<details id="disparities"><summary>Disparity ratios to a reference slice (Aequitas; four-fifths '
-             "rule)</summary>",
-             "<p>Each slice's selection rate, false positive rate and false negative rate over its family's "
-             "reference slice (the largest unless <code>--reference</code> names one); shaded rows fail the "
-             "four-fifths rule. Columns as in <code>fairness.csv</code>.</p>"]  # fmt: skip
-    cls = lambda r: "flagged" if r["disparity"] else ""
-    parts.append(_html_table(rows, kind="fairness-disparities", key="all", row_class=cls))
-    parts.append("</details>")
-    return "\n".join(parts)
+    if rows.empty:
+        return ""
+    several = len(result.options.scores) > 1
+    metrics = list(pd.unique(rows["metric"]))
+    head = (('<th class="text">model</th>' if several else "") + '<th class="text">slice</th><th class="text">'
+            "reference</th>" + "".join(f"<th>{_metric_title(m)}</th>" for m in metrics))  # fmt: skip
+    body = []
+    for (model, name, reference), group in rows.groupby(["model", "slice", "reference"], sort=False):
+        indexed = {r["metric"]: r for r in group.to_dict("records")}
+        cells = [f'<td class="text">{html_text(str(model))}</td>'] if several else []
+        cells += [f'<td class="text">{html_text(str(name))}</td>', f'<td class="text">{html_text(str(reference))}</td>']
+        for metric in metrics:
+            r = indexed.get(metric)
+            if r is None:
+                cells.append("<td></td>")
+                continue
+            estimate = r["estimate"] if r["reported"] else float("nan")
+            word = html_text(str(r["verdict"])) if r["reported"] else "withheld"
+            tip = "" if r["reported"] else f' title="{html_text(str(r["reason"]))}"'
+            cells.append(f'<td class="{_verdict_class(r)}"{tip}>{_with_ci(estimate, r["ci_low"], r["ci_high"])}'
+                         f' <span class="verdict">{word}</span></td>')  # fmt: skip
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    return "\n".join([
+        '<details id="disparities"><summary>Disparity ratios to a reference slice (Aequitas; four-fifths '
+        "rule)</summary>",
+        "<p>Each slice's selection rate, false positive rate and false negative rate over its family's reference "
+        "slice (the largest unless <code>--reference</code> names one), with intervals and verdicts shaded as in the "
+        "fairness summary (dark: the four-fifths rule fails and the data can tell). Simultaneous bands and "
+        f"point-estimate flags: {_csv('fairness', len(table), files)}.</p>",
+        _scroll(f'<table data-table="fairness-disparities" data-key="all" data-rows="{len(body)}">'
+                f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"),
+        "</details>",
+    ])  # fmt: skip
 
 
-def _calibration_section(result: Any, figures) -> str:
+def _calibration_section(result: Any, figures, files: Collection[str]) -> str:
     summary = getattr(result, "calibration_summary", None)
     if summary is None or summary.empty:
         return ""
@@ -465,41 +548,95 @@ def _calibration_section(result: Any, figures) -> str:
              "else quantile bins); the expected calibration error (ECE) "
              "weighs each bin's gap between the observed rate and the mean predicted risk by its share of the "
              "slice. ECE is positive on a small slice even for a calibrated model; read it with its interval and "
-             "against overall (<code>vs_overall</code>). Columns as in <code>calibration_summary.csv</code> and "
-             "<code>calibration.csv</code>.</p>"]  # fmt: skip
-    parts.append(_html_table(summary, kind="calibration_summary", key="all", row_class=_withheld_class))
+             "against overall (under each value: the slice minus overall, with its interval). Every column: "
+             f"{_csv('calibration_summary', len(summary), files)}.</p>"]  # fmt: skip
+    parts.append(_calibration_table(summary, several=len(result.options.scores) > 1))
     parts += [_figure_html(n, s, b) for n, (s, b) in figures.items() if s.get("kind") == "calibration"]
-    parts.append("<details><summary>Observed rate per bin and slice</summary>")
-    parts.append(_html_table(result.calibration, kind="calibration", key="all", row_class=_withheld_class))
-    parts.append("</details></details>")
+    parts.append(f"<p>The observed rate and mean predicted risk of every bin and slice (the curves' points): "
+                 f"{_csv('calibration', len(result.calibration), files)}.</p>")  # fmt: skip
+    parts.append("</details>")
     return "\n".join(parts)
 
 
-def _thresholds_section(result: Any, figures) -> str:
+#: Column titles of the calibration summary's statistics in the report.
+_CALIBRATION_TITLES = {
+    "expected_calibration_error": "ECE (plug-in)",
+    "calibration_error": "calibration error (debiased)",
+    "observed_expected_ratio": "observed / expected",
+}
+
+
+def _calibration_table(summary: pd.DataFrame, *, several: bool) -> str:
+    """The calibration summary as a row per slice: each statistic with its interval, and minus overall under it."""
+    statistics = _ordered(summary["statistic"], vocabulary.CALIBRATION_STATISTICS)
+    head = (('<th class="text">model</th>' if several else "") + '<th class="text">slice</th><th>n</th>'
+            + "".join(f"<th>{html_text(_CALIBRATION_TITLES.get(k, k))}</th>" for k in statistics))  # fmt: skip
+    body = []
+    for (model, name), group in summary.groupby(["model", "slice"], sort=False):
+        indexed = {r["statistic"]: r for r in group.to_dict("records")}
+        first = group.iloc[0]
+        reported = bool(first["reported"])
+        cells = [f'<td class="text">{html_text(str(model))}</td>'] if several else []
+        cells += [f'<td class="text">{html_text(str(name))}</td>', f"<td>{int(first['n']):,}</td>"]
+        for k in statistics:
+            r = indexed.get(k)
+            if r is None:
+                cells.append("<td></td>")
+                continue
+            estimate = r["estimate"] if r["reported"] else float("nan")
+            text = _with_ci(estimate, r["ci_low"], r["ci_high"]) if pd.notna(r["ci_low"]) else format_estimate(estimate)
+            if r["reported"] and pd.notna(r["vs_overall"]):
+                text += (f' <span class="verdict">{format_estimate(r["vs_overall"], signed=True)} '
+                         f"{format_interval(r['vs_overall_low'], r['vs_overall_high'], signed=True)}</span>")  # fmt: skip
+            cells.append(f"<td>{text}</td>")
+        tip = "" if reported else f' title="{html_text(str(first["reason"]))}"'
+        body.append(
+            f'<tr{tip} class="withheld">{"".join(cells)}</tr>' if not reported else f"<tr>{''.join(cells)}</tr>"
+        )
+    return _scroll(f'<table data-table="calibration_summary" data-key="all" data-rows="{len(body)}">'
+                   f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")  # fmt: skip
+
+
+def _thresholds_section(result: Any, figures, files: Collection[str]) -> str:
     table = getattr(result, "thresholds", None)
     if table is None or table.empty:
         return ""
     parts = ['<details id="thresholds"><summary>Threshold analysis: selection rate, true and false positive rates '
              "across thresholds</summary>",
-             "<p>One line per slice, its Wilson interval shaded; overall black and dashed. Columns as in "
-             "<code>thresholds.csv</code>.</p>"]  # fmt: skip
+             "<p>One line per slice, its Wilson interval shaded; overall black and dashed. Every rate with its "
+             f"interval: {_csv('thresholds', len(table), files)}.</p>"]  # fmt: skip
     parts += [_figure_html(n, s, b) for n, (s, b) in figures.items() if s.get("kind") == "thresholds"]
-    parts.append("<details><summary>Table</summary>")
-    parts.append(_html_table(table, kind="thresholds", key="all", row_class=_withheld_class))
-    parts.append("</details></details>")
+    parts.append("</details>")
     return "\n".join(parts)
 
 
-def _detectability_section(result: Any) -> str:
+def _detectability_section(result: Any, files: Collection[str]) -> str:
+    """The minimum detectable difference of every slice and metric, a row per slice; the rest in the CSV file."""
     table = getattr(result, "detectability", None)
     if table is None or table.empty:
         return ""
+    metrics = _ordered(table["metric"], result.options.metrics)
+    records = []
+    for model in _ordered(table["model"], result.options.scores):
+        own = table[table["model"] == model]
+        for name in pd.unique(own["slice"]):
+            rows = own[own["slice"] == name].set_index("metric")
+            record = {"model": model, "slice": name}
+            for metric in metrics:
+                r = rows.loc[metric] if metric in rows.index else None
+                ok = r is not None and bool(r["reported"])
+                record[metric] = format_mdd(float(r["mdd_above"]), float(r["mdd_below"])) if ok else ""
+            records.append(record)
+    frame = _model_column(pd.DataFrame.from_records(records), result)
+    frame = frame.rename(columns=vocabulary.METRIC_LABELS)  # titles with spaces wrap; names do not
     return "\n".join([
-        '<details id="detectability"><summary>What the data can detect: minimum detectable differences and rows '
-        "needed, every slice and metric</summary>",
-        "<p>Columns as in <code>detectability.csv</code>; the method is in docs/method.md (\"What the data can "
+        '<details id="detectability"><summary>What the data can detect: minimum detectable differences, every '
+        "slice and metric</summary>",
+        "<p>The smallest difference from overall each slice's size lets its test detect "
+        f"(<code>+above/-below</code> when the two directions differ; empty: withheld). Rows needed, methods and "
+        f"levels: {_csv('detectability', len(table), files)}; the method is in docs/method.md (\"What the data can "
         'detect").</p>',
-        _html_table(table, kind="detectability", key="all", row_class=_withheld_class),
+        _html_table(frame, kind="detectability", key="all"),
         "</details>",
     ])  # fmt: skip
 
@@ -553,6 +690,7 @@ def render_html(
         The audited file, for the title.
     """
     name = Path(input_path).name if input_path is not None else "audit"
+    files = set((manifest or {}).get("files", {}))  # the tables next to the page, for links to their CSV files
     forest = [(n, s, b) for n, (s, b) in figures.items() if s.get("kind") == "forest"]
     controlled = [(n, s, b) for n, (s, b) in figures.items() if s.get("kind") == "controlled"]
     notes = "".join(f'<li class="note">{html_text(n)}</li>' for n in result.notes)
@@ -576,11 +714,11 @@ def render_html(
         '<a href="#comparisons">Comparisons</a><a href="#controlled-tables">Controlled tables</a>'
         '<a href="#options">Run and options</a></nav>',
         f"<details open><summary>Notes ({len(result.notes)})</summary><ul>{notes}</ul></details>" if notes else "",
-        _disparity_section(result),
-        _detectability_section(result),
+        _disparity_section(result, files),
+        _detectability_section(result, files),
         _selection_section(result),
-        _calibration_section(result, figures),
-        _thresholds_section(result, figures),
+        _calibration_section(result, figures, files),
+        _thresholds_section(result, figures, files),
         '<details id="forest"><summary>Forest plots (one per metric)</summary>',
         "<p>Each row is a slice: the point is its estimate, the line its interval; the dashed vertical "
         "line is the overall value. Withheld slices (grey, dashed) show only their interval. The right "
@@ -593,15 +731,17 @@ def render_html(
         *(_figure_html(n, s, b) for n, s, b in controlled),
         "</details>",
         '<details id="reading"><summary>How to read this report</summary>',
+        _fairness_guide(result),
         _READING_GUIDE,
         "</details>",
         '<details id="summary"><summary>Terminal summary</summary>',
         f'<pre data-summary="terminal">{_summary_html(summary)}</pre>',
         "</details>",
-        '<details id="tables"><summary>Slices, comparisons and controlled tables</summary>',
-        _slices_section(result),
-        _comparisons_section(result),
-        _controlled_section(result),
+        '<details id="tables"><summary>Slices, comparisons and controlled tables: where to find them, and what '
+        "they count</summary>",
+        _slices_section(result, files),
+        _comparisons_section(result, files),
+        _controlled_section(result, files),
         "</details>",
         '<details id="options"><summary>Run, options and package versions</summary>',
         _meta_table(result, manifest, input_path),

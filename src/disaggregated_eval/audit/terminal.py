@@ -641,5 +641,5 @@ def summary_text(
         lines.extend(selection)
     if out_dir is not None:
         lines.append("")
-        lines.append(f"every table and figure: {t(Path(out_dir) / 'report.html')} (tables also as parquet and csv)")
+        lines.append(f"the report: {t(Path(out_dir) / 'report.html')} (every table as csv and parquet next to it)")
     return "\n".join(lines)
