@@ -92,7 +92,7 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
     stacked = np.stack([by_name[c].codes for c in attributes], axis=1)
     combos, inverse = np.unique(stacked, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
-    counts = np.bincount(inverse, minlength=len(combos))
+    counts = np.bincount(inverse, weights=prepared.count, minlength=len(combos)).astype(np.int64)  # rows, not table rows
     combo_levels = [[by_name[c].levels[k] for c, k in zip(attributes, combo, strict=True)] for combo in combos]
     combo_names = [slice_name(attributes, levels) for levels in combo_levels]
     file_rows = list(zip(*(frame[c].tolist() for c in attributes), strict=True))
@@ -183,7 +183,8 @@ def selection_table(
         return pd.DataFrame({c: [] for c in SELECTION_COLUMNS}), []
     audit_resamples = n_resamples
     n_resamples = min(int(n_resamples), MAX_SELECTION_RESAMPLES)
-    keep = [s for s in range(1, plan.n_slices) if plan.slice_mask(s).sum() >= max(min_group_size, 1)]
+    rows = np.ones(prepared.n, dtype=np.int64) if prepared.count is None else prepared.count  # rows it stands for
+    keep = [s for s in range(1, plan.n_slices) if rows[plan.slice_mask(s)].sum() >= max(min_group_size, 1)]
     notes = []
     left_out = plan.n_slices - 1 - len(keep)
     if left_out:
@@ -212,6 +213,7 @@ def selection_table(
             preference_threshold=preference_threshold,
             sample_weight=prepared.weight,
             strata=strata_for(resampling, plan.cell_codes),
+            frequency_weight=prepared.count,
         )
         table.insert(0, "model", model)
         tables.append(table)

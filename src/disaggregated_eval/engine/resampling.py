@@ -325,7 +325,13 @@ def resample_indices(
 
 
 def resample_counts(
-    n: int, *, seed: int | np.random.SeedSequence, start: int, stop: int, strata: Any = None
+    n: int,
+    *,
+    seed: int | np.random.SeedSequence,
+    start: int,
+    stop: int,
+    strata: Any = None,
+    multiplicity: Any = None,
 ) -> np.ndarray:
     """Return how often each row is drawn in resamples ``start..stop-1``.
 
@@ -333,18 +339,36 @@ def resample_counts(
     ----------
     n, seed, start, stop, strata
         As :func:`resample_indices`.
+    multiplicity : array-like of shape (n,), int, optional
+        Rows each row stands for (a unit of :mod:`.units`, a row of a counts table): the counts are then
+        those of the row bootstrap of the rows they stand for, ``Multinomial(sum, multiplicity / sum)``
+        (within each stratum under ``within_group``), drawn as :func:`run_batches` draws them.
 
     Returns
     -------
-    ndarray of shape (stop - start, n), int32
-        Row ``k`` holds the counts of resample ``start + k``; each row sums to ``n`` (and, under
-        ``within_group``, the counts of each stratum sum to its size).
+    ndarray of shape (stop - start, n), int32 (int64 with ``multiplicity``)
+        Row ``k`` holds the counts of resample ``start + k``; each row sums to ``n`` (``multiplicity``'s
+        sum; and, under ``within_group``, the counts of each stratum sum to its size).
 
     Raises
     ------
     ValueError
         As :func:`resample_indices`.
+
+    Examples
+    --------
+    >>> counts = resample_counts(3, seed=1, start=0, stop=2, multiplicity=[5, 0, 10])
+    >>> counts.sum(axis=1).tolist(), int(counts[:, 1].max())
+    ([15, 15], 0)
     """
+    if multiplicity is not None:
+        multiplicity = np.asarray(multiplicity, dtype=np.int64)
+        if multiplicity.shape != (n,):
+            raise ValueError(f"multiplicity must have shape ({n},); got {multiplicity.shape}")
+        out = np.empty((stop - start, n), dtype=np.int64)
+        if stop > start:
+            _draw_counts_into(as_seed_sequence(seed), multiplicity, start, stop, out, make_strata(strata, n))
+        return out
     indices = resample_indices(n, seed=seed, start=start, stop=stop, strata=strata)
     counts = np.empty(indices.shape, dtype=np.int32)
     for row in range(indices.shape[0]):
