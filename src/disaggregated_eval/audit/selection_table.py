@@ -92,7 +92,8 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
     stacked = np.stack([by_name[c].codes for c in attributes], axis=1)
     combos, inverse = np.unique(stacked, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
-    counts = np.bincount(inverse, weights=prepared.count, minlength=len(combos)).astype(np.int64)  # rows, not table rows
+    # rows (with frequency weights: the rows they stand for, not table rows)
+    counts = np.bincount(inverse, weights=prepared.count, minlength=len(combos)).astype(np.int64)
     combo_levels = [[by_name[c].levels[k] for c, k in zip(attributes, combo, strict=True)] for combo in combos]
     combo_names = [slice_name(attributes, levels) for levels in combo_levels]
     file_rows = list(zip(*(frame[c].tolist() for c in attributes), strict=True))
