@@ -490,3 +490,22 @@ def test_selection_table_of_counts_is_that_of_the_rows(tmp_path):
     width_a = (a["ci_high"] - a["ci_low"])[~fixed].to_numpy()
     width_b = (b["ci_high"] - b["ci_low"])[~fixed].to_numpy()
     assert np.all(np.abs(width_b / width_a - 1) < 0.15), width_b / width_a
+
+
+def test_counts_beyond_2_to_the_31_rows_give_the_estimates_of_smaller_counts():
+    """Counts summing to 2^41 (as a warehouse's table of 10^12 rows): every proportion is that of the same
+    table with counts 2^30 times smaller. A unit's count was held in int32 by the engine's point estimates
+    and resample buffers: beyond 2^31 it wrapped (a false positive rate of -0.25 with exit 0). The kernel
+    holds counts as float32 (exact to 2^24): equal to 1e-6."""
+    rng = np.random.default_rng(7)
+    table = pd.DataFrame({"y": rng.integers(0, 2, 60), "p": rng.integers(0, 2, 60), "g": rng.choice(["a", "b"], 60),
+                          "n": rng.integers(1, 4, 60) * 2**30})  # fmt: skip
+    common = dict(label="y", scores=["p"], groups=["g"], frequency_weight="n", n_resamples=200, n_permutations=0,
+                  metrics=["false_positive_rate", "precision", "accuracy"], test_method="bootstrap")  # fmt: skip
+    big = audit(table, **common).slices
+    small = audit(table.assign(n=table["n"] // 2**30), **common).slices
+    assert big["n"].sum() == small["n"].sum() * 2**30
+    assert big["estimate"].notna().all()
+    np.testing.assert_allclose(big["estimate"], small["estimate"], rtol=1e-6)
+    assert ((big["ci_low"] <= big["estimate"]) & (big["estimate"] <= big["ci_high"])).all()
+    assert (big["ci_high"] - big["ci_low"]).max() < 1e-4  # 10^12 rows: intervals of width about 1e-6

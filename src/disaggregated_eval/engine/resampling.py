@@ -42,6 +42,7 @@ __all__ = [
     "strata_for",
     "resample_indices",
     "resample_counts",
+    "count_dtype",
     "unit_blocks",
     "default_batch_size",
     "run_batches",
@@ -207,6 +208,28 @@ def _draw_counts_into(
         for rows, total, shares in groups:
             counts[:, rows] = generator.multinomial(total, shares, size=UNIT_BLOCK)
         out[lo - start : hi - start] = counts[lo - first : hi - first]
+
+
+def count_dtype(multiplicity: Any = None) -> type:
+    """The integer type of a resample's row or unit counts: int32, or int64 where a count may exceed it.
+
+    A unit's count in a resample is at most the rows in all (``multiplicity``'s sum), which a table of
+    counts may take to 2^53: held in int32 beyond 2^31 - 1 it would wrap to a negative count.
+
+    Parameters
+    ----------
+    multiplicity : array-like of int, optional
+        Rows of each unit (None: one row each, whose counts fit in int32).
+
+    Examples
+    --------
+    >>> count_dtype([3, 4]).__name__, count_dtype([2**31, 1]).__name__
+    ('int32', 'int64')
+    """
+    if multiplicity is None:
+        return np.int32
+    total = int(np.asarray(multiplicity, dtype=np.int64).sum())
+    return np.int32 if total <= np.iinfo(np.int32).max else np.int64
 
 
 def unit_blocks(seed: np.random.SeedSequence, start: int, stop: int):
@@ -466,7 +489,7 @@ def run_batches(
     batch = min(batch_size or default_batch_size(n), n_resamples)
     if multiplicity is not None:  # whole blocks of unit-count resamples per batch (results do not change)
         batch = -(-batch // UNIT_BLOCK) * UNIT_BLOCK
-    buffer = np.empty((batch, n), dtype=np.int32)
+    buffer = np.empty((batch, n), dtype=count_dtype(multiplicity))
     executor = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else None
     try:
         with numba_threads(n_threads):
