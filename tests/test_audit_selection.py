@@ -140,6 +140,20 @@ def _write(tmp_path, text):
         ("sex,share,label_rate\nMale,0.5,1.2\nFemale,0.5,0.3\n", r"the label rate of sex=Male is 1\.2"),
         ("sex,share\nMale,half\nFemale,0.5\n", r"share of sex=Male must be a number; got 'half'"),
         ("sex,share\nMale,0.5\nMale,0.5\n", r"gives sex=Male more than once"),
+        # the shares the rows are weighted to, below 1e-12 (they failed with a traceback after the audit's work)
+        (
+            "sex,share,label_rate\nMale,0.5,1e-300\nFemale,0.5,0.3\n",
+            r"the share of sex=Male with label 1 is 5e-301 \(its share times label_rate 1e-300, divided by the shares' "
+            r"sum 1\); every share the rows are weighted to must be at least 1e-12",
+        ),
+        (
+            "sex,share,label_rate\nMale,0.5,0.99999999999999\nFemale,0.5,0.3\n",
+            r"the share of sex=Male with label 0 is 5\.\d+e-15 \(its share times 1 - label_rate 0\.99999999999999,",
+        ),
+        (
+            "sex,share\nMale,1.0009\nFemale,1e-12\n",
+            r"the share of sex=Female is 9\.99101e-13 \(divided by the shares' sum 1\.0009\)",
+        ),
     ],
 )
 def test_bad_margins_get_one_clear_error_before_any_work(compas, tmp_path, text, message):

@@ -31,7 +31,7 @@ from ..validation import PATH_CHARS, brief
 from .columns import SELECTION_COLUMNS
 from .errors import AuditInputError
 from .inputs import AuditInput
-from .options import LABEL_RATE_COLUMN, SHARE_COLUMN
+from .options import LABEL_RATE_COLUMN, SHARE_COLUMN, margin_targets
 from .slices import SlicePlan, shown_slice_name, slice_name
 from .text import terminal_text
 
@@ -124,12 +124,9 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
         )
     row_file = np.array([index[n] for n in combo_names], dtype=np.int64)
     codes = row_file[inverse]
-    share = frame[SHARE_COLUMN].to_numpy(dtype=np.float64)
-    share = share / share.sum()
+    target = margin_targets(frame)
     with_label = LABEL_RATE_COLUMN in frame.columns
     if with_label:
-        rate = frame[LABEL_RATE_COLUMN].to_numpy(dtype=np.float64)
-        target = np.column_stack([share * (1 - rate), share * rate]).ravel()
         codes = 2 * codes + prepared.y.astype(np.int64)
         observed = np.bincount(codes, minlength=target.size) > 0
         if not observed.all():
@@ -139,7 +136,7 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
                 f"but its label rate in the file puts a share of {target[k]:g} there; no row can carry it"
             )
         return MarginCells(codes, target, attributes, True)
-    return MarginCells(codes, share, attributes, False)
+    return MarginCells(codes, target, attributes, False)
 
 
 def selection_table(
