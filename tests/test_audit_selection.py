@@ -162,6 +162,35 @@ def test_bad_margins_get_one_clear_error_before_any_work(compas, tmp_path, text,
               population_margins=_write(tmp_path, text), **FAST)  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("levels", "written", "hint"),
+    [
+        (
+            [1, 2],
+            "1.0,0.5\n2.0,0.5\n",
+            r"num=1 has \d+ rows .* no share in the file \(the file's combination\(s\) without "
+            r"rows in the data: num=1\.0; num=2\.0; a level is matched as text",
+        ),
+        ([True, False], "true,0.5\nfalse,0.5\n", r"num=False has .* without rows in the data: num=true; num=false;"),
+        (
+            ["\u00e9", "e\u0301"],
+            "\u00e9,1.0\n",
+            r"num=e\u0301 has .* \(the file gives 'num=\\xe9', which prints alike "
+            r"but is other text than the data's 'num=e\\u0301'",
+        ),
+        (["a", "b"], "a,0.5\nb\x00,0.5\n", r"num=b has .* without rows in the data: 'num=b\\x00';"),
+    ],
+)
+def test_a_combination_without_a_share_names_what_the_file_gives_instead(tmp_path, levels, written, hint):
+    # the message named only the data's combination, printed as the file's own spelling looked (1 for 1.0,
+    # é for another é): it said the share was missing where the file seemed to give it
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"y": rng.integers(0, 2, 400), "p": rng.random(400), "num": np.repeat(levels, 200)})
+    with pytest.raises(AuditInputError, match=hint):
+        audit(frame, label="y", scores=["p"], groups=["num"], population_margins=_write(tmp_path, "num,share\n" + written),
+              **FAST)  # fmt: skip
+
+
 @pytest.mark.parametrize("gammas", [[0.5], [2.0, 1.5], [1.5, 1.5], [500.0]])
 def test_bad_gammas_are_refused(compas, gammas):
     with pytest.raises(AuditInputError, match="selection_sensitivity"):

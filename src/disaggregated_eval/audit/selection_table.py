@@ -30,7 +30,7 @@ from ..intervals import zero_width
 from ..validation import PATH_CHARS, brief
 from .columns import SELECTION_COLUMNS
 from .errors import AuditInputError
-from .inputs import AuditInput
+from .inputs import AuditInput, _lookalike_key
 from .options import LABEL_RATE_COLUMN, SHARE_COLUMN, margin_targets
 from .slices import SlicePlan, shown_slice_name, slice_name
 from .text import terminal_text
@@ -108,7 +108,7 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
             f" (the file gives {shown_slice_name(attributes, alike[0])}, which differs from it by surrounding "
             f"whitespace only: strip_levels is off)"
             if alike
-            else ""
+            else _unmatched_hint(attributes, combo_levels[k], file_rows, file_names, set(combo_names))
         )
         raise AuditInputError(
             f"{source}: {shown_slice_name(attributes, combo_levels[k])} has {count} rows in the data but no share in "
@@ -137,6 +137,29 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
             )
         return MarginCells(codes, target, attributes, True)
     return MarginCells(codes, target, attributes, False)
+
+
+def _unmatched_hint(attributes, levels, file_rows, file_names, present) -> str:
+    """What the file gives instead of a data combination without a share: a level is matched as text as the
+    data write it, so the file's ``1.0`` or ``false`` is not the data's ``1`` or ``False``, nor an ``é`` of
+    another Unicode form (shown by code point where the two print alike)."""
+    wanted = slice_name(attributes, levels)
+    key = _lookalike_key(wanted)
+    for name in file_names:
+        if name != wanted and _lookalike_key(name) == key:
+            return (
+                f" (the file gives {name!a}, which prints alike but is other text than the data's {wanted!a}: "
+                f"other characters, or another Unicode form of the same letters)"
+            )
+    unmatched = [row for row, name in zip(file_rows, file_names, strict=True) if name not in present]
+    if not unmatched:
+        return ""
+    shown = "; ".join(shown_slice_name(attributes, row) for row in unmatched[:3])
+    more = f" and {len(unmatched) - 3} more" if len(unmatched) > 3 else ""
+    return (
+        f" (the file's combination(s) without rows in the data: {shown}{more}; a level is matched as text, "
+        f"written as the data write it)"
+    )
 
 
 def selection_table(
