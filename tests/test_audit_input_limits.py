@@ -480,6 +480,19 @@ def test_dask_and_frame_counts_refuse_a_bare_string_and_split_out_0_and_memory_l
         audit(frame, label="y", scores=["pred"], groups=["g"], memory_limit_mb=1e-300, **FAST)
 
 
+@pytest.mark.parametrize("limit", ["1e308", "1e30"])
+def test_a_memory_limit_beyond_2_to_the_63_bytes_is_refused_before_any_work(tmp_path, capsys, limit):
+    # 1e308 MB is infinitely many bytes: the read's text bound became NaN and the audit failed with a traceback
+    path = tmp_path / "log.csv"
+    _log(40, 9).to_csv(path, index=False)
+    args = ["audit", str(path), "--label", "y", "--score", "pred", "--group", "g", "--out", str(tmp_path / "out"),
+            "--n-resamples", "200", "--n-permutations", "0", "--metrics", "accuracy", "--memory-limit-mb", limit]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"memory_limit_mb must be at most 8,796,093,022,208 MB (2^63 bytes); got {float(limit):g}" in err, err
+    assert not (tmp_path / "out").exists()
+
+
 # ----------------------------------------------------------------------------------------------
 # Signals during a read: DuckDB's own error in place of Ctrl-C or SIGTERM
 # ----------------------------------------------------------------------------------------------

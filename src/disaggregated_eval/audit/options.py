@@ -48,7 +48,14 @@ from ..io import (
     read_bounded,
     read_yaml_unique_keys,
 )
-from ..memory import MAX_CALIBRATION_BINS, MAX_GAMMAS, MAX_GRID_VALUES, MAX_RESAMPLES, MIN_MEMORY_LIMIT_MB
+from ..memory import (
+    MAX_CALIBRATION_BINS,
+    MAX_GAMMAS,
+    MAX_GRID_VALUES,
+    MAX_MEMORY_LIMIT_MB,
+    MAX_RESAMPLES,
+    MIN_MEMORY_LIMIT_MB,
+)
 from ..registry import check_metric_names
 from ..validation import (
     PATH_CHARS,
@@ -349,7 +356,7 @@ class AuditOptions:
     memory_limit_mb: float | None = _opt(
         None,
         "largest memory the audit may use, in MB: an audit whose estimated peak is larger is refused before any "
-        f"work, with advice (at least {MIN_MEMORY_LIMIT_MB:g}; default: 80% of the machine's memory)",
+        f"work, with advice (at least {MIN_MEMORY_LIMIT_MB:g}, at most 2^43; default: 80% of the machine's memory)",
         section="computation",
         metavar="MB",
     )
@@ -1316,6 +1323,10 @@ def resolve_options(options: AuditOptions | ResolvedOptions | None, overrides: M
             raise AuditInputError(
                 f"memory_limit_mb must be at least {MIN_MEMORY_LIMIT_MB:g} MB (no audit fits in less); got "
                 f"{memory_limit_mb:g}"
+            )
+        if memory_limit_mb > MAX_MEMORY_LIMIT_MB:
+            raise AuditInputError(
+                f"memory_limit_mb must be at most {MAX_MEMORY_LIMIT_MB:,.0f} MB (2^63 bytes); got {memory_limit_mb:g}"
             )
         memory_limit_mb = float(memory_limit_mb)
     analyses = _analysis_options(
