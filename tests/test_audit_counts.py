@@ -463,3 +463,49 @@ def test_counts_of_a_billion_rows_refuse_permutations_before_any_work_and_name_t
     from disaggregated_eval.audit.terminal import summary_text
 
     assert "each row counted as many times as column n says (--frequency-weight); n counts rows" in summary_text(result)
+
+
+def test_selection_table_of_counts_is_that_of_the_rows(tmp_path):
+    """The table ``selection`` of a counts table is that of the rows it stands for: the estimates, bounds,
+    effective sizes and denominators equal, the intervals from other draws of the same distribution (the
+    counts draw units). It weighed each table row once, whatever its count (g=a's FPR of the distinct rows,
+    effective sizes of table rows)."""
+    frame = _log(1500, 4)
+    counts = frame.groupby(["y", "r", "g", "s", "w"], as_index=False).size().rename(columns={"size": "n"})
+    counts["n"] = counts["n"] * np.random.default_rng(1).choice([1, 2, 7], len(counts))
+    margins = tmp_path / "margins.csv"
+    margins.write_text("g,share,label_rate\na,0.5,0.35\nb,0.3,0.5\nc,0.2,0.45\n")
+    common = dict(population_margins=str(margins), selection_sensitivity=[1.5, 2], n_permutations=0,
+                  metrics=["false_positive_rate", "precision", "log_loss"], thresholds=[], min_group_size=100,
+                  sample_weight="w")  # fmt: skip
+    rows, table = _audits(counts, n_resamples=2000, **common)
+    a, b = rows.selection, table.selection
+    assert len(a) == len(b) > 0
+    for column in ("model", "slice", "metric", "quantity", "gamma", "n_denominator"):
+        pd.testing.assert_series_equal(a[column], b[column])
+    for column in ("estimate", "bound_low", "bound_high", "effective_n"):
+        pd.testing.assert_series_equal(a[column], b[column], check_exact=False, rtol=1e-10, atol=1e-12)
+    fixed = a["ci_low"].isna()
+    pd.testing.assert_series_equal(fixed, b["ci_low"].isna())
+    width_a = (a["ci_high"] - a["ci_low"])[~fixed].to_numpy()
+    width_b = (b["ci_high"] - b["ci_low"])[~fixed].to_numpy()
+    assert np.all(np.abs(width_b / width_a - 1) < 0.15), width_b / width_a
+
+
+def test_counts_beyond_2_to_the_31_rows_give_the_estimates_of_smaller_counts():
+    """Counts summing to 2^41 (as a warehouse's table of 10^12 rows): every proportion is that of the same
+    table with counts 2^30 times smaller. A unit's count was held in int32 by the engine's point estimates
+    and resample buffers: beyond 2^31 it wrapped (a false positive rate of -0.25 with exit 0). The kernel
+    holds counts as float32 (exact to 2^24): equal to 1e-6."""
+    rng = np.random.default_rng(7)
+    table = pd.DataFrame({"y": rng.integers(0, 2, 60), "p": rng.integers(0, 2, 60), "g": rng.choice(["a", "b"], 60),
+                          "n": rng.integers(1, 4, 60) * 2**30})  # fmt: skip
+    common = dict(label="y", scores=["p"], groups=["g"], frequency_weight="n", n_resamples=200, n_permutations=0,
+                  metrics=["false_positive_rate", "precision", "accuracy"], test_method="bootstrap")  # fmt: skip
+    big = audit(table, **common).slices
+    small = audit(table.assign(n=table["n"] // 2**30), **common).slices
+    assert big["n"].sum() == small["n"].sum() * 2**30
+    assert big["estimate"].notna().all()
+    np.testing.assert_allclose(big["estimate"], small["estimate"], rtol=1e-6)
+    assert ((big["ci_low"] <= big["estimate"]) & (big["estimate"] <= big["ci_high"])).all()
+    assert (big["ci_high"] - big["ci_low"]).max() < 1e-4  # 10^12 rows: intervals of width about 1e-6

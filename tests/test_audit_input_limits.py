@@ -480,6 +480,47 @@ def test_dask_and_frame_counts_refuse_a_bare_string_and_split_out_0_and_memory_l
         audit(frame, label="y", scores=["pred"], groups=["g"], memory_limit_mb=1e-300, **FAST)
 
 
+@pytest.mark.parametrize("limit", ["1e308", "1e30"])
+def test_a_memory_limit_beyond_2_to_the_63_bytes_is_refused_before_any_work(tmp_path, capsys, limit):
+    # 1e308 MB is infinitely many bytes: the read's text bound became NaN and the audit failed with a traceback
+    path = tmp_path / "log.csv"
+    _log(40, 9).to_csv(path, index=False)
+    args = ["audit", str(path), "--label", "y", "--score", "pred", "--group", "g", "--out", str(tmp_path / "out"),
+            "--n-resamples", "200", "--n-permutations", "0", "--metrics", "accuracy", "--memory-limit-mb", limit]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"memory_limit_mb must be at most 8,796,093,022,208 MB (2^63 bytes); got {float(limit):g}" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_comparison_percentiles_hold_no_copy_of_every_replicate(monkeypatch):
+    """The comparisons' percentile part copied the replicates of every quantity's metrics at once
+    (``replicates[:, :, columns]``): at 10^6 resamples 1.4 GB beside their 2.4 GB, beyond the peak the memory
+    limit is checked against. It now gathers each chunk's quantities only: its peak follows the chunk."""
+    import tracemalloc
+
+    from disaggregated_eval.audit import comparisons
+    from disaggregated_eval.derived import Replicated
+
+    monkeypatch.setattr(comparisons, "_CHUNK_VALUES", 2**16)
+    rng = np.random.default_rng(0)
+    n_res, n_out, n_q = 20_000, 60, 10
+    base = Replicated(point=rng.random((n_out, n_q)), replicates=rng.random((n_res, n_out, n_q)))
+    plus, minus = np.arange(1, n_out), np.zeros(n_out - 1, dtype=np.int64)
+    rows, columns = np.arange(n_out - 1), np.arange(n_q - 1)
+    out = [np.full((n_out - 1, n_q), np.nan) for _ in range(3)]
+    undefined, caveat = np.zeros((n_out - 1, n_q), dtype=np.int64), np.empty((n_out - 1, n_q), dtype=object)
+    tracemalloc.start()
+    comparisons._percentile_part(base, plus, minus, rows, columns, 0.95, *out, undefined, caveat)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 0.2 * base.replicates.nbytes, (peak, base.replicates.nbytes)
+    # the values are the differences' own: slice 1 minus overall, metric 0
+    difference = base.replicates[:, 1, 0] - base.replicates[:, 0, 0]
+    assert out[0][0, 0] == base.point[1, 0] - base.point[0, 0]
+    assert out[1][0, 0] == pytest.approx(np.percentile(difference, 2.5), abs=0.02)
+
+
 # ----------------------------------------------------------------------------------------------
 # Signals during a read: DuckDB's own error in place of Ctrl-C or SIGTERM
 # ----------------------------------------------------------------------------------------------

@@ -140,12 +140,55 @@ def _write(tmp_path, text):
         ("sex,share,label_rate\nMale,0.5,1.2\nFemale,0.5,0.3\n", r"the label rate of sex=Male is 1\.2"),
         ("sex,share\nMale,half\nFemale,0.5\n", r"share of sex=Male must be a number; got 'half'"),
         ("sex,share\nMale,0.5\nMale,0.5\n", r"gives sex=Male more than once"),
+        # the shares the rows are weighted to, below 1e-12 (they failed with a traceback after the audit's work)
+        (
+            "sex,share,label_rate\nMale,0.5,1e-300\nFemale,0.5,0.3\n",
+            r"the share of sex=Male with label 1 is 5e-301 \(its share times label_rate 1e-300, divided by the shares' "
+            r"sum 1\); every share the rows are weighted to must be at least 1e-12",
+        ),
+        (
+            "sex,share,label_rate\nMale,0.5,0.99999999999999\nFemale,0.5,0.3\n",
+            r"the share of sex=Male with label 0 is 4\.996e-15 \(its share times 1 - label_rate 0\.99999999999999,",
+        ),
+        (
+            "sex,share\nMale,1.0009\nFemale,1e-12\n",
+            r"the share of sex=Female is 9\.99101e-13 \(divided by the shares' sum 1\.0009\)",
+        ),
     ],
 )
 def test_bad_margins_get_one_clear_error_before_any_work(compas, tmp_path, text, message):
     with pytest.raises(AuditInputError, match=message):
         audit(compas.head(300), label="two_year_recid", scores=["compas_score"], groups=["sex"],
               population_margins=_write(tmp_path, text), **FAST)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("levels", "written", "hint"),
+    [
+        (
+            [1, 2],
+            "1.0,0.5\n2.0,0.5\n",
+            r"num=1 has \d+ rows .* no share in the file \(the file's combination\(s\) without "
+            r"rows in the data: num=1\.0; num=2\.0; a level is matched as text",
+        ),
+        ([True, False], "true,0.5\nfalse,0.5\n", r"num=False has .* without rows in the data: num=true; num=false;"),
+        (
+            ["\u00e9", "e\u0301"],
+            "\u00e9,1.0\n",
+            r"num=e\u0301 has .* \(the file gives 'num=\\xe9', which prints alike "
+            r"but is other text than the data's 'num=e\\u0301'",
+        ),
+        (["a", "b"], "a,0.5\nb\x00,0.5\n", r"num=b has .* without rows in the data: 'num=b\\x00';"),
+    ],
+)
+def test_a_combination_without_a_share_names_what_the_file_gives_instead(tmp_path, levels, written, hint):
+    # the message named only the data's combination, printed as the file's own spelling looked (1 for 1.0,
+    # é for another é): it said the share was missing where the file seemed to give it
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"y": rng.integers(0, 2, 400), "p": rng.random(400), "num": np.repeat(levels, 200)})
+    with pytest.raises(AuditInputError, match=hint):
+        audit(frame, label="y", scores=["p"], groups=["num"], population_margins=_write(tmp_path, "num,share\n" + written),
+              **FAST)  # fmt: skip
 
 
 @pytest.mark.parametrize("gammas", [[0.5], [2.0, 1.5], [1.5, 1.5], [500.0]])

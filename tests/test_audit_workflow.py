@@ -257,6 +257,40 @@ def test_a_cancelled_local_executor_stops_the_jobs_still_running():
     assert 0.5 <= float(seconds) < 30
 
 
+CANCEL_TWICE_STOPS_JOBS = """
+import os, signal, subprocess, sys, threading, time, types
+from concurrent.futures import ThreadPoolExecutor
+from snakemake.executors.local import Executor
+from disaggregated_eval_workflow.snakemake_compat import stop_local_jobs_on_cancel
+
+assert stop_local_jobs_on_cancel(grace=5.0)
+slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # a job that got no signal
+time.sleep(0.2)
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()  # the second Ctrl-C, within the grace period
+start = time.monotonic()
+try:
+    Executor.cancel(types.SimpleNamespace(pool=ThreadPoolExecutor()))
+except KeyboardInterrupt:
+    print("interrupted", end=" ")
+print(slow.wait(timeout=60), round(time.monotonic() - start, 1))
+"""
+
+
+def test_a_second_ctrl_c_while_the_jobs_get_their_grace_period_stops_them_at_once():
+    """Ctrl-C twice (the second one during the grace period) raised KeyboardInterrupt inside the patched
+    ``cancel()`` before it sent SIGTERM: the jobs ran on to their end while Snakemake waited for them
+    (an interrupted audit rerun finished and replaced the folder). A second interrupt now stops them at once."""
+    paths = [str(REPO / "workflow" / "lib"), os.environ.get("PYTHONPATH", "")]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    proc = subprocess.run(
+        [sys.executable, "-c", CANCEL_TWICE_STOPS_JOBS], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    status, seconds = proc.stdout.split()
+    assert int(status) == -signal.SIGTERM
+    assert float(seconds) < 4.0  # at the second interrupt, not at the end of the 5 s grace period
+
+
 # ---- a tiny end-to-end run -------------------------------------------------------------------------
 @pytest.mark.slow
 def test_two_audits_run_in_parallel_and_write_every_output(tmp_path):

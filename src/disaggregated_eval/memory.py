@@ -21,6 +21,7 @@ __all__ = [
     "MAX_GAMMAS",
     "MAX_GRID_VALUES",
     "MIN_MEMORY_LIMIT_MB",
+    "MAX_MEMORY_LIMIT_MB",
     "MAX_CALIBRATION_BINS",
     "MAX_REPLICATES",
     "MAX_SIMULATED_ROWS",
@@ -59,6 +60,9 @@ MAX_GRID_VALUES = 20
 #: Smallest memory limit an audit accepts, in MB (``--memory-limit-mb``): no audit fits in less (its
 #: fixed working memory alone is :data:`AUDIT_FIXED_BYTES`).
 MIN_MEMORY_LIMIT_MB = 1.0
+#: Largest memory limit an audit accepts, in MB: 2^63 bytes, so that every byte count derived from it is a
+#: finite number that fits in int64 (1e308 MB is infinitely many bytes in float64).
+MAX_MEMORY_LIMIT_MB = float(2**43)
 
 #: Quantities per chunk of the summary times resamples times metrics: the summary's differences
 #: and percentiles work on chunks of about this many float64 values (32 MiB).

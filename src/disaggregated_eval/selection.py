@@ -409,20 +409,30 @@ def resampled_cell_weights(cells: Any, target_shares: Any, counts: np.ndarray) -
     return weight
 
 
-def effective_sample_size(weights: Any) -> float:
+def effective_sample_size(weights: Any, frequency_weight: Any = None) -> float:
     """Kish's effective sample size ``(sum w)^2 / sum w^2`` of row weights (Kish 1965).
 
     Parameters
     ----------
     weights : array-like of shape (n,)
+    frequency_weight : array-like of shape (n,), optional
+        Rows each row stands for, all > 0: ``weights[i]`` is then the summed weight of row ``i``'s
+        ``frequency_weight[i]`` rows (each weighing ``weights[i] / frequency_weight[i]``), and the size is
+        that of those rows.
 
     Returns
     -------
     float
         ``n`` for equal weights; smaller the more the weights vary; 0 without weight.
+
+    Examples
+    --------
+    >>> effective_sample_size([1.0, 1.0, 2.0]), effective_sample_size([2.0, 2.0], frequency_weight=[2, 2])
+    (2.6666666666666665, 4.0)
     """
     w = np.asarray(weights, dtype=np.float64)
-    return float(effective_size(w.sum(), (w * w).sum()))
+    squares = w * w if frequency_weight is None else w * w / np.asarray(frequency_weight, dtype=np.float64)
+    return float(effective_size(w.sum(), squares.sum()))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -743,6 +753,7 @@ def selection_analysis(
     breakdown: bool = True,
     sample_weight: Any = None,
     strata: Any = None,
+    frequency_weight: Any = None,
 ) -> pd.DataFrame:
     """Corrected metrics of slices, their sensitivity bounds per ``Gamma`` and breakdown ``Gamma``.
 
@@ -789,6 +800,10 @@ def selection_analysis(
         the margin weights multiply them (the sample's cell shares are the weighted ones).
     strata : array-like of shape (n,), optional
         Strata of a ``within_group`` bootstrap (:func:`disaggregated_eval.engine.resample_counts`).
+    frequency_weight : array-like of shape (n,), int > 0, optional
+        Rows each row stands for (a table of counts): the result is that of the rows they stand for (their
+        resamples drawn as the engine draws units, ``resample_counts(multiplicity=...)``; effective sizes and
+        ``n_denominator`` in rows), each of them weighing ``sample_weight``.
 
     Returns
     -------
@@ -835,13 +850,18 @@ def selection_analysis(
     base = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     if base.shape != (n,) or not (np.isfinite(base) & (base >= 0)).all():
         raise ValueError(f"sample_weight must hold {n} finite values >= 0")
-    counts = resample_counts(n, seed=seed, start=0, stop=n_resamples, strata=strata).astype(np.float64) * base
+    rows = np.ones(n, dtype=np.int64) if frequency_weight is None else np.asarray(frequency_weight, dtype=np.int64)
+    if rows.shape != (n,) or not (rows > 0).all():
+        raise ValueError(f"frequency_weight must hold {n} whole numbers > 0")
+    draws = resample_counts(n, seed=seed, start=0, stop=n_resamples, strata=strata, multiplicity=frequency_weight)
+    counts = draws.astype(np.float64) * base
+    design = base if frequency_weight is None else base * rows  # each table row: the summed weight of its rows
     if cells is None:
-        row_weight = base
+        row_weight = design
         resample_weight = counts
     else:
         codes = np.asarray(cells, dtype=np.int64)
-        row_weight = poststratification_weights(codes, target_shares, sample_weight=base)
+        row_weight = poststratification_weights(codes, target_shares, sample_weight=design)
         resample_weight = counts * resampled_cell_weights(codes, target_shares, counts)[:, codes]
     undefined_resample = ~np.isfinite(resample_weight).all(axis=1)
     resample_weight = np.where(undefined_resample[:, None], 0.0, resample_weight)
@@ -854,8 +874,8 @@ def selection_analysis(
             sample[name] = _SortedSums(h[sel], (row_weight * b)[sel])
             resampled[name] = _SortedSums(h[sel], (resample_weight * b)[:, sel])
             resampled[name].estimate[undefined_resample] = np.nan
-            ess[name] = effective_sample_size(row_weight[mask])
-            denominators[name] = int((mask & (b > 0)).sum())
+            ess[name] = effective_sample_size(row_weight[mask], None if frequency_weight is None else rows[mask])
+            denominators[name] = int(rows[mask & (b > 0)].sum())
         for name, mask in masks.items():
             quantities = [("metric", _bounds_of(sample[name], g), _bounds_of(resampled[name], g), math.nan)]
             if name != reference:

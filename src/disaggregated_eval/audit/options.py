@@ -48,7 +48,14 @@ from ..io import (
     read_bounded,
     read_yaml_unique_keys,
 )
-from ..memory import MAX_CALIBRATION_BINS, MAX_GAMMAS, MAX_GRID_VALUES, MAX_RESAMPLES, MIN_MEMORY_LIMIT_MB
+from ..memory import (
+    MAX_CALIBRATION_BINS,
+    MAX_GAMMAS,
+    MAX_GRID_VALUES,
+    MAX_MEMORY_LIMIT_MB,
+    MAX_RESAMPLES,
+    MIN_MEMORY_LIMIT_MB,
+)
 from ..registry import check_metric_names
 from ..validation import (
     PATH_CHARS,
@@ -97,6 +104,7 @@ __all__ = [
     "check_reference_levels",
     "parse_thresholds",
     "read_margins",
+    "margin_targets",
     "MAX_MARGINS_BYTES",
 ]
 
@@ -348,7 +356,7 @@ class AuditOptions:
     memory_limit_mb: float | None = _opt(
         None,
         "largest memory the audit may use, in MB: an audit whose estimated peak is larger is refused before any "
-        f"work, with advice (at least {MIN_MEMORY_LIMIT_MB:g}; default: 80% of the machine's memory)",
+        f"work, with advice (at least {MIN_MEMORY_LIMIT_MB:g}, at most 2^43; default: 80% of the machine's memory)",
         section="computation",
         metavar="MB",
     )
@@ -1021,7 +1029,58 @@ def read_margins(path: str | Path, groups: list[str], *, strip_levels: bool = Tr
         raise AuditInputError(
             f"{source}: the shares sum to {total:.6g}; they must sum to 1 (within {SHARE_TOLERANCE:g})"
         )
+    # the shares the rows are weighted to (divided by their sum; with label rates, per group and label) obey
+    # the same bound as the file's: a label rate of 1e-300 or a sum of 1.0009 took one below it, and the
+    # audit failed with a traceback once its work was done
+    target = margin_targets(frame)
+    low = target < MIN_SHARE
+    if low.any():
+        k = int(np.flatnonzero(low)[0])
+        detail = f"divided by the shares' sum {total:.6g}"
+        if LABEL_RATE_COLUMN in frame.columns:
+            k, label = divmod(k, 2)
+            rate = float(frame[LABEL_RATE_COLUMN].iat[k])
+            detail = f"its share times {'' if label else '1 - '}label_rate {rate!r}, {detail}"
+            who = f"{shown(k)} with label {label}"
+        else:
+            who = shown(k)
+        raise AuditInputError(
+            f"{source}: the share of {who} is {target[low][0]:g} ({detail}); every share the rows are weighted to "
+            f"must be at least {MIN_SHARE:g} (below it a share stands for less than one person in 10^12, a 0 by "
+            f"another name)"
+        )
     return frame
+
+
+def margin_targets(frame: pd.DataFrame) -> np.ndarray:
+    """The target shares the rows are weighted to, from a margins frame that :func:`read_margins` read.
+
+    The shares divided by their sum, one per row of the file; with ``label_rate``, two per row (label 0,
+    then label 1: ``share * (1 - label_rate)`` and ``share * label_rate``).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        ``share`` and optionally ``label_rate`` as floats.
+
+    Returns
+    -------
+    ndarray of float64
+        Of length ``len(frame)``, or ``2 * len(frame)`` with label rates (row ``i``'s cells at ``2 i`` and
+        ``2 i + 1``); summing to 1.
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"share": [0.6, 0.4], "label_rate": [0.5, 0.25]})
+    >>> margin_targets(frame).tolist()
+    [0.3, 0.3, 0.30000000000000004, 0.1]
+    """
+    share = frame[SHARE_COLUMN].to_numpy(dtype=np.float64)
+    share = share / share.sum()
+    if LABEL_RATE_COLUMN not in frame.columns:
+        return share
+    rate = frame[LABEL_RATE_COLUMN].to_numpy(dtype=np.float64)
+    return np.column_stack([share * (1 - rate), share * rate]).ravel()
 
 
 def _selection_options(population_margins: Any, selection_sensitivity: Any, *, groups: list[str],
@@ -1264,6 +1323,10 @@ def resolve_options(options: AuditOptions | ResolvedOptions | None, overrides: M
             raise AuditInputError(
                 f"memory_limit_mb must be at least {MIN_MEMORY_LIMIT_MB:g} MB (no audit fits in less); got "
                 f"{memory_limit_mb:g}"
+            )
+        if memory_limit_mb > MAX_MEMORY_LIMIT_MB:
+            raise AuditInputError(
+                f"memory_limit_mb must be at most {MAX_MEMORY_LIMIT_MB:,.0f} MB (2^63 bytes); got {memory_limit_mb:g}"
             )
         memory_limit_mb = float(memory_limit_mb)
     analyses = _analysis_options(

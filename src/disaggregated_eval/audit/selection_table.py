@@ -30,8 +30,8 @@ from ..intervals import zero_width
 from ..validation import PATH_CHARS, brief
 from .columns import SELECTION_COLUMNS
 from .errors import AuditInputError
-from .inputs import AuditInput
-from .options import LABEL_RATE_COLUMN, SHARE_COLUMN
+from .inputs import AuditInput, _lookalike_key
+from .options import LABEL_RATE_COLUMN, SHARE_COLUMN, margin_targets
 from .slices import SlicePlan, shown_slice_name, slice_name
 from .text import terminal_text
 
@@ -92,7 +92,8 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
     stacked = np.stack([by_name[c].codes for c in attributes], axis=1)
     combos, inverse = np.unique(stacked, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
-    counts = np.bincount(inverse, minlength=len(combos))
+    # rows (with frequency weights: the rows they stand for, not table rows)
+    counts = np.bincount(inverse, weights=prepared.count, minlength=len(combos)).astype(np.int64)
     combo_levels = [[by_name[c].levels[k] for c, k in zip(attributes, combo, strict=True)] for combo in combos]
     combo_names = [slice_name(attributes, levels) for levels in combo_levels]
     file_rows = list(zip(*(frame[c].tolist() for c in attributes), strict=True))
@@ -107,7 +108,7 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
             f" (the file gives {shown_slice_name(attributes, alike[0])}, which differs from it by surrounding "
             f"whitespace only: strip_levels is off)"
             if alike
-            else ""
+            else _unmatched_hint(attributes, combo_levels[k], file_rows, file_names, set(combo_names))
         )
         raise AuditInputError(
             f"{source}: {shown_slice_name(attributes, combo_levels[k])} has {count} rows in the data but no share in "
@@ -123,12 +124,9 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
         )
     row_file = np.array([index[n] for n in combo_names], dtype=np.int64)
     codes = row_file[inverse]
-    share = frame[SHARE_COLUMN].to_numpy(dtype=np.float64)
-    share = share / share.sum()
+    target = margin_targets(frame)
     with_label = LABEL_RATE_COLUMN in frame.columns
     if with_label:
-        rate = frame[LABEL_RATE_COLUMN].to_numpy(dtype=np.float64)
-        target = np.column_stack([share * (1 - rate), share * rate]).ravel()
         codes = 2 * codes + prepared.y.astype(np.int64)
         observed = np.bincount(codes, minlength=target.size) > 0
         if not observed.all():
@@ -138,7 +136,30 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
                 f"but its label rate in the file puts a share of {target[k]:g} there; no row can carry it"
             )
         return MarginCells(codes, target, attributes, True)
-    return MarginCells(codes, share, attributes, False)
+    return MarginCells(codes, target, attributes, False)
+
+
+def _unmatched_hint(attributes, levels, file_rows, file_names, present) -> str:
+    """What the file gives instead of a data combination without a share: a level is matched as text as the
+    data write it, so the file's ``1.0`` or ``false`` is not the data's ``1`` or ``False``, nor an ``é`` of
+    another Unicode form (shown by code point where the two print alike)."""
+    wanted = slice_name(attributes, levels)
+    key = _lookalike_key(wanted)
+    for name in file_names:
+        if name != wanted and _lookalike_key(name) == key:
+            return (
+                f" (the file gives {name!a}, which prints alike but is other text than the data's {wanted!a}: "
+                f"other characters, or another Unicode form of the same letters)"
+            )
+    unmatched = [row for row, name in zip(file_rows, file_names, strict=True) if name not in present]
+    if not unmatched:
+        return ""
+    shown = "; ".join(shown_slice_name(attributes, row) for row in unmatched[:3])
+    more = f" and {len(unmatched) - 3} more" if len(unmatched) > 3 else ""
+    return (
+        f" (the file's combination(s) without rows in the data: {shown}{more}; a level is matched as text, "
+        f"written as the data write it)"
+    )
 
 
 def selection_table(
@@ -183,7 +204,8 @@ def selection_table(
         return pd.DataFrame({c: [] for c in SELECTION_COLUMNS}), []
     audit_resamples = n_resamples
     n_resamples = min(int(n_resamples), MAX_SELECTION_RESAMPLES)
-    keep = [s for s in range(1, plan.n_slices) if plan.slice_mask(s).sum() >= max(min_group_size, 1)]
+    rows = np.ones(prepared.n, dtype=np.int64) if prepared.count is None else prepared.count  # rows it stands for
+    keep = [s for s in range(1, plan.n_slices) if rows[plan.slice_mask(s)].sum() >= max(min_group_size, 1)]
     notes = []
     left_out = plan.n_slices - 1 - len(keep)
     if left_out:
@@ -212,6 +234,7 @@ def selection_table(
             preference_threshold=preference_threshold,
             sample_weight=prepared.weight,
             strata=strata_for(resampling, plan.cell_codes),
+            frequency_weight=prepared.count,
         )
         table.insert(0, "model", model)
         tables.append(table)

@@ -28,7 +28,7 @@ import numpy as np
 from ..registry import check_metric_names
 from ..validation import check_labels, check_open_unit, check_positive_int, check_scores, check_weights
 from ..vocabulary import METRICS
-from .resampling import as_seed_sequence, default_batch_size, make_strata, numba_threads, run_batches
+from .resampling import as_seed_sequence, count_dtype, default_batch_size, make_strata, numba_threads, run_batches
 from .sums import metric_slots, terms_for
 from .walk import ModelStreams, Stream, WalkLayout, build_layout, run_kernel
 
@@ -67,7 +67,9 @@ def point_estimates(
     """
     out = np.empty((1, layout.n_outputs, layout.n_thresholds, slots.shape[0]))
     counts = np.ones((1, layout.n), dtype=np.int32) if multiplicity is None else multiplicity[None, :]
-    run_kernel(layout, counts.astype(np.int32), from_counts=True, slots=slots, odds=odds, n_threads=1, out=out)
+    run_kernel(
+        layout, counts.astype(count_dtype(multiplicity)), from_counts=True, slots=slots, odds=odds, n_threads=1, out=out
+    )
     return out[0]
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "strata_for",
     "resample_indices",
     "resample_counts",
+    "count_dtype",
     "unit_blocks",
     "default_batch_size",
     "run_batches",
@@ -209,6 +210,28 @@ def _draw_counts_into(
         out[lo - start : hi - start] = counts[lo - first : hi - first]
 
 
+def count_dtype(multiplicity: Any = None) -> type:
+    """The integer type of a resample's row or unit counts: int32, or int64 where a count may exceed it.
+
+    A unit's count in a resample is at most the rows in all (``multiplicity``'s sum), which a table of
+    counts may take to 2^53: held in int32 beyond 2^31 - 1 it would wrap to a negative count.
+
+    Parameters
+    ----------
+    multiplicity : array-like of int, optional
+        Rows of each unit (None: one row each, whose counts fit in int32).
+
+    Examples
+    --------
+    >>> count_dtype([3, 4]).__name__, count_dtype([2**31, 1]).__name__
+    ('int32', 'int64')
+    """
+    if multiplicity is None:
+        return np.int32
+    total = int(np.asarray(multiplicity, dtype=np.int64).sum())
+    return np.int32 if total <= np.iinfo(np.int32).max else np.int64
+
+
 def unit_blocks(seed: np.random.SeedSequence, start: int, stop: int):
     """The blocks of :data:`UNIT_BLOCK` resamples that cover resamples ``start..stop-1``.
 
@@ -325,7 +348,13 @@ def resample_indices(
 
 
 def resample_counts(
-    n: int, *, seed: int | np.random.SeedSequence, start: int, stop: int, strata: Any = None
+    n: int,
+    *,
+    seed: int | np.random.SeedSequence,
+    start: int,
+    stop: int,
+    strata: Any = None,
+    multiplicity: Any = None,
 ) -> np.ndarray:
     """Return how often each row is drawn in resamples ``start..stop-1``.
 
@@ -333,18 +362,36 @@ def resample_counts(
     ----------
     n, seed, start, stop, strata
         As :func:`resample_indices`.
+    multiplicity : array-like of shape (n,), int, optional
+        Rows each row stands for (a unit of :mod:`.units`, a row of a counts table): the counts are then
+        those of the row bootstrap of the rows they stand for, ``Multinomial(sum, multiplicity / sum)``
+        (within each stratum under ``within_group``), drawn as :func:`run_batches` draws them.
 
     Returns
     -------
-    ndarray of shape (stop - start, n), int32
-        Row ``k`` holds the counts of resample ``start + k``; each row sums to ``n`` (and, under
-        ``within_group``, the counts of each stratum sum to its size).
+    ndarray of shape (stop - start, n), int32 (int64 with ``multiplicity``)
+        Row ``k`` holds the counts of resample ``start + k``; each row sums to ``n`` (``multiplicity``'s
+        sum; and, under ``within_group``, the counts of each stratum sum to its size).
 
     Raises
     ------
     ValueError
         As :func:`resample_indices`.
+
+    Examples
+    --------
+    >>> counts = resample_counts(3, seed=1, start=0, stop=2, multiplicity=[5, 0, 10])
+    >>> counts.sum(axis=1).tolist(), int(counts[:, 1].max())
+    ([15, 15], 0)
     """
+    if multiplicity is not None:
+        multiplicity = np.asarray(multiplicity, dtype=np.int64)
+        if multiplicity.shape != (n,):
+            raise ValueError(f"multiplicity must have shape ({n},); got {multiplicity.shape}")
+        out = np.empty((stop - start, n), dtype=np.int64)
+        if stop > start:
+            _draw_counts_into(as_seed_sequence(seed), multiplicity, start, stop, out, make_strata(strata, n))
+        return out
     indices = resample_indices(n, seed=seed, start=start, stop=stop, strata=strata)
     counts = np.empty(indices.shape, dtype=np.int32)
     for row in range(indices.shape[0]):
@@ -442,7 +489,7 @@ def run_batches(
     batch = min(batch_size or default_batch_size(n), n_resamples)
     if multiplicity is not None:  # whole blocks of unit-count resamples per batch (results do not change)
         batch = -(-batch // UNIT_BLOCK) * UNIT_BLOCK
-    buffer = np.empty((batch, n), dtype=np.int32)
+    buffer = np.empty((batch, n), dtype=count_dtype(multiplicity))
     executor = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else None
     try:
         with numba_threads(n_threads):

@@ -28,7 +28,8 @@ signals Snakemake alone) runs to its end, after which Snakemake, already stoppin
 output incomplete. A terminal's Ctrl-C reaches the jobs only because it signals the whole process
 group. :func:`stop_local_jobs_on_cancel` makes ``cancel()`` first give the jobs' processes (every
 process below Snakemake's) a moment to stop on their own, then send SIGTERM to those still running,
-then wait as before: an audit job unwinds (its earlier output untouched, its temporary folder removed,
+then wait as before (a second Ctrl-C during that moment cuts it short: SIGTERM at once; it used to
+interrupt ``cancel()`` itself, so the jobs ran on to their end): an audit job unwinds (its earlier output untouched, its temporary folder removed,
 exit status 143: :mod:`disaggregated_eval.audit.signals`), and any other job stops as ``kill`` stops it.
 SIGTERM to Snakemake itself keeps Snakemake's meaning: finish the running jobs, start no other.
 
@@ -144,8 +145,11 @@ def stop_local_jobs_on_cancel(grace: float = GRACE_SECONDS) -> bool:
         try:
             running = psutil.Process().children(recursive=True)
             deadline = time.monotonic() + grace
-            while running and time.monotonic() < deadline:
-                time.sleep(0.05)
+            try:
+                while running and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    running = [p for p in running if alive(p)]
+            except KeyboardInterrupt:  # a second Ctrl-C during the grace period: stop them now, not never
                 running = [p for p in running if alive(p)]
             for process in running:
                 with contextlib.suppress(psutil.Error):  # gone meanwhile
