@@ -263,6 +263,9 @@ from concurrent.futures import ThreadPoolExecutor
 from snakemake.executors.local import Executor
 from disaggregated_eval_workflow.snakemake_compat import stop_local_jobs_on_cancel
 
+# Ctrl-C as a terminal delivers it, whatever this test process inherited (an ignored or blocked SIGINT)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 assert stop_local_jobs_on_cancel(grace=5.0)
 slow = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # a job that got no signal
 time.sleep(0.2)

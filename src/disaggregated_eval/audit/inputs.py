@@ -587,7 +587,7 @@ def _attribute(series: pd.Series, column: str, missing: np.ndarray, missing_as_l
     return Attribute(column, tuple(names), codes)
 
 
-def _lookalike_key(name: str) -> str:
+def lookalike_key(name: str) -> str:
     """``name`` as a reader sees it: Unicode compatibility form (NFKC: NFC and NFD é alike, fullwidth
     letters as ASCII) without invisible format characters (zero-width space and joiner, bidi marks)."""
     text = unicodedata.normalize("NFKC", name)
@@ -599,7 +599,7 @@ def _lookalike_notes(column: str, levels: Sequence[str]) -> list[str]:
     separate slices, printed alike, so the note shows them with their code points (``ascii``)."""
     groups: dict[str, list[str]] = {}
     for level in levels:
-        groups.setdefault(_lookalike_key(level), []).append(level)
+        groups.setdefault(lookalike_key(level), []).append(level)
     alike = [names for names in groups.values() if len(names) > 1]
     if not alike:
         return []

@@ -30,7 +30,7 @@ from ..intervals import zero_width
 from ..validation import PATH_CHARS, brief
 from .columns import SELECTION_COLUMNS
 from .errors import AuditInputError
-from .inputs import AuditInput, _lookalike_key
+from .inputs import AuditInput, lookalike_key
 from .options import LABEL_RATE_COLUMN, SHARE_COLUMN, margin_targets
 from .slices import SlicePlan, shown_slice_name, slice_name
 from .text import terminal_text
@@ -144,9 +144,9 @@ def _unmatched_hint(attributes, levels, file_rows, file_names, present) -> str:
     data write it, so the file's ``1.0`` or ``false`` is not the data's ``1`` or ``False``, nor an ``é`` of
     another Unicode form (shown by code point where the two print alike)."""
     wanted = slice_name(attributes, levels)
-    key = _lookalike_key(wanted)
+    key = lookalike_key(wanted)
     for name in file_names:
-        if name != wanted and _lookalike_key(name) == key:
+        if name != wanted and lookalike_key(name) == key:
             return (
                 f" (the file gives {name!a}, which prints alike but is other text than the data's {wanted!a}: "
                 f"other characters, or another Unicode form of the same letters)"
