@@ -539,3 +539,24 @@ def test_an_interrupted_duckdb_query_unwinds_as_the_signal_does(tmp_path, monkey
     monkeypatch.setattr(signals, "_received", signal.SIGTERM)
     with pytest.raises(signals.Terminated):
         aggregate_parquet(tmp_path / "log.parquet", COLUMNS)
+
+
+def test_a_bootstrap_too_large_names_the_resamples_that_fit(monkeypatch):
+    """The refusal of a bootstrap whose replicates exceed the bound names the most resamples that fit (at
+    1ee08dc it said only 'give fewer n_resamples, ...'), or, when even the fewest sensible resamples do not
+    fit, the other options."""
+    from disaggregated_eval.audit import core
+
+    rng = np.random.default_rng(3)
+    data = pd.DataFrame({"g": rng.integers(0, 3, 300).astype(str), "y": rng.integers(0, 2, 300)})
+    data["p"] = rng.uniform(size=300)
+    metrics = ["predicted_positive_rate", "false_positive_rate", "sensitivity"]  # the fairness summary's own
+    kwargs = dict(label="y", scores=["p"], groups=["g"], metrics=metrics, n_permutations=0)
+    outputs = 1 + 2 * 3  # overall, and each of the 3 slices with its rest
+    monkeypatch.setattr(core, "MAX_REPLICATE_BYTES", 8 * outputs * 3 * 1_000 + 7)
+    with pytest.raises(AuditInputError, match=r"give n_resamples 1,000 or fewer \(--n-resamples 1000\)"):
+        audit(data, n_resamples=1_001, **kwargs)
+    assert len(audit(data, n_resamples=1_000, **kwargs).slices) == 4 * 3  # exactly the advised number runs
+    monkeypatch.setattr(core, "MAX_REPLICATE_BYTES", 8 * outputs * 3 * 100)
+    with pytest.raises(AuditInputError, match=r"even 200 resamples \(the fewest for 0.95 intervals\) would not fit"):
+        audit(data, n_resamples=1_000, **kwargs)

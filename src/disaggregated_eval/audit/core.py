@@ -42,7 +42,7 @@ from .controlled_weights import fit_controlled_weights, plan_controlled, weight_
 from .errors import AuditInputError, AuditWarning
 from .estimates import AuditEstimates, estimate_all, n_outputs
 from .inputs import PERMUTATION_WORK_WARNING, AuditInput, InputSpec, as_pandas, expand_input, prepare_input
-from .options import AuditOptions, ResolvedOptions, resolve_options
+from .options import AuditOptions, ResolvedOptions, min_resamples, resolve_options
 from .result import AuditResult
 from .selection_table import margin_cells
 from .slice_table import jackknife_accelerations, slice_table
@@ -135,7 +135,7 @@ def audit(
     )  # checks sizes before any work
     sizes = dict(n_models=len(opts.scores), n_metrics=len(opts.metrics), n_resamples=opts.n_resamples,
                  n_outputs=n_outputs(plan, len(opts.scores), controlled_plan.weighted_levels()))  # fmt: skip
-    _check_memory(**sizes)
+    _check_memory(**sizes, confidence=opts.confidence)
     peak_note = _check_peak(prepared, n_families=len(plan.families), memory_limit_mb=opts.memory_limit_mb, **sizes)
     model_names = list(opts.scores)
     scores = [prepared.scores[m] for m in model_names]
@@ -352,18 +352,31 @@ def _plan(prepared: AuditInput, intersections: int) -> SlicePlan:
         raise AuditInputError(str(error)) from None
 
 
-def _check_memory(*, n_models: int, n_metrics: int, n_resamples: int, n_outputs: int) -> None:
+def _check_memory(*, n_models: int, n_metrics: int, n_resamples: int, n_outputs: int, confidence: float) -> None:
     """Refuse, before any work, a bootstrap whose replicates would not fit in memory (``n_outputs``: its
-    slices, rests and weighted populations, :func:`.estimates.n_outputs`)."""
+    slices, rests and weighted populations, :func:`.estimates.n_outputs`), naming the most resamples that
+    fit when they are enough for ``confidence`` (:func:`.options.min_resamples`), else the other options."""
     outputs = n_outputs
     size = 8 * n_resamples * outputs * n_metrics
+    fitting = MAX_REPLICATE_BYTES // (8 * outputs * n_metrics)
+    need = min_resamples(confidence)
+    if fitting >= need:
+        advice = (
+            f"give n_resamples {fitting:,} or fewer (--n-resamples {fitting}), or fewer intersections, controls or "
+            "metrics"
+        )
+    else:
+        advice = (
+            f"even {need:,} resamples (the fewest for {confidence:g} intervals) would not fit: give fewer "
+            "intersections (--intersections), controls or metrics"
+        )
     check_bytes(
         size,
         MAX_REPLICATE_BYTES,
         what=f"the bootstrap would hold {size / 2**30:.1f} GiB of replicates (n_resamples {n_resamples} x "
         f"{outputs} slices, rests and weighted populations of {n_models} model(s) x {n_metrics} "
         f"metrics x 8 bytes)",
-        advice="give fewer n_resamples, intersections, controls or metrics",
+        advice=advice,
         error=AuditInputError,
     )
 
