@@ -720,7 +720,7 @@ def test_too_many_replicates_are_refused_before_any_work():
     df = _frame(n=100)
     _bad(df, "n_resamples must be an integer in 1..1000000; got 100000000", n_resamples=10**8)  # the stated cap
     # Within the cap, the replicates of these slices would not fit (2 models, 2 attributes crossed, Y and R).
-    _bad(df, ["GiB of replicates", "give fewer n_resamples"], n_resamples=10**6, scores=["p", "q"],
+    _bad(df, ["GiB of replicates", "or fewer (--n-resamples "], n_resamples=10**6, scores=["p", "q"],
          groups=["race", "sex"], controls=["none", "Y", "R"])  # fmt: skip
 
 
