@@ -171,8 +171,9 @@ def _point_part(base, plus, minus, rows, columns, estimate, undefined, caveat) -
     chunk = max(1, _CHUNK_VALUES // max(1, n_res * columns.size))
     for start in range(0, rows.size, chunk):
         part = rows[start : start + chunk]
-        nan_plus = np.isnan(base.replicates[:, plus[part]][:, :, columns])
-        nan_minus = np.isnan(base.replicates[:, minus[part]][:, :, columns])
+        # one gather of the chunk's outputs in these metrics (not of every metric, then the columns)
+        nan_plus = np.isnan(base.replicates[:, plus[part][:, None], columns])
+        nan_minus = np.isnan(base.replicates[:, minus[part][:, None], columns])
         undefined[np.ix_(part, columns)] = (nan_plus | nan_minus).sum(axis=0)
 
 
