@@ -931,3 +931,31 @@ def test_walk_refuses_parts_that_do_not_refine_the_stream():
         universe(1, (0, 0, 0, 0), inner_universe=2)
     with pytest.raises(ValueError, match="must be a coded stream without parts in it"):
         universe(2, (0,))
+
+
+def test_layout_holds_each_weight_column_once():
+    # Issue 36 item 4: the walk's weight block held every weight column, and the dense (weighted-population)
+    # columns again in their own block (plus a sorted copy of all of them while laying out): at 8x10^5 rows
+    # with V = Y the audit peaked at 2,288 MiB. Now the coded streams' block holds only the columns coded
+    # streams read; the dense streams' results are unchanged (each equals compute_metrics under its weight).
+    from disaggregated_eval.engine.walk import ModelStreams, Stream, build_layout, run_kernel
+
+    rng = np.random.default_rng(5)
+    n, metrics = 400, ["precision", "sensitivity", "auc"]
+    y = rng.integers(0, 2, n).astype(float)
+    r = rng.random(n)
+    weights = np.column_stack([np.ones(n), rng.gamma(2, 1, (n, 3))])
+    code = rng.integers(0, 3, n)[:, None].astype(np.int32)
+    streams = (Stream(0), Stream(0, codes=0, n_codes=3, universe=0), Stream(1), Stream(2), Stream(3))
+    layout = build_layout(y, [ModelStreams(r, weights, code, streams)], thresholds=(0.5,), terms=())
+    assert list(layout.w_cols) == [1] and layout.weights.size == n  # the coded streams' one column
+    assert layout.dense_weights.size == 3 * n
+    out = np.zeros((1, layout.n_outputs, 1, len(metrics)))
+    run_kernel(layout, np.ones((1, n), np.int64), from_counts=True, slots=metric_slots(metrics), odds=1.0,
+               n_threads=1, out=out)  # fmt: skip
+    for s in (2, 3, 4):
+        ref = compute_metrics(y, r, sample_weight=weights[:, s - 1], metrics=metrics)
+        np.testing.assert_allclose(out[0, layout.output_index[(0, s, 0, 0)], 0], [ref[q] for q in metrics], rtol=1e-12)
+    for k in range(3):
+        ref = compute_metrics(y, r, sample_weight=(code[:, 0] == k).astype(float), metrics=metrics)
+        np.testing.assert_allclose(out[0, layout.output_index[(0, 1, k, 0)], 0], [ref[q] for q in metrics], rtol=1e-12)

@@ -204,26 +204,27 @@ def estimate_all(
     models = []
     dense_index: list[list[tuple[ControlledWeights, int, int]]] = []
     for m, r in enumerate(scores):
-        columns = [w]
         streams = [Stream(weight=0, **parts.get(-1, {}))]
         streams += [Stream(weight=0, codes=f, n_codes=family.n_slices, universe=0, **parts.get(f, {}))
                     for f, family in enumerate(families)]  # fmt: skip
+        mine = [cw for cw in controlled if cw.model == m]
+        # The weight columns: the row weights, then per controlled weighting its K population and K
+        # shared-space columns, written into one matrix (the columns are never held twice).
+        matrix = np.empty((n, 1 + sum(2 * cw.proba.shape[1] for cw in mine)))
+        matrix[:, 0] = w
         entries = []
-        for cw in controlled:
-            if cw.model != m:
-                continue
+        for cw in mine:
             population, space = controlled_weight_columns(cw.proba, cw.groups, sample_weight=weight)
             k = population.shape[1]
-            first_stream = len(streams)
-            for a in range(k):
-                columns.append(population[:, a])
-                streams.append(Stream(weight=len(columns) - 1))
-            for a in range(k):
-                columns.append(space[:, a])
-                streams.append(Stream(weight=len(columns) - 1))
+            # one weight column per stream after the families' streams
+            first_stream, first_column = len(streams), len(streams) - len(families)
+            matrix[:, first_column : first_column + k] = population
+            matrix[:, first_column + k : first_column + 2 * k] = space
+            del population, space
+            streams += [Stream(weight=first_column + j) for j in range(2 * k)]
             entries.append((cw, first_stream, k))
         dense_index.append(entries)
-        models.append(ModelStreams(scores=r, weights=np.stack(columns, axis=1), codes=codes, streams=tuple(streams)))
+        models.append(ModelStreams(scores=r, weights=matrix, codes=codes, streams=tuple(streams)))
     # Rows the walk cannot tell apart become one unit (engine.units): the cell (and so every family
     # and stratum), the label, each model's score (only its prediction without score metrics) and
     # every weight column.
@@ -247,6 +248,7 @@ def estimate_all(
         strata = None if strata is None else strata[first]
         multiplicity = units.multiplicity
     layout = build_layout(y, models, thresholds=(threshold,), terms=terms_for(metrics))
+    del models, matrix  # the layout holds its own sorted copies of the weight columns
     boot = bootstrap_layout(
         layout,
         slots=slots,

@@ -186,6 +186,10 @@ def score_key(scores: np.ndarray, thresholds, *, needs_scores: bool) -> np.ndarr
     return t[np.searchsorted(t, scores, side="right") - 1]
 
 
+#: Rows of a weight matrix compared with their group's first row at a time (:func:`matrix_key`).
+_KEY_CHECK_ROWS = 2**16
+
+
 def matrix_key(matrix: np.ndarray) -> np.ndarray:
     """A column that is equal for two rows of ``matrix`` (n, k) exactly when the rows are equal.
 
@@ -201,6 +205,10 @@ def matrix_key(matrix: np.ndarray) -> np.ndarray:
     inverse, _ = pd.factorize(key, sort=False)  # groups in order of first appearance
     running = np.maximum.accumulate(inverse)
     first = np.flatnonzero(np.concatenate(([True], running[1:] > running[:-1])))  # a row of each group
-    if np.array_equal(matrix, matrix[first[inverse]]):
+    representative = first[inverse]
+    step = _KEY_CHECK_ROWS  # rows compared at a time: no copy of the whole matrix
+    if all(
+        np.array_equal(matrix[i : i + step], matrix[representative[i : i + step]]) for i in range(0, len(key), step)
+    ):
         return key
     return np.arange(matrix.shape[0], dtype=np.float64)

@@ -180,13 +180,13 @@ class WalkLayout:
     seg_tie: np.ndarray  # flat bool (one extra False per model)
     seg_off: np.ndarray  # (n_models + 1,) int64
     splits: np.ndarray  # (n_models, n_thresholds) int64
-    weights: np.ndarray  # flat float64: model m's (n, C_m) block in score order
+    weights: np.ndarray  # flat float64: model m's (n, C_m) block of its coded streams' weight columns, score order
     w_off: np.ndarray  # (n_models + 1,)
     w_cols: np.ndarray  # (n_models,)
     codes: np.ndarray  # flat int32: model m's (n, D_m) block in score order
     c_off: np.ndarray
     c_cols: np.ndarray
-    st_weight: np.ndarray  # flat int64 per stream
+    st_weight: np.ndarray  # flat int64 per stream: its column in the model's block of ``weights``
     st_code: np.ndarray
     st_acc: np.ndarray  # accumulator index of the stream's code 0 (within the model)
     st_univ: np.ndarray  # accumulator index of the universe or -1
@@ -274,12 +274,8 @@ def build_layout(
         seg_off.append(seg_off[-1] + seg.shape[0])
         weights = np.asarray(model.weights, dtype=np.float64).reshape(n, -1)
         codes = np.asarray(model.codes, dtype=np.int32).reshape(n, -1)
-        wblocks.append(np.ascontiguousarray(weights[order]).ravel())
-        sorted_weights = weights[order]
         cblocks.append(np.ascontiguousarray(codes[order]).ravel())
-        w_cols.append(weights.shape[1])
         c_cols.append(codes.shape[1])
-        w_off.append(w_off[-1] + weights.size)
         c_off.append(c_off[-1] + codes.size)
         # Streams without codes or universe that no other stream reads ("dense": the library's
         # weighted evaluations) are walked in a loop vectorised over them; the others ("coded":
@@ -296,6 +292,12 @@ def build_layout(
         for s in coded:
             first_acc[s] = total
             total += model.streams[s].n_codes
+        # The coded streams' weight columns only (the dense ones are laid out below, once).
+        coded_cols = sorted({model.streams[s].weight for s in coded})
+        column_of = {c: j for j, c in enumerate(coded_cols)}
+        wblocks.append(_sorted_columns(weights, order, coded_cols))
+        w_cols.append(len(coded_cols))
+        w_off.append(w_off[-1] + wblocks[-1].size)
         is_univ = np.zeros(total, dtype=np.bool_)
         per_acc_univ = np.full(total, -1, dtype=np.int64)
         for s in coded:
@@ -309,7 +311,7 @@ def build_layout(
         # Row updates read a universe's running sums below the row: universes are updated last.
         for s in sorted(coded, key=lambda s: bool(is_univ[first_acc[s]])):
             stream = model.streams[s]
-            st_weight.append(stream.weight)
+            st_weight.append(column_of[stream.weight])
             st_code.append(stream.codes)
             st_acc.append(first_acc[s])
             st_univ.append(per_acc_univ[first_acc[s]] if stream.universe >= 0 else -1)
@@ -345,7 +347,7 @@ def build_layout(
                         out_side.append(side)
                     local += 1
         o_off.append(o_off[-1] + local)
-        dw_blocks.append(np.ascontiguousarray(sorted_weights[:, dense_cols[-1]]).ravel())
+        dw_blocks.append(_sorted_columns(weights, order, dense_cols[-1]))
         dw_off.append(dw_off[-1] + dw_blocks[-1].size)
     n_terms = max(1, len(terms))
     i64 = np.int64
@@ -363,10 +365,10 @@ def build_layout(
         seg_tie=np.concatenate(ties).astype(np.bool_),
         seg_off=np.asarray(seg_off, dtype=i64),
         splits=np.ascontiguousarray(np.stack(splits), dtype=i64),
-        weights=np.ascontiguousarray(np.concatenate(wblocks), dtype=np.float64),
+        weights=_joined(wblocks, np.float64),
         w_off=np.asarray(w_off, dtype=i64),
         w_cols=np.asarray(w_cols, dtype=i64),
-        codes=np.ascontiguousarray(np.concatenate(cblocks), dtype=np.int32),
+        codes=_joined(cblocks, np.int32),
         c_off=np.asarray(c_off, dtype=i64),
         c_cols=np.asarray(c_cols, dtype=i64),
         st_weight=np.asarray(st_weight, dtype=i64),
@@ -376,7 +378,7 @@ def build_layout(
         st_off=np.asarray(st_off, dtype=i64),
         n_acc=np.asarray(n_acc, dtype=i64),
         n_dense=np.asarray(n_dense, dtype=i64),
-        dense_weights=np.ascontiguousarray(np.concatenate(dw_blocks), dtype=np.float64),
+        dense_weights=_joined(dw_blocks, np.float64),
         dw_off=np.asarray(dw_off, dtype=i64),
         acc_univ=np.concatenate(acc_univ).astype(i64),
         acc_is_univ=np.concatenate(acc_is_univ).astype(np.bool_),
@@ -391,6 +393,18 @@ def build_layout(
         o_off=np.asarray(o_off, dtype=i64),
         output_index=output_index,
     )
+
+
+def _sorted_columns(matrix: np.ndarray, order: np.ndarray, columns) -> np.ndarray:
+    """``matrix[order][:, columns]`` flattened, made in one allocation (no sorted copy of every column)."""
+    return matrix[np.ix_(order, np.asarray(columns, dtype=np.int64))].ravel()
+
+
+def _joined(blocks: list[np.ndarray], dtype) -> np.ndarray:
+    """The models' blocks end to end, contiguous; one model's block as it is (no copy of the largest arrays)."""
+    if len(blocks) == 1:
+        return np.ascontiguousarray(blocks[0], dtype=dtype)
+    return np.ascontiguousarray(np.concatenate(blocks), dtype=dtype)
 
 
 def _check_parts(model: ModelStreams, s: int, stream: Stream, universe: bool) -> None:
