@@ -33,6 +33,7 @@ __all__ = [
     "LEVEL_TABLES",
     "empty_table",
     "level_column_names",
+    "table_columns",
     "with_levels",
 ]
 
@@ -302,6 +303,19 @@ def level_column_names(attributes: Sequence[str]) -> dict[str, str]:
     return {a: out[a] for a in attributes}
 
 
+def table_columns(columns: Sequence[str], attributes: Sequence[str]) -> list[str]:
+    """A per-slice table's columns in an audit of ``attributes``: ``columns`` with the level columns
+    (:func:`level_column_names`) right after ``slice``.
+
+    Examples
+    --------
+    >>> table_columns(("model", "slice", "estimate"), ["race", "sex"])
+    ['model', 'slice', 'race', 'sex', 'estimate']
+    """
+    at = list(columns).index("slice") + 1
+    return [*columns[:at], *level_column_names(attributes).values(), *columns[at:]]
+
+
 def with_levels(
     table: pd.DataFrame, levels: Mapping[str, Mapping[str, str]], attributes: Sequence[str]
 ) -> pd.DataFrame:
@@ -330,11 +344,9 @@ def with_levels(
     0         overall  None  None       0.5
     1  race=B & sex=F     B     F       0.4
     """
-    names = level_column_names(attributes)
-    at = list(table.columns).index("slice") + 1
-    out = table.iloc[:, :at].copy()
-    for attribute in attributes:
+    out = table.copy()
+    for attribute, column in level_column_names(attributes).items():
         fixed = {name: of[attribute] for name, of in levels.items() if attribute in of}
         mapped = table["slice"].map(fixed).astype(object)
-        out[names[attribute]] = mapped.where(mapped.notna(), None)
-    return pd.concat([out, table.iloc[:, at:]], axis=1)
+        out[column] = mapped.where(mapped.notna(), None)
+    return out[table_columns(list(table.columns), attributes)]

@@ -394,6 +394,7 @@ def fairness_legend(fairness: pd.DataFrame, *, model: str, level: float, toleran
         "interval lies inside the tolerance); differs: the slices "
         "are not all equal; within tolerance: every difference inside it; beyond tolerance **: the whole interval "
         "outside it (for a ratio: the four-fifths rule fails and the data can tell); inconclusive: neither",
+        "fairlearn counts every slice, withheld ones too: its numbers are the column raw_estimate of fairness.csv",
     ]
     return "\n".join(lines) if len(rows) else ""
 
