@@ -445,3 +445,12 @@ def test_a_group_column_named_as_a_table_column_gets_level_appended(data):
     assert columns[columns.index("slice") + 1 : columns.index("slice") + 3] == ["metric_level", "sex"]
     first = result.slices.drop_duplicates("slice").set_index("slice")
     assert first.loc["metric=B & sex=F", "metric_level"] == "B" and first.loc["metric=B", "sex"] is None
+
+
+def test_compas_legend_says_fairlearn_counts_every_slice_and_gives_its_numbers(compas):
+    from disaggregated_eval.audit.terminal import summary_text
+
+    text = summary_text(compas[1])
+    assert ("fairlearn counts every slice, withheld ones too: its numbers are the column raw_estimate of fairness.csv "
+            "(here race: DP difference 0.523, EO difference 0.661; race & sex: ") in text  # fmt: skip
+    assert "sex: DP difference" not in text.replace("race & sex: DP", "")  # sex withholds nothing: not repeated
