@@ -344,9 +344,10 @@ def with_levels(
     0         overall  None  None       0.5
     1  race=B & sex=F     B     F       0.4
     """
-    out = table.copy()
-    for attribute, column in level_column_names(attributes).items():
+    out = table.copy(deep=False)  # the table's columns are shared, not copied (a comparisons table can be large)
+    at = list(table.columns).index("slice") + 1  # the place table_columns gives them
+    for i, (attribute, column) in enumerate(level_column_names(attributes).items()):
         fixed = {name: of[attribute] for name, of in levels.items() if attribute in of}
         mapped = table["slice"].map(fixed).astype(object)
-        out[column] = mapped.where(mapped.notna(), None)
-    return out[table_columns(list(table.columns), attributes)]
+        out.insert(at + i, column, mapped.where(mapped.notna(), None))
+    return out
