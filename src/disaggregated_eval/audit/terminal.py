@@ -389,7 +389,7 @@ def _raw_differences(fairness: pd.DataFrame, *, model: str, most: int = 3) -> st
             labels = dict(_OVERVIEW)
             values = ", ".join(f"{labels[s]} {format_estimate(v)}"
                                for s, v in zip(shown["statistic"], shown["raw_estimate"], strict=True))  # fmt: skip
-            parts.append(f"{family}: {values}")
+            parts.append(f"{terminal_text(str(family))}: {values}")  # a family name comes from the data
     more = f"; {len(parts) - most} more families" if len(parts) > most else ""
     return f" (here {'; '.join(parts[:most])}{more})" if parts else ""
 
