@@ -31,7 +31,7 @@ from statsmodels.stats.multitest import multipletests
 
 from disaggregated_eval import seeds, vocabulary
 from disaggregated_eval.audit import AuditInputError, AuditOptions, AuditResult, audit
-from disaggregated_eval.audit.columns import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS
+from disaggregated_eval.audit.columns import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS, table_columns
 from disaggregated_eval.audit.estimates import estimate_all
 from disaggregated_eval.audit.slices import Attribute, plan_slices
 from disaggregated_eval.engine import metric_slots, resample_counts
@@ -153,9 +153,10 @@ def test_slice_enumeration_names_and_order():
     ]
     attrs = res.slices.drop_duplicates("slice").set_index("slice")["attribute"]
     assert attrs["overall"] == "overall" and attrs["sex=F"] == "sex" and attrs["race=Black & sex=M"] == "race & sex"
-    assert list(res.slices.columns) == list(SLICE_COLUMNS)
-    assert list(res.comparisons.columns) == list(COMPARISON_COLUMNS)
-    assert list(res.controlled.columns) == list(CONTROLLED_COLUMNS)
+    # the fixed columns, with one column per attribute right after slice
+    assert list(res.slices.columns) == table_columns(SLICE_COLUMNS, ["race", "sex"])
+    assert list(res.comparisons.columns) == table_columns(COMPARISON_COLUMNS, ["race", "sex"])
+    assert list(res.controlled.columns) == table_columns(CONTROLLED_COLUMNS, ["race", "sex"])
     # counts are the unweighted row counts of each slice
     first = res.slices.drop_duplicates("slice").set_index("slice")
     for name in names:

@@ -12,6 +12,8 @@ exactly in float64, and the audit and the peers divide the same two numbers. Wei
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import fairlearn.metrics as fairlearn_metrics  # the test extra installs it: a missing peer fails, never skips
 import numpy as np
 import pandas as pd
@@ -332,3 +334,123 @@ def test_a_named_reference_that_is_withheld_or_empty_says_so():
     result = audit(empty, label="y", scores=["score"], groups=["group", "sex"], metrics=METRICS,
                    reference=["group=C & sex=F"], **FAST)  # fmt: skip
     assert any(n.startswith("reference 'group=C & sex=F' has no rows") for n in result.notes), result.notes
+
+
+# ----------------------------------------------------------------------------------------------
+# COMPAS: the numbers a fairlearn user already has (withheld slices counted), and the level columns
+# ----------------------------------------------------------------------------------------------
+COMPAS = Path(__file__).resolve().parents[1] / "examples" / "data" / "compas.csv"
+
+
+@pytest.fixture(scope="module")
+def compas():
+    from disaggregated_eval.audit import audit
+
+    data = pd.read_csv(COMPAS)
+    result = audit(data, label="two_year_recid", scores=["compas_score"], groups=["race", "sex"],
+                   metrics=["false_positive_rate", "false_negative_rate", "predicted_positive_rate"], **FAST)  # fmt: skip
+    return data, result
+
+
+def _fairlearn_frame(data: pd.DataFrame, features) -> fairlearn_metrics.MetricFrame:
+    """fairlearn's MetricFrame of the selection rate and the true and false positive rates (threshold 0.5)."""
+    return fairlearn_metrics.MetricFrame(
+        metrics={"selection": fairlearn_metrics.selection_rate, "tpr": fairlearn_metrics.true_positive_rate,
+                 "fpr": fairlearn_metrics.false_positive_rate},
+        y_true=data["two_year_recid"], y_pred=(data["compas_score"] >= 0.5).astype(int), sensitive_features=features,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("family", ["race", "race & sex"])
+def test_compas_all_slice_statistics_equal_fairlearns_withheld_slices_included(compas, family):
+    data, result = compas
+    columns = family.split(" & ")
+    frame = _fairlearn_frame(data, data[columns[0]] if len(columns) == 1 else data[columns])
+    difference, ratio = frame.difference(), frame.ratio()
+    expected = {
+        "demographic_parity_difference": difference["selection"],
+        "demographic_parity_ratio": ratio["selection"],
+        "equalized_odds_difference": max(difference["tpr"], difference["fpr"]),
+        "equalized_odds_ratio": min(ratio["tpr"], ratio["fpr"]),
+    }
+    for statistic, value in expected.items():
+        got = row(result.fairness, attribute=family, statistic=statistic)
+        assert got["raw_estimate"] == pytest.approx(value, abs=1e-9), (family, statistic)
+    if family == "race":  # fairlearn's functions, and the reported statistics that leave Native American out
+        y, pred = data["two_year_recid"], (data["compas_score"] >= 0.5).astype(int)
+        dp = fairlearn_metrics.demographic_parity_difference(y, pred, sensitive_features=data["race"])
+        eo = fairlearn_metrics.equalized_odds_difference(y, pred, sensitive_features=data["race"])
+        assert round(dp, 3) == 0.523 and round(eo, 3) == 0.661
+        dp_row = row(result.fairness, attribute="race", statistic="demographic_parity_difference")
+        eo_row = row(result.fairness, attribute="race", statistic="equalized_odds_difference")
+        assert dp_row["raw_estimate"] == pytest.approx(dp, abs=1e-9)
+        assert eo_row["raw_estimate"] == pytest.approx(eo, abs=1e-9)
+        assert round(dp_row["estimate"], 3) == 0.372 and round(eo_row["estimate"], 3) == 0.377
+        assert dp_row["members"] == 5  # six races, Native American (11 rows) withheld
+
+
+def test_compas_withheld_slice_keeps_its_plain_rate_in_raw_estimate(compas):
+    data, result = compas
+    native = data[data["race"] == "Native American"]
+    assert len(native) == 11  # < min_group_size 30: withheld
+    rates = {
+        "predicted_positive_rate": (native["compas_score"] >= 0.5).mean(),
+        "false_positive_rate": (native.loc[native["two_year_recid"] == 0, "compas_score"] >= 0.5).mean(),
+        "false_negative_rate": (native.loc[native["two_year_recid"] == 1, "compas_score"] < 0.5).mean(),
+    }
+    for metric, rate in rates.items():
+        got = row(result.slices, slice="race=Native American", metric=metric)
+        assert not got["reported"] and np.isnan(got["estimate"])
+        assert got["raw_estimate"] == rate, metric
+    # a reported slice: raw_estimate is its estimate
+    reported = result.slices[result.slices["reported"]]
+    assert (reported["raw_estimate"] == reported["estimate"]).all()
+    # the fairness summary's withheld disparity ratio: the plain ratio to the reference (the largest race)
+    reference = data[data["race"] == "African-American"]
+    ratio = row(result.fairness, statistic="disparity_ratio", slice="race=Native American",
+                metric="predicted_positive_rate")  # fmt: skip
+    assert ratio["reference"] == "race=African-American" and np.isnan(ratio["estimate"]) and not ratio["reported"]
+    assert ratio["raw_estimate"] == pytest.approx(rates["predicted_positive_rate"] / (reference["compas_score"] >= 0.5).mean(),
+                                                  abs=1e-12)  # fmt: skip
+
+
+def test_compas_tables_have_a_column_per_attribute_with_the_slices_levels(compas):
+    _, result = compas
+    for name in ("slices", "comparisons", "controlled", "calibration", "calibration_summary", "detectability"):
+        table = getattr(result, name)
+        columns = list(table.columns)
+        assert columns[columns.index("slice") + 1 : columns.index("slice") + 3] == ["race", "sex"], name
+        assert len(table) > 0, name
+        for record in table.drop_duplicates("slice").to_dict("records"):
+            fixed = (
+                dict(term.split("=", 1) for term in record["slice"].split(" & "))
+                if record["slice"] != "overall"
+                else {}
+            )
+            assert {a: record[a] for a in ("race", "sex") if record[a] is not None} == fixed, (name, record["slice"])
+            assert all(record[a] is None for a in ("race", "sex") if a not in fixed), (name, record["slice"])
+    slices = result.slices
+    black_women = slices[(slices["race"] == "African-American") & (slices["sex"] == "Female")]
+    assert set(black_women["slice"]) == {"race=African-American & sex=Female"}
+    assert set(slices.loc[slices["race"] == "Asian", "attribute"]) == {"race", "race & sex"}
+    assert slices.loc[slices["slice"] == "overall", ["race", "sex"]].isna().all().all()
+
+
+def test_a_group_column_named_as_a_table_column_gets_level_appended(data):
+    from disaggregated_eval.audit import audit
+
+    renamed = data.rename(columns={"group": "metric"})
+    result = audit(renamed, label="y", scores=["score"], groups=["metric", "sex"], metrics=METRICS, **FAST)
+    columns = list(result.slices.columns)
+    assert columns[columns.index("slice") + 1 : columns.index("slice") + 3] == ["metric_level", "sex"]
+    first = result.slices.drop_duplicates("slice").set_index("slice")
+    assert first.loc["metric=B & sex=F", "metric_level"] == "B" and first.loc["metric=B", "sex"] is None
+
+
+def test_compas_legend_says_fairlearn_counts_every_slice_and_gives_its_numbers(compas):
+    from disaggregated_eval.audit.terminal import summary_text
+
+    text = summary_text(compas[1])
+    assert ("fairlearn counts every slice, withheld ones too: its numbers are the column raw_estimate of fairness.csv "
+            "(here race: DP difference 0.523, EO difference 0.661; race & sex: ") in text  # fmt: skip
+    assert "sex: DP difference" not in text.replace("race & sex: DP", "")  # sex withholds nothing: not repeated

@@ -19,7 +19,7 @@ import pytest
 
 from disaggregated_eval import selection
 from disaggregated_eval.audit import audit
-from disaggregated_eval.audit.columns import SELECTION_COLUMNS
+from disaggregated_eval.audit.columns import SELECTION_COLUMNS, table_columns
 from disaggregated_eval.audit.errors import AuditInputError
 from disaggregated_eval.audit.terminal import summary_text
 
@@ -42,7 +42,7 @@ def result(compas):
 
 def test_selection_table_holds_the_corrected_estimates_and_bounds(result, compas):
     table = result.selection
-    assert list(table.columns) == list(SELECTION_COLUMNS)
+    assert list(table.columns) == table_columns(SELECTION_COLUMNS, ["race"])  # the level column after slice
     assert set(table["metric"]) == {"false_positive_rate", "label_rate"}  # the AUC has no bounds
     assert sorted(set(table["gamma"])) == [1.0, 1.25, 1.5]
     margins = pd.read_csv(MARGINS)
@@ -101,14 +101,14 @@ def test_terminal_and_report_say_what_was_assumed_and_what_follows(result, tmp_p
     assert "about 1 in 20 differences that are 0 would be listed" in text
     out = result.write(tmp_path / "out")
     written = pd.read_csv(out / "selection.csv")
-    assert list(written.columns) == list(SELECTION_COLUMNS) and len(written) == len(result.selection)
+    assert list(written.columns) == table_columns(SELECTION_COLUMNS, ["race"]) and len(written) == len(result.selection)
     report = (out / "report.html").read_text()
     assert 'id="selection"' in report and "survives selection up to Gamma" in report
 
 
 def test_without_the_options_the_table_is_empty(compas):
     plain = audit(compas.head(800), label="two_year_recid", scores=["compas_score"], groups=["sex"], **FAST)
-    assert plain.selection.empty and list(plain.selection.columns) == list(SELECTION_COLUMNS)
+    assert plain.selection.empty and list(plain.selection.columns) == table_columns(SELECTION_COLUMNS, ["sex"])
     assert "Evaluation under selection" not in summary_text(plain)
 
 

@@ -122,7 +122,7 @@ def test_rates_and_wilson_intervals_at_another_threshold(data, result):
 
 def test_without_thresholds_the_table_is_empty_with_its_columns(data):
     from disaggregated_eval.audit import audit
-    from disaggregated_eval.audit.columns import THRESHOLD_COLUMNS
+    from disaggregated_eval.audit.columns import THRESHOLD_COLUMNS, table_columns
 
     result = audit(data, label="y", scores=["r"], groups=["g"], metrics=["accuracy"], **FAST)
-    assert result.thresholds.empty and list(result.thresholds.columns) == list(THRESHOLD_COLUMNS)
+    assert result.thresholds.empty and list(result.thresholds.columns) == table_columns(THRESHOLD_COLUMNS, ["g"])

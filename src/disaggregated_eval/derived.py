@@ -69,7 +69,7 @@ which removes part of the upward bias of a largest gap between small slices. ``d
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -109,6 +109,7 @@ __all__ = [
     "demographic_parity",
     "equalized_odds",
     "largest_gap",
+    "plug_in_extreme",
     "disparity_ratios",
     "simultaneous_level",
 ]
@@ -818,6 +819,48 @@ def equalized_odds(true_positive: SliceRates, false_positive: SliceRates) -> tup
 def largest_gap(metric: SliceRates) -> Extreme:
     """The largest minus the smallest value of any metric over a family (score intervals for proportions)."""
     return Extreme("gap", (metric,))
+
+
+def plug_in_extreme(kind: str, parts: Sequence[np.ndarray]) -> float:
+    """The plug-in of :class:`Extreme` over every slice that has a value, as fairlearn's ``MetricFrame`` gives it.
+
+    ``kind="gap"``: the largest over the parts of ``max - min``; ``"ratio"``: the smallest of ``min / max``.
+    Each part is read over its own defined (finite) values, undefined ones skipped (pandas' ``max`` and
+    ``min`` in fairlearn's ``difference()`` and ``ratio()``), where :attr:`Extreme.estimate` needs every
+    slice defined in every part. No interval: the audit's fairness summary gives it beside its reported
+    statistic, over all slices, withheld ones included (``raw_estimate``).
+
+    Parameters
+    ----------
+    kind : {"gap", "ratio"}
+    parts : sequence of ndarray of shape (k,)
+        Each part's values on the family's slices (NaN where undefined).
+
+    Returns
+    -------
+    float
+        NaN when no part has a defined value (or a ratio's largest value is 0).
+
+    Examples
+    --------
+    >>> tpr, fpr = np.array([0.9, 0.5, np.nan]), np.array([0.3, 0.1, 0.2])
+    >>> round(plug_in_extreme("gap", [tpr, fpr]), 12), round(plug_in_extreme("ratio", [tpr, fpr]), 12)
+    (0.4, 0.333333333333)
+    """
+    if kind not in _KINDS:
+        raise ValueError(f"kind must be one of {_KINDS}; got {kind!r}")
+    values = []
+    for part in parts:
+        x = np.asarray(part, dtype=np.float64)
+        x = x[np.isfinite(x)]
+        if x.size == 0:
+            continue
+        with np.errstate(invalid="ignore", divide="ignore"):
+            values.append(x.max() - x.min() if kind == "gap" else x.min() / x.max())
+    values = [v for v in values if np.isfinite(v)]
+    if not values:
+        return float("nan")
+    return float(max(values) if kind == "gap" else min(values))
 
 
 def disparity_ratios(metric: SliceRates, reference: int) -> PairRatios:

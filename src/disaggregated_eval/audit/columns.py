@@ -8,7 +8,7 @@ nothing from the audit, so every other module can stand on it. Meanings of the c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
@@ -30,7 +30,11 @@ __all__ = [
     "DETECTABILITY_COLUMNS",
     "SELECTION_COLUMNS",
     "ANALYSIS_TABLES",
+    "LEVEL_TABLES",
     "empty_table",
+    "level_column_names",
+    "table_columns",
+    "with_levels",
 ]
 
 #: Columns of :attr:`AuditResult.slices`, in order.
@@ -40,6 +44,7 @@ SLICE_COLUMNS: tuple[str, ...] = (
     "attribute",
     "metric",
     "estimate",
+    "raw_estimate",
     "ci_low",
     "ci_high",
     "band_low",
@@ -128,6 +133,7 @@ FAIRNESS_COLUMNS: tuple[str, ...] = (
     "slice",
     "reference",
     "estimate",
+    "raw_estimate",
     "bias_corrected",
     "ci_low",
     "ci_high",
@@ -242,3 +248,106 @@ ANALYSIS_TABLES: dict[str, tuple[str, ...]] = {
 def empty_table(columns: Sequence[str]) -> pd.DataFrame:
     """An empty table with these columns (the default of a table an audit did not compute)."""
     return pd.DataFrame({c: [] for c in columns})
+
+
+#: The tables whose rows are a slice's (a ``slice`` column): each has, right after ``slice``, one column
+#: per attribute holding the slice's level of it (:func:`with_levels`). Not ``fairness``: its ``slice``
+#: of a family statistic is the slice that attains it, and ``attribute`` already names the family.
+LEVEL_TABLES: tuple[str, ...] = (
+    "slices",
+    "comparisons",
+    "controlled",
+    "calibration",
+    "calibration_summary",
+    "thresholds",
+    "detectability",
+    "selection",
+)
+
+#: Every fixed column of the audit's tables (an attribute's level column takes none of these names).
+_FIXED_COLUMNS = frozenset(
+    SLICE_COLUMNS + COMPARISON_COLUMNS + CONTROLLED_COLUMNS + FAIRNESS_COLUMNS + CALIBRATION_BIN_COLUMNS
+    + CALIBRATION_SUMMARY_COLUMNS + THRESHOLD_COLUMNS + DETECTABILITY_COLUMNS + SELECTION_COLUMNS
+)  # fmt: skip
+
+
+def level_column_names(attributes: Sequence[str]) -> dict[str, str]:
+    """The column of each attribute's levels in the tables of :data:`LEVEL_TABLES`.
+
+    The attribute's own name (fairlearn's index level), with ``_level`` appended while that is a fixed
+    column of an audit table (an attribute called ``metric``) or another attribute's column.
+
+    Parameters
+    ----------
+    attributes : sequence of str
+        The audit's group columns, in the order given.
+
+    Returns
+    -------
+    dict of str to str
+        Attribute -> column name, in the order of ``attributes``.
+
+    Examples
+    --------
+    >>> level_column_names(["race", "sex"])
+    {'race': 'race', 'sex': 'sex'}
+    >>> level_column_names(["metric", "metric_level"])
+    {'metric': 'metric_level_level', 'metric_level': 'metric_level'}
+    """
+    out: dict[str, str] = {}
+    for attribute in sorted(attributes, key=lambda a: a in _FIXED_COLUMNS):  # free names keep theirs first
+        name = attribute
+        while name in _FIXED_COLUMNS or name in out.values() or (name != attribute and name in attributes):
+            name += "_level"
+        out[attribute] = name
+    return {a: out[a] for a in attributes}
+
+
+def table_columns(columns: Sequence[str], attributes: Sequence[str]) -> list[str]:
+    """A per-slice table's columns in an audit of ``attributes``: ``columns`` with the level columns
+    (:func:`level_column_names`) right after ``slice``.
+
+    Examples
+    --------
+    >>> table_columns(("model", "slice", "estimate"), ["race", "sex"])
+    ['model', 'slice', 'race', 'sex', 'estimate']
+    """
+    at = list(columns).index("slice") + 1
+    return [*columns[:at], *level_column_names(attributes).values(), *columns[at:]]
+
+
+def with_levels(
+    table: pd.DataFrame, levels: Mapping[str, Mapping[str, str]], attributes: Sequence[str]
+) -> pd.DataFrame:
+    """``table`` with one column per attribute right after ``slice``: the level the row's slice fixes.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A table of :data:`LEVEL_TABLES` (with a ``slice`` column).
+    levels : mapping of str to mapping of str to str
+        Slice name -> {attribute: level} of the attributes the slice fixes (none for ``overall``).
+    attributes : sequence of str
+        The audit's group columns, in order (the columns' order; names from :func:`level_column_names`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        A new table; a level column is None (null in parquet, empty in CSV) where the row's slice does not
+        fix the attribute (``overall``, ``race=Black`` in the ``sex`` column).
+
+    Examples
+    --------
+    >>> table = pd.DataFrame({"slice": ["overall", "race=B & sex=F"], "estimate": [0.5, 0.4]})
+    >>> with_levels(table, {"overall": {}, "race=B & sex=F": {"race": "B", "sex": "F"}}, ["race", "sex"])
+                slice  race   sex  estimate
+    0         overall  None  None       0.5
+    1  race=B & sex=F     B     F       0.4
+    """
+    out = table.copy(deep=False)  # the table's columns are shared, not copied (a comparisons table can be large)
+    at = list(table.columns).index("slice") + 1  # the place table_columns gives them
+    for i, (attribute, column) in enumerate(level_column_names(attributes).items()):
+        fixed = {name: of[attribute] for name, of in levels.items() if attribute in of}
+        mapped = table["slice"].map(fixed).astype(object)
+        out.insert(at + i, column, mapped.where(mapped.notna(), None))
+    return out

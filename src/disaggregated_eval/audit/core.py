@@ -34,6 +34,7 @@ from ..engine.sums import FN, FP, PROPORTIONS, TP, metric_slots
 from ..memory import audit_peak_bytes, check_bytes, default_memory_limit_mb
 from .aggregate import compress_frame
 from .analyses import run_analyses
+from .columns import LEVEL_TABLES, with_levels
 from .comparison_families import enumerate_comparisons, family_sizes, pairwise_notes
 from .comparison_tests import ComparisonTests, ModelUnits, model_units, plan_tests, test_notes, test_pvalues
 from .comparisons import comparison_table
@@ -295,15 +296,12 @@ def audit(
         adjusted=opts.adjust != "none" and opts.n_permutations > 0,
         gammas=opts.selection_sensitivity,
     )
-    return AuditResult(
-        slices=slices,
-        comparisons=comparison_frame,
-        controlled=controlled,
-        options=opts,
-        notes=notes + analyses.notes,
-        n_rows=prepared.n_rows,
-        **analyses.tables,
-    )
+    # one column per attribute beside ``slice`` in every per-slice table (columns.LEVEL_TABLES)
+    tables = {"slices": slices, "comparisons": comparison_frame, "controlled": controlled, **analyses.tables}
+    levels, attributes = plan.slice_levels(), [a.name for a in plan.attributes]
+    for name in LEVEL_TABLES:
+        tables[name] = with_levels(tables[name], levels, attributes)
+    return AuditResult(options=opts, notes=notes + analyses.notes, n_rows=prepared.n_rows, **tables)
 
 
 def _prepare(data: Any, spec: InputSpec) -> AuditInput:

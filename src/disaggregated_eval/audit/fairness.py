@@ -17,8 +17,11 @@ extremes (:mod:`disaggregated_eval.derived`: intervals valid when the slices are
   [0.8, 1.25] is a disparity (the four-fifths rule, :data:`disaggregated_eval.vocabulary.FOUR_FIFTHS_BAND`).
 
 A slice whose estimate the minimum-size rules withhold (:mod:`.withheld`) takes no part: the
-statistics are those of the reported slices (fairlearn and Aequitas would include every group). The
-point estimates equal fairlearn's and Aequitas' on the same groups (``tests/test_audit_fairness.py``).
+statistics are those of the reported slices. fairlearn and Aequitas include every group: their numbers
+are in ``raw_estimate``, each family statistic over every slice of the family that has a value,
+withheld ones included (:func:`disaggregated_eval.derived.plug_in_extreme`; a point estimate, no
+interval), and each disparity ratio whether or not its slice or reference is withheld. The point
+estimates equal fairlearn's and Aequitas' on the same groups (``tests/test_audit_fairness.py``).
 
 Every statistic has three readings: its estimate (and a bootstrap bias-corrected estimate for the
 extremes, whose plug-in is biased away from equality on small slices), its interval (``ci_low``,
@@ -48,6 +51,7 @@ from ..derived import (
     demographic_parity,
     equalized_odds,
     largest_gap,
+    plug_in_extreme,
     simultaneous_level,
     take,
 )
@@ -108,6 +112,11 @@ class MetricSource:
         """The metric on ``slices`` (global slice indices, shape (k,)): point (k,), replicates (n_resamples, k)."""
         x = take(self.values, self.rows[np.asarray(slices, dtype=np.int64)])
         return complement(x) if self.complement else x
+
+    def points(self, slices: np.ndarray) -> np.ndarray:
+        """The metric's point estimates on ``slices`` (global slice indices, shape (k,)), reported or not; no replicates."""
+        point = np.asarray(self.values.point, dtype=np.float64)[self.rows[np.asarray(slices, dtype=np.int64)]]
+        return 1.0 - point if self.complement else point
 
     def rates(self, slices: np.ndarray) -> SliceRates:
         """The metric on ``slices`` as the family statistics of :mod:`disaggregated_eval.derived` take it."""
@@ -321,6 +330,7 @@ def _ratio_rows(block: _Ratios, ci: tuple[np.ndarray, np.ndarray], band: tuple[n
             "reference": [block.reference] * k,
             "members": np.full(k, 2, dtype=np.int64),
             "estimate": estimate,
+            "raw_estimate": ratio,
             "bias_corrected": np.full(k, np.nan),
             "ci_low": ci[0][block.slices],
             "ci_high": ci[1][block.slices],
@@ -352,10 +362,11 @@ def _family_claims(
     base = {"model": model, "attribute": family.name}
     claims: list[_Claim | _Ratios] = []
 
-    def spread(name: str, metric: str, members: np.ndarray, build) -> None:
-        """A family statistic's row (its ``slice`` and ``reference``: the slices that attain it)."""
+    def spread(name: str, metric: str, members: np.ndarray, build, raw: float) -> None:
+        """A family statistic's row (its ``slice`` and ``reference``: the slices that attain it; ``raw``: the
+        statistic over every slice of the family, withheld ones included)."""
         record = {**base, "statistic": name, "metric": metric, "slice": "", "reference": "",
-                  "members": int(members.size)}  # fmt: skip
+                  "members": int(members.size), "raw_estimate": raw}  # fmt: skip
         if members.size < 2:
             claims.append(_Claim(record, lambda: None, False, "fewer than 2 reported slices in the family"))
             return
@@ -364,19 +375,25 @@ def _family_claims(
     ppr = source["predicted_positive_rate"]
     members = ids[ppr.reported[ids]]
     dp = lambda m=members: demographic_parity(ppr.rates(m))
-    spread("demographic_parity_difference", "predicted_positive_rate", members, lambda: dp()[0])
-    spread("demographic_parity_ratio", "predicted_positive_rate", members, lambda: dp()[1])
+    every = [ppr.points(ids)]
+    spread("demographic_parity_difference", "predicted_positive_rate", members, lambda: dp()[0],
+           plug_in_extreme("gap", every))  # fmt: skip
+    spread("demographic_parity_ratio", "predicted_positive_rate", members, lambda: dp()[1],
+           plug_in_extreme("ratio", every))  # fmt: skip
 
     tpr, fpr = source["sensitivity"], source["false_positive_rate"]
     both = ids[tpr.reported[ids] & fpr.reported[ids]]
     eo = lambda m=both: equalized_odds(tpr.rates(m), fpr.rates(m))
-    spread("equalized_odds_difference", _EQUALIZED_ODDS, both, lambda: eo()[0])
-    spread("equalized_odds_ratio", _EQUALIZED_ODDS, both, lambda: eo()[1])
+    every = [tpr.points(ids), fpr.points(ids)]
+    spread("equalized_odds_difference", _EQUALIZED_ODDS, both, lambda: eo()[0], plug_in_extreme("gap", every))
+    spread("equalized_odds_ratio", _EQUALIZED_ODDS, both, lambda: eo()[1], plug_in_extreme("ratio", every))
 
     if headline is not None and headline in source:
         h = source[headline]
         hm = ids[h.reported[ids]]
-        spread("largest_gap", headline, hm, lambda m=hm: largest_gap(h.rates(m)))
+        spread(
+            "largest_gap", headline, hm, lambda m=hm: largest_gap(h.rates(m)), plug_in_extreme("gap", [h.points(ids)])
+        )
 
     position = int(np.flatnonzero(ids == reference)[0])
     others = np.flatnonzero(ids != reference)

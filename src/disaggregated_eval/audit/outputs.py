@@ -273,9 +273,20 @@ def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
     A text cell starting with one of :data:`FORMULA_PREFIXES` (``=``, ``+``, ``-``, ``@``, tab,
     carriage return) gets a leading single quote, as OWASP recommends against CSV injection; numeric
-    and boolean columns, and other cells, are unchanged. The input is not modified.
+    and boolean columns, and other cells, are unchanged. So does a column name starting so (an
+    attribute's level column is named after the group column). The input is not modified.
+
+    Examples
+    --------
+    >>> safe = csv_safe(pd.DataFrame({"-sex": ["=1+1", "F"], "n": [-1, 2]}))
+    >>> list(safe.columns), list(safe["'-sex"]), list(safe["n"])
+    (["'-sex", 'n'], ["'=1+1", 'F'], [-1, 2])
     """
     out = frame
+    names = [f"'{c}" if isinstance(c, str) and c.startswith(FORMULA_PREFIXES) else c for c in frame.columns]
+    if names != list(frame.columns):
+        out = frame.set_axis(names, axis=1)
+        frame = out
     for column in frame.columns:
         values = frame[column]
         if not (values.dtype == object or pd.api.types.is_string_dtype(values.dtype)):

@@ -36,7 +36,7 @@ import pandas as pd
 
 from .. import verdicts, vocabulary
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
-from .columns import COMPARISON_KINDS
+from .columns import COMPARISON_KINDS, SELECTION_COLUMNS
 from .decisions import flagged_rows, headline_metric
 from .figure_rendering import render_figures
 from .terminal import format_estimate, format_interval, format_mdd, weight_note
@@ -369,6 +369,7 @@ def _fairness_section(result: Any) -> str:
                        f"bias-corrected {format_estimate(r['bias_corrected'])}; simultaneous "
                        f"{format_interval(r['band_low'], r['band_high'])}"
                        if r["slice"] else str(r["reason"]))  # fmt: skip
+                tip += f"; every slice, withheld ones too (fairlearn): {format_estimate(r.get('raw_estimate', float('nan')))}"
                 cls = _verdict_class(r)
                 word = html_text(str(r["verdict"])) if r["reported"] else ""
                 cells.append(f'<td class="{cls}" title="{html_text(tip)}">'
@@ -384,7 +385,8 @@ def _fairness_section(result: Any) -> str:
         f"{html_text(tolerance.text())}) hold together over the whole summary. Dark: beyond tolerance (a ratio outside "
         f"[{low:g}, {high:g}]: the four-fifths rule fails); shaded: the slices differ; green: within tolerance; "
         'plain: inconclusive. Hover a cell for the slices it compares; more in <a href="#reading">How to read this '
-        "report</a>.</p>"
+        "report</a>. fairlearn counts every slice, withheld ones too: its numbers are the column "
+        "<code>raw_estimate</code> of <code>fairness.csv</code> (and of the cell's hover text).</p>"
     )
     return "\n".join(p for p in parts if p)
 
@@ -649,7 +651,7 @@ def _selection_section(result: Any) -> str:
     lines = selection_lines(result)
     if table is None or table.empty or not lines:
         return ""
-    shown = table[table["quantity"] == "difference"]
+    shown = table.loc[table["quantity"] == "difference", list(SELECTION_COLUMNS)]  # slice names the levels
     return (
         '<details id="selection" open><summary>Evaluation under selection: population margins and sensitivity '
         "bounds</summary>"

@@ -67,7 +67,10 @@ class AuditResult:
     slices : pandas.DataFrame
         Columns :data:`SLICE_COLUMNS`; one row per (model, slice, metric). ``estimate`` is NaN when
         the minimum-size rules withhold it (``reported`` False, ``reason`` says which rule); the
-        interval and the band are given in any case.
+        interval and ``raw_estimate`` (the slice's value all the same) are given in any case, the band
+        only when reported. Like every per-slice table (:data:`.columns.LEVEL_TABLES`), it has one
+        column per attribute right after ``slice``: the level the slice fixes, None where it fixes none
+        (:func:`.columns.table_columns` gives the full list).
     comparisons : pandas.DataFrame
         Columns :data:`COMPARISON_COLUMNS`; ``kind`` is one of :data:`COMPARISON_KINDS`.
     controlled : pandas.DataFrame

@@ -13,7 +13,8 @@ Simultaneous bands: for one model and metric, the family is the slices whose est
 (the minimum-size rules of :mod:`.withheld`); the common level ``c`` is the sup-t level of the
 bootstrap replicates of that family (:func:`disaggregated_eval.intervals.band_level`, an undefined
 replicate counts as outside), and each member's band is its own interval method at level ``c``.
-Withheld slices get no band.
+Withheld slices get no band. ``estimate`` is NaN where the minimum-size rules withhold it;
+``raw_estimate`` is the point estimate on the slice's rows in any case (fairlearn's ``by_group`` value).
 """
 
 from __future__ import annotations
@@ -180,6 +181,7 @@ def slice_table(
                         "attribute": [plan.attribute_of(s) for s in range(plan.n_slices)],
                         "metric": metric,
                         "estimate": np.where(reported, point, np.nan),
+                        "raw_estimate": point,
                         "ci_low": low,
                         "ci_high": high,
                         "band_low": band_low,

@@ -102,6 +102,28 @@ class SlicePlan:
         """Family name (``overall``, ``race``, ``race & sex``) of slice ``s``."""
         return self.families[int(self.family_of[s])].name
 
+    def slice_levels(self) -> dict[str, dict[str, str]]:
+        """Slice name -> {attribute: level} of the attributes it fixes (``{}`` for ``overall``), in slice order.
+
+        Examples
+        --------
+        >>> plan = plan_slices([Attribute("race", ("A", "B"), np.array([0, 1])),
+        ...                     Attribute("sex", ("F", "M"), np.array([1, 0]))], intersections=2)
+        >>> plan.slice_levels()["race=B & sex=F"], plan.slice_levels()["sex=M"], plan.slice_levels()["overall"]
+        ({'race': 'B', 'sex': 'F'}, {'sex': 'M'}, {})
+        """
+        out: dict[str, dict[str, str]] = {}
+        for family in self.families:
+            sizes = [len(self.attributes[a].levels) for a in family.attributes]
+            for local, s in enumerate(family.slice_ids):
+                # the local code is mixed radix over the family's attributes, the last one fastest (plan_slices)
+                codes = np.unravel_index(local, sizes) if sizes else ()
+                out[self.names[int(s)]] = {
+                    self.attributes[a].name: self.attributes[a].levels[int(c)]
+                    for a, c in zip(family.attributes, codes, strict=True)
+                }
+        return out
+
     def slice_counts(self) -> np.ndarray:
         """Rows in each slice (each row counted ``count`` times), shape (n_slices,), int64."""
         cell_rows = np.bincount(self.cell_codes, weights=self.count, minlength=self.n_cells)

@@ -378,6 +378,22 @@ def _verdict_cell(verdict: str) -> str:
     return f"{verdict} **" if verdict == vocabulary_verdicts.BEYOND else verdict
 
 
+def _raw_differences(fairness: pd.DataFrame, *, model: str, most: int = 3) -> str:
+    """`` (here race: DP difference 0.523, EO difference 0.661)``: the DP and EO differences over every slice (``raw_estimate``) of
+    the first ``most`` families where they are not the reported ones; empty when none."""
+    rows = fairness[(fairness["model"] == model) & fairness["reported"].astype(bool)]
+    parts = []
+    for family, group in rows.groupby("attribute", sort=False):
+        shown = group[group["statistic"].isin(["demographic_parity_difference", "equalized_odds_difference"])]
+        if "raw_estimate" in shown and not np.allclose(shown["raw_estimate"], shown["estimate"], rtol=0, atol=5e-4):
+            labels = dict(_OVERVIEW)
+            values = ", ".join(f"{labels[s]} {format_estimate(v)}"
+                               for s, v in zip(shown["statistic"], shown["raw_estimate"], strict=True))  # fmt: skip
+            parts.append(f"{terminal_text(str(family))}: {values}")  # a family name comes from the data
+    more = f"; {len(parts) - most} more families" if len(parts) > most else ""
+    return f" (here {'; '.join(parts[:most])}{more})" if parts else ""
+
+
 def fairness_legend(fairness: pd.DataFrame, *, model: str, level: float, tolerance: Tolerance) -> str:
     """The lines under the fairness overview: what DP, EO and the verdicts mean, and their family."""
     rows = fairness[(fairness["model"] == model) & fairness["reported"].astype(bool)]
@@ -394,6 +410,8 @@ def fairness_legend(fairness: pd.DataFrame, *, model: str, level: float, toleran
         "interval lies inside the tolerance); differs: the slices "
         "are not all equal; within tolerance: every difference inside it; beyond tolerance **: the whole interval "
         "outside it (for a ratio: the four-fifths rule fails and the data can tell); inconclusive: neither",
+        "fairlearn counts every slice, withheld ones too: its numbers are the column raw_estimate of fairness.csv"
+        + _raw_differences(fairness, model=model),
     ]
     return "\n".join(lines) if len(rows) else ""
 
