@@ -358,14 +358,17 @@ def test_memory_limit_refuses_an_audit_before_any_work_with_the_estimate():
 
 
 def test_audit_peak_estimate_follows_the_rows_held():
-    from disaggregated_eval.memory import AUDIT_FIXED_BYTES, audit_peak_bytes
+    from disaggregated_eval.memory import AUDIT_FIXED_BYTES, AuditSize, audit_peak_bytes, audit_peak_parts
 
-    sizes = dict(n_models=1, n_families=7, n_resamples=1000, n_outputs=170, n_metrics=11)
-    replicates = 8 * 1000 * 170 * 11
-    rows = audit_peak_bytes(n_rows=10**7, n_units=10**7, **sizes)
-    counted = audit_peak_bytes(n_rows=10**7, n_units=96, **sizes)
-    assert rows - AUDIT_FIXED_BYTES - replicates == 10**7 * (120 + 40 + 7 * 20)
-    assert counted - AUDIT_FIXED_BYTES - replicates == 96 * 300  # the counting is done before the audit's work
+    sizes = dict(n_rows=10**7, n_models=1, n_families=7, n_slices=64, n_resamples=1000, n_outputs=170, n_metrics=11)
+    rows = audit_peak_parts(AuditSize(n_units=10**7, **sizes))
+    counted = audit_peak_parts(AuditSize(n_units=96, **sizes))
+    assert rows["rows"] == 10**7 * (60 + 40 + 7 * 20) and counted["rows"] == 96 * 240  # counted before the work
+    assert rows["fixed"] == counted["fixed"] == AUDIT_FIXED_BYTES and rows["replicates"] == counted["replicates"]
+    assert rows["replicates"] == int(1000 * 8 * (1.25 * 170 * 11 + 6 * 64))
+    assert audit_peak_bytes(AuditSize(n_units=96, **sizes), resident=10**8) == 10**8 + sum(counted.values())
+    with pytest.raises(ValueError, match="n_units must be at most n_rows"):
+        AuditSize(n_units=10**8, **sizes)
 
 
 def test_cli_refuses_a_file_whose_rows_would_not_fit_before_reading_it(tmp_path, capsys):

@@ -11,6 +11,7 @@ the numba engine.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,6 +34,10 @@ __all__ = [
     "evaluations_per_model",
     "replicate_memory_bytes",
     "check_replicate_memory",
+    "AuditSize",
+    "resident_bytes",
+    "audit_peak_parts",
+    "audit_peak_bytes",
 ]
 
 # Stated maximums of sizes, checked before any work by the command line, ``audit()`` and the
@@ -125,50 +130,161 @@ def default_memory_limit_mb() -> float:
     return DEFAULT_MEMORY_FRACTION * total / 1e6
 
 
-#: Bytes per row an audit holds at its peak when it keeps every row (coded label, scores, codes, the
-#: bootstrap's and the tests' working arrays): a base, plus per model and per family of slices. Fitted
-#: to ``benchmarks/bench_memory.py`` (300 bytes per row for 1 model and 7 families, hard predictions).
-AUDIT_ROW_BYTES = 120
+#: What the audit's work adds to the memory the process already holds (its libraries, the data, the coded
+#: input: measured when the estimate is made, :func:`resident_bytes`), fitted to the workloads of
+#: ``benchmarks/bench_memory_estimate.py`` (estimates 1.01-1.23 times the measured peak, 14 workloads), in
+#: bytes. Per row held (the engine's sorted layout and row terms): a base, plus per model and family of slices.
+AUDIT_ROW_BYTES = 60
 AUDIT_MODEL_ROW_BYTES = 40
 AUDIT_FAMILY_ROW_BYTES = 20
-#: Working memory of an audit that does not grow with its rows (buffers of the draws and tests), in bytes.
-AUDIT_FIXED_BYTES = 50 * 10**6
+#: Per row and weight column of the controlled evaluation (the weight matrix and its sorted block, both
+#: held while the walk is laid out, and ``P(A | V)``).
+AUDIT_WEIGHT_COLUMN_BYTES = 20
+#: Working memory that does not grow with the data: the engine's compiled kernels and batch buffers, the
+#: tests' and tables' buffers, the libraries the outputs load (matplotlib).
+AUDIT_FIXED_BYTES = 100 * 2**20
+#: scikit-learn and the cross-fitted weight models, when a control variable needs a fitted model (X, R).
+AUDIT_WEIGHT_MODEL_BYTES = 120 * 2**20
+#: The bootstrap's replicates are held once, and the comparisons read copies of a part of them: held
+#: bytes are ``AUDIT_REPLICATE_COPIES x 8 x resamples x outputs x metrics``.
+AUDIT_REPLICATE_COPIES = 1.25
+#: Arrays of one value per resample and slice that the slice table's bands and the summaries' extremes
+#: make at a time (per model).
+AUDIT_SLICE_COPIES = 6
+#: Resident memory assumed where the platform does not report it: the audit's imports (numpy, pandas,
+#: scipy, numba, pyarrow), measured at 231 MiB on Linux.
+AUDIT_LIBRARY_BYTES = 231 * 2**20
 
 
-def audit_peak_bytes(
-    *,
-    n_rows: int,
-    n_units: int,
-    n_models: int,
-    n_families: int,
-    n_resamples: int,
-    n_outputs: int,
-    n_metrics: int,
-) -> int:
-    """Estimated peak memory of an audit, in bytes, before its work (``docs/audit.md``, "Large data").
+@dataclass(frozen=True)
+class AuditSize:
+    """What an audit's memory grows with, known before its work (:func:`audit_peak_parts`).
 
-    Parameters
+    Attributes
     ----------
     n_rows : int
-        Rows audited (the sum of the counts); the estimate does not grow with them once they are counted
-        (counting an in-memory frame took about 8 bytes per row before, ``docs/audit.md``, "Large data").
+        Rows audited (the sum of the counts).
     n_units : int
         Rows the audit holds: ``n_rows``, or the distinct rows when the frame (or its file) was counted.
-    n_models, n_families : int
-        Score columns; families of slices (overall, attributes, intersections).
+    n_models, n_families, n_slices : int
+        Score columns; families of slices (overall, attributes, intersections); slices.
     n_resamples, n_outputs, n_metrics : int
-        The bootstrap's replicates: ``8 n_resamples n_outputs n_metrics`` bytes.
+        The bootstrap: resamples, outputs (slices, rests and weighted populations of every model), metrics.
+    n_weight_columns : int, default 0
+        Weight columns of the controlled evaluation over every model (two per kept level, control and family).
+    fits_weight_models : bool, default False
+        Whether a control variable needs fitted weight models (``X`` or ``R``; ``Y`` uses cell frequencies).
+    n_extra_values : int, default 0
+        Outputs times metrics of the fairness summary's own bootstrap (when the audit's metrics lack its
+        metrics), held beside the audit's replicates.
+
+    Examples
+    --------
+    >>> size = AuditSize(n_rows=10**6, n_units=10**6, n_models=1, n_families=4, n_slices=20,
+    ...                  n_resamples=1000, n_outputs=39, n_metrics=14)
+    >>> round(audit_peak_parts(size)["rows"] / 1e6)
+    180
+    """
+
+    n_rows: int
+    n_units: int
+    n_models: int
+    n_families: int
+    n_slices: int
+    n_resamples: int
+    n_outputs: int
+    n_metrics: int
+    n_weight_columns: int = 0
+    fits_weight_models: bool = False
+    n_extra_values: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n_units > self.n_rows:
+            raise ValueError(f"n_units must be at most n_rows; got {self.n_units} > {self.n_rows}")
+
+
+def resident_bytes() -> int:
+    """Memory the process holds now (its resident set), in bytes.
 
     Returns
     -------
     int
-        ``AUDIT_FIXED_BYTES + n_units (AUDIT_ROW_BYTES + n_models AUDIT_MODEL_ROW_BYTES + n_families
-        AUDIT_FAMILY_ROW_BYTES)`` plus the replicates. An estimate: ``benchmarks/bench_memory.py`` prints it beside the measured peak.
+        Linux's ``VmRSS`` (``/proc/self/status``); elsewhere :data:`AUDIT_LIBRARY_BYTES`, the audit's
+        imports as measured on Linux.
+
+    Examples
+    --------
+    >>> resident_bytes() > 0
+    True
     """
-    per_unit = AUDIT_ROW_BYTES + n_models * AUDIT_MODEL_ROW_BYTES + n_families * AUDIT_FAMILY_ROW_BYTES
-    if n_units > n_rows:
-        raise ValueError(f"n_units must be at most n_rows; got {n_units} > {n_rows}")
-    return int(AUDIT_FIXED_BYTES + n_units * per_unit + 8 * n_resamples * n_outputs * n_metrics)
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):  # pragma: no cover - platforms without procfs
+        pass
+    return AUDIT_LIBRARY_BYTES  # pragma: no cover
+
+
+def audit_peak_parts(size: AuditSize) -> dict[str, int]:
+    """What an audit's work adds to the memory its process holds, by part, in bytes (``docs/audit.md``).
+
+    Parameters
+    ----------
+    size : AuditSize
+
+    Returns
+    -------
+    dict of str to int
+        ``fixed`` (:data:`AUDIT_FIXED_BYTES`, plus :data:`AUDIT_WEIGHT_MODEL_BYTES` with fitted weight
+        models), ``rows`` (``n_units`` times the per-row bytes), ``weights`` (``n_units x n_weight_columns x``
+        :data:`AUDIT_WEIGHT_COLUMN_BYTES`) and ``replicates`` (the bootstrap's, times
+        :data:`AUDIT_REPLICATE_COPIES`, the slices' per-resample arrays and the fairness summary's own
+        bootstrap). The estimate of the peak is their sum plus the memory held before the work
+        (:func:`audit_peak_bytes`); ``benchmarks/bench_memory_estimate.py`` prints it beside the measured peak.
+
+    Examples
+    --------
+    >>> size = AuditSize(n_rows=6172, n_units=6172, n_models=1, n_families=4, n_slices=21,
+    ...                  n_resamples=10_000, n_outputs=113, n_metrics=14)
+    >>> round(audit_peak_parts(size)["replicates"] / 2**20)
+    160
+    """
+    per_unit = AUDIT_ROW_BYTES + size.n_models * AUDIT_MODEL_ROW_BYTES + size.n_families * AUDIT_FAMILY_ROW_BYTES
+    held = AUDIT_REPLICATE_COPIES * size.n_outputs * size.n_metrics + size.n_extra_values
+    per_resample = 8 * (held + AUDIT_SLICE_COPIES * size.n_slices * size.n_models)
+    return {
+        "fixed": AUDIT_FIXED_BYTES + (AUDIT_WEIGHT_MODEL_BYTES if size.fits_weight_models else 0),
+        "rows": size.n_units * per_unit,
+        "weights": size.n_units * size.n_weight_columns * AUDIT_WEIGHT_COLUMN_BYTES,
+        "replicates": int(size.n_resamples * per_resample),
+    }
+
+
+def audit_peak_bytes(size: AuditSize, *, resident: int | None = None) -> int:
+    """Estimated peak memory of an audit's process, in bytes, before its work (``docs/audit.md``, "Large data").
+
+    Parameters
+    ----------
+    size : AuditSize
+    resident : int, optional
+        Memory the process holds before the work (the libraries, the data); default :func:`resident_bytes`.
+
+    Returns
+    -------
+    int
+        ``resident`` plus the parts of :func:`audit_peak_parts`: what ``--memory-limit-mb`` is compared with.
+
+    Examples
+    --------
+    >>> size = AuditSize(n_rows=10**7, n_units=96, n_models=1, n_families=7, n_slices=64,
+    ...                  n_resamples=1000, n_outputs=170, n_metrics=11)
+    >>> audit_peak_bytes(size, resident=0) == sum(audit_peak_parts(size).values())
+    True
+    """
+    held = resident_bytes() if resident is None else int(resident)
+    return held + sum(audit_peak_parts(size).values())
 
 
 def evaluations_per_model(*, n_groups: int, n_controls: int, n_weight_sources: int, shared_space: bool = True) -> int:

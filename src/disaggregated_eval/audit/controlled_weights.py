@@ -80,6 +80,20 @@ class ControlledPlan:
         (:func:`.estimates.n_outputs`)."""
         return [len(fc.labels) for fc in self.families for _ in self.weighted]
 
+    def weight_stages(self, plan: SlicePlan, model_names: Sequence[str]) -> list[tuple[str, str]]:
+        """Each weight model's stage (as the progress callback names it) and control variable, in the order
+        :func:`fit_controlled_weights` fits them: per family, control, and (``V = R``) model."""
+        return [
+            (_stage_name(plan.families[fc.family].name, control, model), control)
+            for fc in self.families
+            for control in self.weighted
+            for model in (list(model_names) if control == "R" else [None])
+        ]
+
+
+def _stage_name(family: str, control: str, model: str | None) -> str:
+    return f"weights {family} V={control}" + (f" ({model})" if model is not None else "")
+
 
 def plan_controlled(
     prepared: AuditInput, plan: SlicePlan, *, controls: Sequence[str], crossfit_folds: int, cv_folds: int
@@ -238,7 +252,7 @@ def fit_controlled_weights(
                     categorical = []
                 model = model_names[target] if target is not None else None
                 path = ("audit", "weights", family.name, control) + ((model,) if control == "R" else ())
-                stage = f"weights {family.name} V={control}" + (f" ({model})" if control == "R" else "")
+                stage = _stage_name(family.name, control, model if control == "R" else None)
                 fit = group_proba_for_control(
                     V,
                     fc.codes,

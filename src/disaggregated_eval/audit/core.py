@@ -31,7 +31,7 @@ from .. import seeds, vocabulary
 from ..engine.permutation import min_permutations
 from ..engine.resampling import strata_for
 from ..engine.sums import FN, FP, PROPORTIONS, TP, metric_slots
-from ..memory import audit_peak_bytes, check_bytes, default_memory_limit_mb
+from ..memory import AuditSize, audit_peak_bytes, audit_peak_parts, check_bytes, default_memory_limit_mb, resident_bytes
 from .aggregate import compress_frame
 from .analyses import run_analyses
 from .columns import LEVEL_TABLES, with_levels
@@ -42,6 +42,8 @@ from .controlled import controlled_table
 from .controlled_weights import fit_controlled_weights, plan_controlled, weight_notes
 from .errors import AuditInputError, AuditWarning
 from .estimates import AuditEstimates, estimate_all, n_outputs
+from .estimates import n_outputs as n_outputs_of
+from .fairness import FAIRNESS_METRICS, missing_fairness_metrics
 from .inputs import PERMUTATION_WORK_WARNING, AuditInput, InputSpec, as_pandas, expand_input, prepare_input
 from .options import AuditOptions, ResolvedOptions, min_resamples, resolve_options
 from .result import AuditResult
@@ -50,6 +52,7 @@ from .slice_table import jackknife_accelerations, slice_table
 from .slices import SlicePlan, plan_slices
 from .tallies import SliceTallies, tally_slices
 from .withheld import withheld_reasons
+from .work_plan import machine_speed, plan_line, work_plan
 
 __all__ = ["audit", "AuditInputError"]
 
@@ -137,7 +140,8 @@ def audit(
     sizes = dict(n_models=len(opts.scores), n_metrics=len(opts.metrics), n_resamples=opts.n_resamples,
                  n_outputs=n_outputs(plan, len(opts.scores), controlled_plan.weighted_levels()))  # fmt: skip
     _check_memory(**sizes, confidence=opts.confidence)
-    peak_note = _check_peak(prepared, n_families=len(plan.families), memory_limit_mb=opts.memory_limit_mb, **sizes)
+    size = audit_size(prepared, plan, controlled_plan, **sizes, metrics=list(opts.metrics))
+    peak_note, peak, limit_mb = _check_peak(prepared, size, memory_limit_mb=opts.memory_limit_mb)
     model_names = list(opts.scores)
     scores = [prepared.scores[m] for m in model_names]
     tallies = tally_slices(plan, prepared.y, scores, prepared.weight, opts.threshold, count)
@@ -156,6 +160,7 @@ def audit(
     if n_permutations != opts.n_permutations:
         opts = replace(opts, n_permutations=n_permutations)  # the record of the options the audit ran with
     notes = list(prepared.notes) + peak_note + list(controlled_plan.notes) + raised
+    _tell_plan(progress, size, controlled_plan, plan, model_names, test_plan, prepared, peak=peak, limit_mb=limit_mb)
 
     metrics = list(opts.metrics)
     slots = metric_slots(metrics)
@@ -383,44 +388,101 @@ def _check_memory(*, n_models: int, n_metrics: int, n_resamples: int, n_outputs:
 PEAK_NOTE_BYTES = 2**30
 
 
-def _check_peak(
+def audit_size(
     prepared: AuditInput,
+    plan: SlicePlan,
+    controlled_plan,
     *,
     n_models: int,
-    n_families: int,
     n_metrics: int,
     n_resamples: int,
     n_outputs: int,
-    memory_limit_mb: float | None,
-) -> list[str]:
+    metrics: list[str] | None = None,
+) -> AuditSize:
+    """What the audit's memory grows with (:class:`disaggregated_eval.memory.AuditSize`), before any work.
+
+    ``metrics`` (default: ``n_metrics`` metrics that include the fairness summary's) decides whether the
+    fairness summary bootstraps its own metrics beside the audit's replicates.
+    """
+    levels = controlled_plan.weighted_levels()
+    extra = (
+        n_outputs_of(plan, n_models, []) * len(FAIRNESS_METRICS) if metrics and missing_fairness_metrics(metrics) else 0
+    )
+    return AuditSize(
+        n_rows=prepared.n_rows,
+        n_units=prepared.n,
+        n_models=n_models,
+        n_families=len(plan.families),
+        n_slices=plan.n_slices,
+        n_resamples=n_resamples,
+        n_outputs=n_outputs,
+        n_metrics=n_metrics,
+        n_weight_columns=n_models * 2 * int(sum(levels)),
+        fits_weight_models=bool(set(controlled_plan.weighted) & {"X", "R"}),
+        n_extra_values=extra,
+    )
+
+
+def _check_peak(
+    prepared: AuditInput, size: AuditSize, *, memory_limit_mb: float | None
+) -> tuple[list[str], int, float]:
     """Refuse, before any work, an audit whose estimated peak memory exceeds the limit; a note on a large one.
 
-    The estimate (:func:`disaggregated_eval.memory.audit_peak_bytes`) follows the rows the audit holds:
-    the distinct rows when the frame was counted (or given as counts), else every row. The limit is
-    ``memory_limit_mb``, or 80% of the machine's memory.
+    The estimate (:func:`disaggregated_eval.memory.audit_peak_bytes`) is the memory the process holds now
+    (its libraries, the data, the coded input) plus what the work adds, which follows the rows the audit
+    holds (the distinct rows when the frame was counted, or given as counts, else every row), the weight
+    columns and the replicates. The limit is ``memory_limit_mb``, or 80% of the machine's memory. The terminal
+    is told the estimate; the note (deterministic: the same for the same data and options) states what the
+    work adds when that is 1 GiB or more.
     """
-    sizes = dict(n_models=n_models, n_families=n_families, n_resamples=n_resamples, n_outputs=n_outputs,
-                 n_metrics=n_metrics)  # fmt: skip
-    estimate = audit_peak_bytes(n_rows=prepared.n_rows, n_units=prepared.n, **sizes)
+    parts = audit_peak_parts(size)
+    resident = resident_bytes()
+    estimate = audit_peak_bytes(size, resident=resident)
     limit_mb = memory_limit_mb if memory_limit_mb is not None else default_memory_limit_mb()
     held = f"{prepared.n:,} rows" + (
         f" (the distinct rows of {prepared.n_rows:,})" if prepared.n < prepared.n_rows else ""
     )
+    shown = ", ".join(f"{name} {value / 1e6:,.0f}" for name, value in parts.items())
     if estimate > limit_mb * 1e6:
-        by_rows = estimate - audit_peak_bytes(n_rows=0, n_units=0, **sizes) > estimate / 2
+        by_rows = parts["rows"] + parts["weights"] > estimate / 2
         advice = (
-            "give memory_limit_mb (--memory-limit-mb) if more is free, or fewer n_resamples, intersections or metrics"
+            "give memory_limit_mb (--memory-limit-mb) if more is free, or fewer n_resamples, intersections, controls "
+            "or metrics"
             if prepared.n < prepared.n_rows or not by_rows
             else "count the rows first: give a table of counts as frequency_weight (disagg-eval audit --aggregate yes "
             "on Parquet; docs/audit.md 'Large data'), or hard predictions, fewer n_resamples, intersections or metrics"
         )
         raise AuditInputError(
-            f"the audit would need about {estimate / 1e6:,.0f} MB of memory at its peak (it holds {held}), more than "
-            f"the limit of {limit_mb:,.0f} MB; {advice}"
+            f"the audit would need about {estimate / 1e6:,.0f} MB of memory at its peak (it holds {held}; "
+            f"{resident / 1e6:,.0f} MB held now, the work's parts in MB: {shown}), more than the limit of "
+            f"{limit_mb:,.0f} MB; {advice}"
         )
-    if estimate < PEAK_NOTE_BYTES:
-        return []
-    return [f"estimated peak memory {estimate / 1e6:,.0f} MB (it holds {held}; limit {limit_mb:,.0f} MB)"]
+    work = sum(parts.values())
+    notes = [] if work < PEAK_NOTE_BYTES else [
+        f"estimated memory of the audit's work {work / 1e6:,.0f} MB beyond what its process held before it "
+        f"(it holds {held}; MB by part: {shown}; limit {limit_mb:,.0f} MB)"
+    ]  # fmt: skip
+    return notes, estimate, limit_mb
+
+
+def _tell_plan(progress, size, controlled_plan, plan, model_names, test_plan, prepared, *, peak, limit_mb) -> None:
+    """Before the work: the plan line on the terminal (:func:`.work_plan.plan_line`) and the stages to a progress
+    callback with a ``plan(stages)`` method (the command line's overall bar). Nothing without such a callback."""
+    if progress is None or not (hasattr(progress, "message") or hasattr(progress, "plan")):
+        return
+    bound = 0.0 if test_plan is None else float(sum(test_plan.work[key] for key in test_plan.monte_carlo()))
+    weight_stages = controlled_plan.weight_stages(plan, model_names)
+    stages = work_plan(
+        size,
+        weight_stages=weight_stages,
+        n_dense_per_model=2 * int(sum(controlled_plan.weighted_levels())),
+        test_bound=bound,
+        has_calibration=not all(prepared.hard[m] for m in model_names),
+        speed=machine_speed(),
+    )
+    _tell(progress, plan_line(stages, peak_bytes=peak, limit_mb=limit_mb))
+    if hasattr(progress, "plan"):
+        progress.plan(stages)
 
 
 #: Rows a permutation test can permute: numpy's multivariate hypergeometric sampler (the draws of units with

@@ -21,7 +21,8 @@ PROG = "disagg-eval"
 
 
 class StderrProgress:
-    """``progress(stage, done, total)``: a tqdm bar per stage on a terminal; plain lines otherwise.
+    """``progress(stage, done, total)``: one overall bar on a terminal once the audit's plan is known
+    (:meth:`plan`), a tqdm bar per other stage; plain lines otherwise.
 
     Parameters
     ----------
@@ -43,6 +44,40 @@ class StderrProgress:
         self.bars: dict[str, Any] = {}
         self.last: dict[str, int] = {}
         self.pending: list[str] = []
+        self.stages: dict[str, float] = {}  # the plan's stages and estimated seconds (:meth:`plan`)
+        self.order: list[str] = []
+        self.overall: Any = None
+        self.overall_tenth = -1
+
+    def plan(self, stages) -> None:
+        """The audit's stages (:class:`.work_plan.Stage`, in order): their progress then moves one overall bar
+        (a terminal) or prints a line per tenth of the estimated work (otherwise)."""
+        self.stages = {terminal_text(s.name): max(float(s.seconds), 1e-3) for s in stages}
+        self.order = list(self.stages)
+
+    def _overall(self, stage: str, done: int, total: int) -> None:
+        """Move the overall bar: the estimated seconds of the stages before ``stage`` plus its share done."""
+        i = self.order.index(stage)
+        before = sum(self.stages[name] for name in self.order[:i])
+        share = min(1.0, done / total) if total else 1.0
+        whole = sum(self.stages.values())
+        fraction = min(1.0, (before + share * self.stages[stage]) / whole)
+        if self.tty:
+            from tqdm import tqdm
+
+            if self.overall is None:
+                self.overall = tqdm(total=1000, file=self.stream, leave=False, dynamic_ncols=True,
+                                    bar_format="{desc} {percentage:3.0f}%|{bar}| {elapsed}<{remaining}")  # fmt: skip
+            self.overall.set_description_str(f"audit: {stage}", refresh=False)
+            self.overall.n = round(1000 * fraction)
+            self.overall.refresh()
+            if i == len(self.order) - 1 and done >= total:
+                self.close()
+            return
+        tenth = int(10 * fraction)
+        if tenth > self.overall_tenth:
+            self.overall_tenth = tenth
+            print(f"{PROG}: {10 * tenth}% of the plan ({stage} {done:,}/{total:,})", file=self.stream, flush=True)
 
     def __call__(self, stage: str, done: int, total: int) -> None:
         if self.quiet:
@@ -52,9 +87,15 @@ class StderrProgress:
                 self._print(text)
             self.pending.clear()
         stage = terminal_text(stage)
+        if stage in self.stages:
+            self._overall(stage, done, total)
+            return
         if self.tty:
             from tqdm import tqdm
 
+            if self.overall is not None:  # a stage after the plan's (writing outputs): the plan is done
+                self.overall.close()
+                self.overall = None
             bar = self.bars.get(stage)
             if bar is None:
                 bar = self.bars[stage] = tqdm(total=total, desc=stage, file=self.stream, leave=False,
@@ -87,7 +128,7 @@ class StderrProgress:
 
     def _print(self, text: str) -> None:
         text = terminal_text(text)
-        if self.tty and self.bars:
+        if self.tty and (self.bars or self.overall is not None):
             from tqdm import tqdm
 
             tqdm.write(f"{PROG}: {text}", file=self.stream)
@@ -99,6 +140,9 @@ class StderrProgress:
         for bar in self.bars.values():
             bar.close()
         self.bars.clear()
+        if self.overall is not None:
+            self.overall.close()
+            self.overall = None
 
 
 def one_line(exc: BaseException | str) -> str:
