@@ -74,6 +74,7 @@ MARKS: dict[str, str] = {
 _MAX_NAMES = 3  # slices named in a one-line digest
 _GAP = 2  # spaces between the columns of a table
 _MIN_WRAP = 20  # narrowest a text column is wrapped to before a table is split into panels
+_MIN_KEY = 8  # narrowest the slice column of a panel is wrapped to before any number column is
 
 
 def format_estimate(value: float, digits: int = 3, *, signed: bool = False) -> str:
@@ -196,7 +197,8 @@ def _render(
         chosen = [*columns[:keys], *panel]
         local = [natural[i] for i in chosen]
         local = _shrink(local, [k for k, i in enumerate(chosen) if i in wrap], width, _MIN_WRAP)
-        local = _shrink(local, range(len(chosen)), width, 1)  # a key or number column wider than the terminal
+        local = _shrink(local, range(keys), width, _MIN_KEY)  # the slice names, on a narrow terminal
+        local = _shrink(local, range(len(chosen)), width, 1)  # a number column wider than the terminal
         if out:
             out.append("")
         out.extend(_panel([header[i] for i in chosen], [[r[i] for i in chosen] for r in rows],
@@ -587,7 +589,7 @@ def fairness_overview(fairness: pd.DataFrame, *, model: str, level: float = 0.95
                 format_estimate(corrected), format_interval(float(r["band_low"]), float(r["band_high"])), verdict,
             ])  # fmt: skip
     header = ["family", "statistic", "estimate", f"{level:.0%} CI", "corrected", "simultaneous", "verdict"]
-    return _render(header, body, [False, False, True, False, True, False, False], width=width, keys=2, wrap=[6])
+    return _render(header, body, [False, False, True, False, True, False, False], width=width, keys=2, wrap=[1, 6])
 
 
 def disparity_table(fairness: pd.DataFrame, *, model: str, width: int | None = None) -> str:
