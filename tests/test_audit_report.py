@@ -416,6 +416,16 @@ def test_slice_table_fits_a_width_without_cutting_anything():
     )
 
 
+def test_a_reported_slice_whose_comparison_is_withheld_says_why():
+    slices, comparisons = _tiny_tables()
+    comparisons.loc[0, ["difference", "ci_low", "ci_high", "p_value", "p_adjusted"]] = np.nan
+    comparisons["reported"] = False
+    comparisons["reason"] = ["overall: 4 positives < min_denominator 10", "slice: slice has 20 rows"]
+    lines = terminal_module.slice_table(slices, comparisons, model="m", metric="auc").splitlines()
+    assert lines[2].endswith("  no verdict: overall: 4 positives < min_denominator 10")
+    assert "; no verdict: none can be read (why follows: the comparison is withheld" in lines[4]
+
+
 def test_slice_table_without_p_values_flags_by_the_interval():
     slices, comparisons = _tiny_tables()
     comparisons[["p_value", "p_adjusted"]] = np.nan  # --n-permutations 0

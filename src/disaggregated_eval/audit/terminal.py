@@ -68,7 +68,7 @@ MARKS: dict[str, str] = {
     "same on every resample)",
     "withheld": "no point estimate: the slice or its reference has too few rows or cases (fairness.csv, reason)",
     "undefined": "the reference slice's rate is 0, so the ratio is x/0 or 0/0",
-    "not computed": "the metric is not among the audit's metrics",
+    "not computed": "the audit has no such ratio for this slice",
     "not evaluated": "left out of this control's evaluation (too few rows to cross-fit P(A | V); see the notes)",
 }
 _MAX_NAMES = 3  # slices named in a one-line digest
@@ -330,6 +330,7 @@ def slice_table(
     mdd = [cells[5] for cells in body] if detectable is not None else []
     used += ["n/a"] * (any(cells[-1] == "n/a" for cells in body) or "n/a" in mdd)
     used += ["MDD -"] * (_WITHHELD in mdd)
+    used += ["no verdict"] * any(cells[-1].startswith("no verdict") for cells in body)
     legend = marks_legend(used)
     text += "\n" + legend if legend else ""
     return text if width is None else fit_lines(text, width)
