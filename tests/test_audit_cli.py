@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -285,12 +286,13 @@ METRICS = ["false_positive_rate", "false_negative_rate", "precision", "auc"]
 
 @pytest.fixture(scope="module")
 def compas_audit(tmp_path_factory, small_compas):
-    """One audit of the small COMPAS file through the command line (race x sex, controls none, Y, R)."""
+    """One audit of the small COMPAS file through the command line (race x sex, controls none, Y, R), on a
+    terminal of 100 columns (COLUMNS)."""
     out_dir = tmp_path_factory.mktemp("cli") / "compas_audit"
     argv = ["audit", str(small_compas), *BASE, "--metrics", ",".join(METRICS), "--control", "none,Y,R", *FAST,
             "--out", str(out_dir)]  # fmt: skip
     result = subprocess.run([sys.executable, "-m", "disaggregated_eval.audit.cli", *argv],
-                            capture_output=True, text=True)  # fmt: skip
+                            capture_output=True, text=True, env={**os.environ, "COLUMNS": "100"})  # fmt: skip
     return out_dir, result
 
 
@@ -365,14 +367,17 @@ def test_end_to_end_terminal_table_and_streams(compas_audit):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert f"seed {DEFAULT_SEED} (the default" in out
-    assert re.search(r"^slice\s+n\s+estimate\s+95% CI\s+width\s+MDD\s+verdict$", out, re.M)
+    # 100 columns: the slice table is two panels, the numbers, then the verdicts (docs/audit.md, "The terminal")
+    assert re.search(r"^slice\s+n\s+estimate\s+95% CI\s+width\s+MDD$", out, re.M)
+    assert re.search(r"^slice\s+verdict$", out, re.M)
     # the fairness summary opens the output, before the table of the headline metric
     assert out.index("Fairness summary of compas_score") < out.index("False positive rate of compas_score by slice")
     assert re.search(r"^overall\s+618\s+0\.\d{3}\s+\[0\.\d{3}, 0\.\d{3}\]\s+0\.\d{3}", out, re.M)
     # slices with fewer than 30 rows are withheld (every tenth row: 2 Native American defendants)
-    assert re.search(r"^race=Native American\s+2\s+-\s+\[.*withheld", out, re.M)
+    assert re.search(r"^race=Native American\s+2\s+-\s+\[-\]\s+-\s+-$", out, re.M)
+    assert re.search(r"^race=Native American\s+withheld: slice has 2 rows < min_group_size 30", out, re.M)
     assert "T_a | V=Y" in out and "T_a | V=R" in out
-    assert str(out_dir / "report.html") in out
+    assert str(out_dir / "report.html") in " ".join(out.split())
     # progress and notes go to stderr (plain lines: not a terminal), never to stdout
     assert "disagg-eval: bootstrap" in proc.stderr
     assert "disagg-eval: bootstrap" not in out
@@ -386,6 +391,41 @@ def test_end_to_end_terminal_table_and_streams(compas_audit):
     assert len(raised[0]) <= 100
     assert err[0].startswith("disagg-eval: read ") and err[1] == raised[0]
     assert "n_permutations raised from 100 to" in out
+
+
+@pytest.mark.slow
+def test_no_line_of_the_summary_is_wider_than_the_terminal(compas_audit):
+    """Issue 36: the summary had six lines of 289-574 characters; on 100 columns none is wider, and no table
+    loses a column (a table too wide is split into panels that repeat the slice column)."""
+    _, proc = compas_audit
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert sum(len(line) == 100 for line in lines) >= 1  # wrapped to the width, not to something narrower
+    # the T_a table (115 characters wide) is two panels: T_a | none, then V = Y and V = R
+    assert lines.count("slice                               T_a | none") == 1
+    assert any(re.fullmatch(r"slice\s+T_a \| V=Y\s+T_a \| V=R", line) for line in lines)
+    # the 2-row slices left out of the weighted evaluation are marked, not blank (race=Native American: 2 rows)
+    assert any(re.fullmatch(r"race=Native American\s+not evaluated\s+not evaluated", line) for line in lines)
+
+
+def test_messages_wrap_on_a_terminal_and_stay_one_line_in_a_log(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "60")
+    text = "read data.csv: 6,172 rows, 4 columns; " + "a message of many words " * 5
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal, log = Terminal(), io.StringIO()
+    progress = StderrProgress(terminal)
+    progress.tty = False  # plain lines (no tqdm bar open), on a terminal
+    progress.message(text)
+    StderrProgress(log).message(text)
+    lines = terminal.getvalue().splitlines()
+    assert len(lines) == 3 and max(len(line) for line in lines) <= 60
+    assert lines[0].startswith("disagg-eval: read data.csv") and all(line.startswith("  ") for line in lines[1:])
+    assert log.getvalue() == f"disagg-eval: {text}\n"
 
 
 @pytest.mark.slow
@@ -511,7 +551,7 @@ def test_two_models_and_hard_predictions(tmp_path, capsys):
         # the same predictions: the difference is 0 on every resample, a degenerate bootstrap, no interval
         r"^higher_risk - compas_score, False positive rate: overall \+0\.000 \(the same on every resample: no "
         r"interval\)",
-        out,
+        "\n".join(" ".join(block.split()) for block in re.split(r"\n(?! )", out)),  # lines unwrapped
         re.M,
     )
     figures = sorted(p.name for p in (out_dir / "figures").glob("*.png"))

@@ -465,7 +465,9 @@ def test_counts_of_a_billion_rows_refuse_permutations_before_any_work_and_name_t
     # the weight line names the option that was given (it said --sample-weight for counts too)
     from disaggregated_eval.audit.terminal import summary_text
 
-    assert "each row counted as many times as column n says (--frequency-weight); n counts rows" in summary_text(result)
+    assert "each row counted as many times as column n says (--frequency-weight); n counts rows" in summary_text(
+        result, width=10_000
+    )
 
 
 def test_selection_table_of_counts_is_that_of_the_rows(tmp_path):

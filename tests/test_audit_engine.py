@@ -685,6 +685,24 @@ def test_controlled_leaves_out_levels_too_small_to_cross_fit():
     assert any("left out race=Other (3 rows)" in note and "at least 4 rows" in note for note in res.notes)
 
 
+def test_the_note_on_left_out_levels_names_the_estimator_that_ran():
+    """The label and a score in tenths get cell frequencies (no grid search); a continuous score a spline
+    logistic regression with its grid search; the rule of 4 rows holds for all of them (issue 36)."""
+    df = _frame(n=300)
+    df.loc[df.index[:3], "race"] = "Other"
+    res = audit(df, label="y", scores=["p", "q"], groups=["race"], controls=["Y", "R"], max_leaf_nodes=[5],
+                cv_folds=2, crossfit_folds=2, n_resamples=40, n_permutations=0)  # fmt: skip
+    (note,) = [note for note in res.notes if "left out race=Other (3 rows)" in note]
+    assert (
+        "P(A | V) is cross-fitted in 2 folds: the cell frequency for V = Y and V = R (q) (no model is fitted, no "
+        "grid search runs); a spline logistic regression for V = R (p) (with a 2-fold grid search in each fold); "
+        "every level needs at least 4 rows (what a fitted weight model's 2-fold grid search needs in each fold, "
+        "the same rule for every V so that all controls evaluate the same levels)"
+    ) in note
+    methods = set(res.controlled.loc[res.controlled["control"] == "R", "weight_method"].dropna())
+    assert methods == {"cell_frequency", "spline_logistic"}
+
+
 def test_controlled_x_accepts_numeric_and_string_features():
     df = _frame(n=200)
     rng = np.random.default_rng(4)

@@ -14,6 +14,7 @@ import html
 import html.parser
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -376,14 +377,53 @@ def test_slice_table_layout_and_flags():
     slices, comparisons = _tiny_tables()
     lines = terminal_module.slice_table(slices, comparisons, model="m", metric="auc").splitlines()
     assert lines[0].split() == ["slice", "n", "estimate", "95%", "CI", "width", "verdict"]
-    assert lines[1].split() == ["overall", "100", "0.700", "[0.650,", "0.750]", "0.100"]
+    assert lines[1].split() == ["overall", "100", "0.700", "[0.650,", "0.750]", "0.100", "n/a"]
     assert lines[2].split()[:6] == ["g=a", "80", "0.800", "[0.740,", "0.860]", "0.120"]
     assert lines[2].endswith("above overall (p_adj 0.008)")
     assert lines[3].split()[:6] == ["g=b", "20", "-", "[0.200,", "0.900]", "0.700"]
     assert lines[3].endswith("withheld: slice has 20 rows < min_group_size 30; undefined in 7 resamples")
     # columns line up: every row's interval starts at the same character
-    starts = {line.index("[") for line in lines[1:]}
+    starts = {line.index("[") for line in lines[1:4]}
     assert len(starts) == 1
+
+
+def test_slice_table_fits_a_width_without_cutting_anything():
+    slices, comparisons = _tiny_tables()
+    wide = terminal_module.slice_table(slices, comparisons, model="m", metric="auc").splitlines()
+    assert len(wide[3]) == 120  # the withheld row's verdict
+    # 60 columns: the verdicts are a panel of their own under the numbers, the slice column repeated,
+    # and a long verdict is wrapped inside its column
+    lines = terminal_module.slice_table(slices, comparisons, model="m", metric="auc", width=60).splitlines()
+    assert max(len(line) for line in lines) <= 60
+    assert lines[:5] == [
+        "slice      n  estimate  95% CI          width",
+        "overall  100     0.700  [0.650, 0.750]  0.100",
+        "g=a       80     0.800  [0.740, 0.860]  0.120",
+        "g=b       20         -  [0.200, 0.900]  0.700",
+        "",
+    ]
+    assert lines[5:11] == [
+        "slice    verdict",
+        "overall  n/a",
+        "g=a      above overall (p_adj 0.008)",
+        "g=b      withheld: slice has 20 rows < min_group_size 30;",
+        "          undefined in 7 resamples",
+        "marks: -: no point estimate (withheld: too few rows or",
+    ]
+    assert " ".join(" ".join(lines[10:]).split()) == (
+        "marks: -: no point estimate (withheld: too few rows or cases; the verdict or the notes say why), only "
+        "the interval; n/a: not applicable (overall is what every verdict compares with)"
+    )
+
+
+def test_a_reported_slice_whose_comparison_is_withheld_says_why():
+    slices, comparisons = _tiny_tables()
+    comparisons.loc[0, ["difference", "ci_low", "ci_high", "p_value", "p_adjusted"]] = np.nan
+    comparisons["reported"] = False
+    comparisons["reason"] = ["overall: 4 positives < min_denominator 10", "slice: slice has 20 rows"]
+    lines = terminal_module.slice_table(slices, comparisons, model="m", metric="auc").splitlines()
+    assert lines[2].endswith("  no verdict: overall: 4 positives < min_denominator 10")
+    assert "; no verdict: none can be read (why follows: the comparison is withheld" in lines[4]
 
 
 def test_slice_table_without_p_values_flags_by_the_interval():
@@ -452,7 +492,7 @@ def weighted_result():
 def test_a_weighted_run_says_so_in_the_summary_and_the_report(weighted_result, compas_result):
     from disaggregated_eval.audit import report
 
-    lines = weighted_result.summary().splitlines()
+    lines = weighted_result.summary(width=300).splitlines()
     assert lines[2] == "estimates weighted by column w (--sample-weight); n counts rows"
     page = report.render_html(weighted_result, figures={}, summary="")
     run = page[page.index('data-table="run"') : page.index("</table>", page.index('data-table="run"'))]
@@ -547,3 +587,102 @@ def test_wide_keeps_withheld_slices_that_pivot_table_drops(compas_result):
         compas_result.wide("auc", table="comparisons")
     with pytest.raises(ValueError, match="model must be one of"):
         compas_result.wide("auc", table="controlled", model="nope")
+
+
+# ---- the terminal summary fits the terminal; every cell holds a value or a mark (issue 36) ----------------
+def _table_rows(text: str) -> list[tuple[list[str], list[str]]]:
+    """Each table of a summary: its header's cells and each row's cells (split at two or more spaces)."""
+    tables, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(("slice  ", "family  ")):
+            header = re.split(r"\s{2,}", line.strip())
+            rows = []
+            for row in lines[i + 1 :]:
+                if not row or row.startswith(("marks:", "DP:", "verdicts", "MDD:", "* poor")):
+                    break
+                rows.append(re.split(r"\s{2,}", row.strip()))
+            tables.append((header, rows))
+    return tables
+
+
+def test_the_summary_fits_the_terminal_and_a_wide_table_is_split_into_panels(compas_result, monkeypatch):
+    # Before: six lines of 289-574 characters (the verdict legend one line of 574).
+    monkeypatch.setenv("COLUMNS", "100")
+    text = compas_result.summary()
+    assert max(len(line) for line in text.splitlines()) == 100
+    for width in (60, 140):
+        assert max(len(line) for line in compas_result.summary(width=width).splitlines()) <= width
+    # prose is wrapped at spaces, its continuation lines indented
+    assert (
+        "verdicts (tolerance: differences 0.05, ratios [0.8, 1.25]): read from the 'simultaneous' interval of\n  their row"
+        in text
+    )
+    # the slice table (167 characters wide) becomes two panels, each repeating the slice column
+    assert re.search(r"^slice\s+n\s+estimate\s+95% CI\s+width\s+MDD$", text, re.M)
+    assert re.search(r"^slice\s+verdict$", text, re.M)
+    assert re.search(r"^race=African-American\s+3175\s+0\.423\s+\[0\.399, 0\.448\]\s+0\.050\s+0\.033$", text, re.M)
+    assert re.search(r"^race=African-American\s+above overall \(p_adj < 0\.001\)$", text, re.M)
+    # the same table in one piece on a wide terminal
+    wide = compas_result.summary(width=300)
+    assert re.search(r"^slice\s+n\s+estimate\s+95% CI\s+width\s+MDD\s+verdict$", wide, re.M)
+    # the report shows the summary at 100 columns whatever the terminal (the same bytes on every machine)
+    monkeypatch.setenv("COLUMNS", "250")
+    assert compas_result.summary(width=100) == text
+
+
+def test_every_fairness_verdict_shows_the_simultaneous_interval_it_is_read_from(compas_result):
+    text = compas_result.summary(width=300)
+    assert re.search(r"^family\s+statistic\s+estimate\s+95% CI\s+corrected\s+simultaneous\s+verdict$", text, re.M)
+    # the first reader's puzzle: a 95% interval inside the tolerance 0.05 beside "inconclusive"; the row now
+    # shows the wider simultaneous interval, which reaches beyond 0.05
+    assert re.search(
+        r"^sex\s+largest gap, False positive rate\s+0\.001\s+\[0\.000, 0\.037\]\s+0\.000\s+\[0\.000, 0\.061\]\s+inconclusive$",
+        text,
+        re.M,
+    )
+    fairness = compas_result.fairness
+    row = fairness[(fairness["attribute"] == "sex") & (fairness["statistic"] == "largest_gap")].iloc[0]
+    assert (round(row["band_low"], 3), round(row["band_high"], 3)) == (0.0, 0.061)
+    assert "read from the 'simultaneous' interval of their row" in text
+
+
+def test_every_cell_without_a_number_holds_a_mark_that_the_legend_explains(compas_result):
+    text = compas_result.summary(width=300)
+    prose = " ".join(text.split())  # the legends, unwrapped
+    for header, rows in _table_rows(text):
+        for cells in rows:
+            assert len(cells) == len(header), (header, cells)
+    # race=Asian's FNR ratio (8 positives < min_denominator 10) was a blank cell
+    assert re.search(r"^race=Asian\s+race=African-American\s+.*\s+- \[0\.480, 2\.453\] withheld$", text, re.M)
+    assert (
+        "marks: withheld: no point estimate: the slice or its reference has too few rows or cases (fairness.csv, "
+        "reason)"
+    ) in prose
+    # the 2-row slices left out of the weighted evaluation were blank under V = Y and V = R
+    assert re.search(
+        r"^race=Asian & sex=Female\s+- \[-0\.\d{3}, \+0\.\d{3}\]\s+not evaluated\s+not evaluated$", text, re.M
+    )
+    assert "not evaluated: left out of this control's evaluation (too few rows to cross-fit P(A | V)" in prose
+    # the overall row has no verdict and no MDD of its own
+    assert re.search(r"^overall\s+6172\s+0\.303\s+\[0\.287, 0\.318\]\s+0\.031\s+n/a\s+n/a$", text, re.M)
+    assert "n/a: not applicable (overall is what every verdict compares with)" in prose
+    assert "MDD -: no difference from overall is detectable at this size" in prose
+
+
+def test_a_ratio_without_an_estimate_says_why():
+    fairness = pd.DataFrame({
+        "model": "m", "attribute": "g", "statistic": "disparity_ratio",
+        "metric": ["predicted_positive_rate", "false_positive_rate", "predicted_positive_rate", "false_positive_rate"],
+        "slice": ["g=a", "g=a", "g=b", "g=b"], "reference": "g=c",
+        "estimate": [0.5, np.nan, 0.9, np.nan], "ci_low": [0.4, 0.2, 0.8, np.nan], "ci_high": [0.6, 1.5, 1.0, np.nan],
+        "verdict": ["differs", "", "", ""], "reported": [True, False, True, True],
+        "reason": ["", "slice: 3 negatives < min_denominator 10", "", ""], "caveat": ["", "", "", "undefined"],
+    })  # fmt: skip
+    lines = terminal_module.disparity_table(fairness, model="m").splitlines()
+    assert lines[1].split("  ")[-1] == "- [0.200, 1.500] withheld"
+    assert lines[2].endswith("- [-] undefined")
+    assert lines[3] == (
+        "marks: [-]: no interval (the quantity is undefined on every resample); withheld: no point estimate: the "
+        "slice or its reference has too few rows or cases (fairness.csv, reason); undefined: the reference slice's "
+        "rate is 0, so the ratio is x/0 or 0/0"
+    )

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 COMPAS = REPO / "examples" / "data" / "compas.csv"
 MARGINS = REPO / "examples" / "data" / "compas_margins.csv"
 FAST = dict(n_resamples=200, n_permutations=0, metrics=["false_positive_rate", "label_rate", "auc"])
+UNWRAPPED = 10_000  # the summary's width: every sentence on one line, whatever the terminal
 
 
 @pytest.fixture(scope="module")
@@ -85,11 +86,11 @@ def test_a_quantity_fixed_by_the_margins_has_no_interval_of_width_0(result):
     assert fpr["ci_low"].notna().all()
     assert any(f"selection table: {len(label)} quantity(ies) take the same value on every resample" in n
                for n in result.notes)  # fmt: skip
-    assert "a disparity in Label rate" not in summary_text(result)
+    assert "a disparity in Label rate" not in summary_text(result, width=UNWRAPPED)
 
 
 def test_terminal_and_report_say_what_was_assumed_and_what_follows(result, tmp_path):
-    text = summary_text(result)
+    text = summary_text(result, width=UNWRAPPED)
     assert "Evaluation under selection: weighted to the target's shares of race and the label" in text
     assert "exact if selection into the data depends on race and the label only" in text
     assert "Tan's marginal sensitivity model" in text
@@ -109,7 +110,7 @@ def test_terminal_and_report_say_what_was_assumed_and_what_follows(result, tmp_p
 def test_without_the_options_the_table_is_empty(compas):
     plain = audit(compas.head(800), label="two_year_recid", scores=["compas_score"], groups=["sex"], **FAST)
     assert plain.selection.empty and list(plain.selection.columns) == table_columns(SELECTION_COLUMNS, ["sex"])
-    assert "Evaluation under selection" not in summary_text(plain)
+    assert "Evaluation under selection" not in summary_text(plain, width=UNWRAPPED)
 
 
 def test_sensitivity_without_margins_bounds_the_unweighted_sample(compas):
@@ -119,7 +120,7 @@ def test_sensitivity_without_margins_bounds_the_unweighted_sample(compas):
     slices = out.slices[out.slices["metric"].isin(["false_positive_rate", "label_rate"])]
     merged = ones.merge(slices, on=["slice", "metric"], suffixes=("", "_slices"))
     np.testing.assert_allclose(merged["estimate"], merged["estimate_slices"], rtol=0, atol=1e-12)
-    assert "no margins given" in summary_text(out)
+    assert "no margins given" in summary_text(out, width=UNWRAPPED)
 
 
 def _write(tmp_path, text):

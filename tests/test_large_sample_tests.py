@@ -211,7 +211,7 @@ def test_large_comparisons_of_continuous_scores_use_the_large_sample_test():
     assert ((tested["p_value"] > 0) & (tested["p_value"] <= 1)).all()
     note = next(n for n in result.notes if "large-sample z-test" in n)
     assert note.startswith("6 of 6 tests (auc, log_loss)") and "test_method='permutation'" in note
-    assert "large comparisons by the bootstrap z-test" in result.summary()
+    assert "large comparisons by the bootstrap z-test" in result.summary(width=10_000)  # one line each
     # a slice whose scores are noisier: its AUC is lower than the rest's (about 0.75 against 0.84), and the
     # test sees it (a p-value far below any Monte-Carlo test's 1 / 10,001)
     noisier = tested[(tested["slice"] == "g=a") & (tested["kind"] == "vs_rest")].set_index("metric")

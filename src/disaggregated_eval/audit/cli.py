@@ -48,7 +48,7 @@ from .options import (
     read_config_file,
     split_list,
 )
-from .progress import PROG, StderrProgress, one_line, show_warning
+from .progress import PROG, StderrProgress, for_stream, one_line, show_warning
 from .signals import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, Terminated, signals_unwind
 from .text import terminal_text
 
@@ -334,11 +334,11 @@ def _exit_status(command: Callable[[], int]) -> int:
         print(f"{PROG}: terminated (SIGTERM); nothing was written", file=sys.stderr)
         return EXIT_TERMINATED
     except input_errors as exc:
-        print(f"{PROG} audit: error: {one_line(exc)}", file=sys.stderr)
+        print(for_stream(f"{PROG} audit: error: {one_line(exc)}", sys.stderr), file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
-        print(f"{PROG} audit: failed: {type(exc).__name__}: {one_line(exc)}", file=sys.stderr)
+        print(for_stream(f"{PROG} audit: failed: {type(exc).__name__}: {one_line(exc)}", sys.stderr), file=sys.stderr)
         return EXIT_FAILURE
     finally:
         warnings.showwarning = old_showwarning
@@ -354,6 +354,7 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
     from .options import resolve_options
     from .outputs import check_out_dir, write_outputs
     from .terminal import summary_text
+    from .text import DEFAULT_WIDTH
 
     progress = StderrProgress(sys.stderr, quiet=quiet)
     try:
@@ -369,9 +370,9 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
             resolved = replace(resolved, frequency_weight=counts)
         progress.message(read, hold=True)
         result = audit(data, options=resolved, progress=progress)
-        # The report shows the summary without the output folder, so that the same audit gives the same
-        # bytes wherever it is written.
-        in_report = summary_text(result, input_path=file, seed_is_default=seed_is_default)
+        # The report shows the summary without the output folder and at the default width, so that the
+        # same audit gives the same bytes wherever it is written and whatever the terminal.
+        in_report = summary_text(result, input_path=file, seed_is_default=seed_is_default, width=DEFAULT_WIDTH)
         write_outputs(result, out, input_path=file, summary=in_report, progress=progress)
         text = summary_text(result, input_path=file, out_dir=out, seed_is_default=seed_is_default)
         progress.message(f"wrote {out} in {time.monotonic() - started:.1f} s")

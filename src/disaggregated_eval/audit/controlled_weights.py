@@ -22,6 +22,8 @@ Levels too small to cross-fit (:func:`plan_controlled`). Cross-fitting in ``cros
 with an inner ``cv_folds``-fold grid search needs, for every level, ``crossfit_folds`` rows and
 ``cv_folds`` rows in the training part of every outer fold: at least ``n_min`` rows, the smallest
 ``n >= crossfit_folds`` with ``n - ceil(n / crossfit_folds) >= cv_folds`` (7 with the default 5 and 5).
+The rule is the same for every ``V``, also where ``P(A | V)`` is a cell frequency and no grid search runs,
+so that every control evaluates the same levels; the note says which estimator each ``V`` gets.
 Smaller levels (intersection cells often are) are left out of that family's weighted controlled
 evaluation, rows and all, with a note naming the slice and its size; the family's remaining levels are
 evaluated among themselves (their ``M_a`` is over the rows of the remaining levels, on the audit's
@@ -40,7 +42,7 @@ import pandas as pd
 
 from .. import seeds
 from ..weight_diagnostics import POOR_BALANCE_SMD, weight_diagnostics
-from ..weight_models import group_proba_for_control, score_frame
+from ..weight_models import choose_weight_method, group_proba_for_control, score_frame
 from .estimates import ControlledWeights
 from .inputs import AuditInput
 from .slices import SlicePlan
@@ -130,11 +132,15 @@ def plan_controlled(
         if small:
             shown = ", ".join(f"{plan.names[family.slice_ids[i]]} ({sizes[i]} rows)" for i in small[:8])
             more = f" and {len(small) - 8} more" if len(small) > 8 else ""
+            rows = np.flatnonzero(np.isin(family.codes, kept))
+            estimators = _estimators_text(prepared, weighted, rows, crossfit_folds=crossfit_folds, cv_folds=cv_folds)
+            positive = " and some positive sample weight" if prepared.weight is not None else ""
             notes.append(
                 f"controlled evaluation of {family.name} (V = {', '.join(weighted)}): left out {shown}{more}; "
-                f"cross-fitting P(A | V) in {crossfit_folds} folds with a {cv_folds}-fold grid search "
-                f"needs at least {need} rows per level (and some positive sample weight); the other levels "
-                f"are evaluated among themselves, on resamples of their own rows"
+                f"{estimators}; every level needs at least {need} rows{positive} (what a fitted weight model's "
+                f"{cv_folds}-fold grid search needs in each fold, the same rule for every V so that all controls "
+                f"evaluate the same levels); the other levels are evaluated among themselves, on resamples of "
+                f"their own rows"
             )
         if kept.size < 2:
             notes.append(
@@ -167,6 +173,50 @@ def plan_controlled(
             "metric (subgroup, M_a, T_a, shared-space) is sample-weighted"
         )
     return ControlledPlan(weighted, tuple(families), tuple(notes))
+
+
+def _control_frame(
+    prepared: AuditInput, control: str, rows: np.ndarray, model: str | None
+) -> tuple[pd.DataFrame, list[str]]:
+    """The control variable ``V`` on ``rows`` (the features, the label, or ``model``'s score) and its
+    categorical columns, as the weight models take them."""
+    if control == "X":
+        return prepared.features.iloc[rows].reset_index(drop=True), list(prepared.categorical)
+    if control == "Y":
+        return pd.DataFrame({_LABEL_FEATURE: prepared.y[rows]}), []
+    return score_frame(prepared.scores[model][rows]), []
+
+
+#: What each estimator of ``P(A | V)`` fits (:data:`disaggregated_eval.weight_models.WEIGHT_METHODS`), for the notes.
+_ESTIMATOR_TEXTS = {
+    "cell_frequency": "the cell frequency",
+    "spline_logistic": "a spline logistic regression",
+    "gradient_boosting": "gradient boosting",
+}
+
+
+def _estimators_text(
+    prepared: AuditInput, weighted: Sequence[str], rows: np.ndarray, *, crossfit_folds: int, cv_folds: int
+) -> str:
+    """What the cross-fitting of ``P(A | V)`` on ``rows`` runs for each weighted control: the cell frequency
+    (no model, no grid search) or a model with its grid search (:func:`choose_weight_method`, the choice
+    :func:`fit_controlled_weights` makes)."""
+    chosen: dict[str, list[str]] = {}
+    for control in weighted:
+        for model in prepared.scores if control == "R" else [None]:
+            V, categorical = _control_frame(prepared, control, rows, model)
+            method = choose_weight_method(V, categorical=categorical)
+            name = f"V = {control}" + (f" ({model})" if model is not None and len(prepared.scores) > 1 else "")
+            chosen.setdefault(method, []).append(name)
+    parts = []
+    for method, names in chosen.items():
+        search = (
+            "no model is fitted, no grid search runs"
+            if method == "cell_frequency"
+            else f"with a {cv_folds}-fold grid search in each fold"
+        )
+        parts.append(f"{_ESTIMATOR_TEXTS[method]} for {' and '.join(names)} ({search})")
+    return f"P(A | V) is cross-fitted in {crossfit_folds} folds: " + "; ".join(parts)
 
 
 def _fold_progress(progress, stage: str, total: int) -> Callable[[str], None] | None:
@@ -241,16 +291,8 @@ def fit_controlled_weights(
         for control in cplan.weighted:
             targets = list(range(len(model_names))) if control == "R" else [None]
             for target in targets:
-                if control == "X":
-                    V = prepared.features.iloc[rows].reset_index(drop=True)
-                    categorical = list(prepared.categorical)
-                elif control == "Y":
-                    V = pd.DataFrame({_LABEL_FEATURE: prepared.y[rows]})
-                    categorical = []
-                else:
-                    V = score_frame(prepared.scores[model_names[target]][rows])
-                    categorical = []
                 model = model_names[target] if target is not None else None
+                V, categorical = _control_frame(prepared, control, rows, model)
                 path = ("audit", "weights", family.name, control) + ((model,) if control == "R" else ())
                 stage = _stage_name(family.name, control, model if control == "R" else None)
                 fit = group_proba_for_control(

@@ -480,13 +480,14 @@ def write_outputs(
     """
     from . import figure_rendering, report
     from .terminal import summary_text
+    from .text import DEFAULT_WIDTH
 
     target = check_out_dir(out_dir)
     dest = _destination(out_dir)
     seen = _manifest_digest(dest)
     for suffix in (".tmp", ".old"):  # left by audits killed outright (their process is gone)
         project_io.remove_stale_temporaries(dest, suffix=suffix)
-    summary = summary if summary is not None else summary_text(result, input_path=input_path)
+    summary = summary if summary is not None else summary_text(result, input_path=input_path, width=DEFAULT_WIDTH)
     tmp = _make_tmp_dir(dest)
     rendering = None
     try:

@@ -5,6 +5,8 @@ audit: a tqdm bar per stage on a terminal, plain lines otherwise (at most every 
 logs stay short). :func:`show_warning` prints a warning as one ``disagg-eval: warning: ...`` line and
 :func:`one_line` writes any message on one line. Every text from the data (stage names and messages
 carry column and level names) is escaped (:func:`~disaggregated_eval.audit.text.terminal_text`).
+On a terminal (:func:`for_stream`) a message longer than the terminal's width is wrapped, its
+continuation lines indented; written to a file or a pipe (a log) each message stays one line.
 """
 
 from __future__ import annotations
@@ -12,9 +14,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from .text import terminal_text
+from .text import fit_lines, terminal_text, terminal_width
 
-__all__ = ["PROG", "StderrProgress", "show_warning", "one_line"]
+__all__ = ["PROG", "StderrProgress", "show_warning", "one_line", "for_stream"]
 
 #: The program's name: the command, and the prefix of every line it writes on standard error.
 PROG = "disagg-eval"
@@ -127,13 +129,13 @@ class StderrProgress:
         self._print(text)
 
     def _print(self, text: str) -> None:
-        text = terminal_text(text)
+        text = for_stream(f"{PROG}: {terminal_text(text)}", self.stream)
         if self.tty and (self.bars or self.overall is not None):
             from tqdm import tqdm
 
-            tqdm.write(f"{PROG}: {text}", file=self.stream)
+            tqdm.write(text, file=self.stream)
         else:
-            print(f"{PROG}: {text}", file=self.stream, flush=True)
+            print(text, file=self.stream, flush=True)
 
     def close(self) -> None:
         """Close the bars still open (a stage that stopped early)."""
@@ -145,6 +147,22 @@ class StderrProgress:
             self.overall = None
 
 
+def for_stream(line: str, stream) -> str:
+    """``line`` as it is written to ``stream``: wrapped to the terminal's width
+    (:func:`~disaggregated_eval.audit.text.fit_lines`) when ``stream`` is a terminal, else unchanged
+    (one line of a log per message).
+
+    Examples
+    --------
+    >>> import io
+    >>> for_stream("disagg-eval: " + "word " * 40, io.StringIO()).count("\\n")
+    0
+    """
+    if not bool(getattr(stream, "isatty", lambda: False)()):
+        return line
+    return fit_lines(line, terminal_width())
+
+
 def one_line(exc: BaseException | str) -> str:
     """A message on one line, with control characters of data-derived text escaped."""
     text = terminal_text(" ".join(str(exc).split()))
@@ -153,4 +171,4 @@ def one_line(exc: BaseException | str) -> str:
 
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """``warnings.showwarning`` of the command line: ``disagg-eval: warning: <message on one line>``."""
-    print(f"{PROG}: warning: {one_line(message)}", file=sys.stderr, flush=True)
+    print(for_stream(f"{PROG}: warning: {one_line(message)}", sys.stderr), file=sys.stderr, flush=True)

@@ -775,9 +775,11 @@ def write_report(
     """
     from ..io import atomic_path
     from .terminal import summary_text
+    from .text import DEFAULT_WIDTH
 
     figures = render_figures(result) if figures is None else figures
-    page = render_html(result, figures=figures, summary=summary_text(result, input_path=input_path),
+    summary = summary_text(result, input_path=input_path, width=DEFAULT_WIDTH)
+    page = render_html(result, figures=figures, summary=summary,
                        manifest=manifest, input_path=input_path)  # fmt: skip
     target = Path(path)
     with atomic_path(target) as tmp:

@@ -152,11 +152,12 @@ class AuditResult:
 
         return write_outputs(self, out_dir, input_path=input_path)
 
-    def summary(self, metric: str | None = None) -> str:
-        """A short human-readable table of the result (:func:`.terminal.summary_text`)."""
+    def summary(self, metric: str | None = None, width: int | None = None) -> str:
+        """A short human-readable table of the result (:func:`.terminal.summary_text`), no line longer than
+        ``width`` (default: the terminal's width, else 100)."""
         from .terminal import summary_text
 
-        return summary_text(self, metric=metric)
+        return summary_text(self, metric=metric, width=width)
 
     # ------------------------------------------------------------------------------------------
     # display and reshaping

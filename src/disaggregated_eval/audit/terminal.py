@@ -18,6 +18,7 @@ the output files (``docs/audit.md``).
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .columns import BOOTSTRAP_Z, TAIL_BOUND
 from .decisions import flagged_rows, headline_metric
 from .options import flag_of
-from .text import terminal_text
+from .text import MIN_WIDTH, fit_lines, terminal_text, terminal_width
 
 __all__ = [
     "format_estimate",
@@ -51,10 +52,29 @@ __all__ = [
     "detectability_note",
     "format_mdd",
     "summary_text",
+    "marks_legend",
+    "MARKS",
 ]
 
 _WITHHELD = "-"
+#: The marks of a cell that holds no number, and what each means (the line under a table that shows one,
+#: :func:`marks_legend`): every cell of the summary's tables holds a value or one of these.
+MARKS: dict[str, str] = {
+    "-": "no point estimate (withheld: too few rows or cases; the verdict or the notes say why), only the interval",
+    "[-]": "no interval (the quantity is undefined on every resample)",
+    "n/a": "not applicable (overall is what every verdict compares with)",
+    "MDD -": "no difference from overall is detectable at this size",
+    "no verdict": "none can be read (why follows: the comparison is withheld, or the statistic is undefined or the "
+    "same on every resample)",
+    "withheld": "no point estimate: the slice or its reference has too few rows or cases (fairness.csv, reason)",
+    "undefined": "the reference slice's rate is 0, so the ratio is x/0 or 0/0",
+    "not computed": "the audit has no such ratio for this slice",
+    "not evaluated": "left out of this control's evaluation (too few rows to cross-fit P(A | V); see the notes)",
+}
 _MAX_NAMES = 3  # slices named in a one-line digest
+_GAP = 2  # spaces between the columns of a table
+_MIN_WRAP = 20  # narrowest a text column is wrapped to before a table is split into panels
+_MIN_KEY = 8  # narrowest the slice column of a panel is wrapped to before any number column is
 
 
 def format_estimate(value: float, digits: int = 3, *, signed: bool = False) -> str:
@@ -71,18 +91,119 @@ def format_interval(low: float, high: float, digits: int = 3, *, signed: bool = 
     return f"[{format_estimate(low, digits, signed=signed)}, {format_estimate(high, digits, signed=signed)}]"
 
 
+def marks_legend(used: Sequence[str]) -> str:
+    """The line that explains the marks of :data:`MARKS` a table shows (in the order of :data:`MARKS`); empty
+    text when it shows none.
+
+    Examples
+    --------
+    >>> marks_legend(["[-]", "-"])
+    'marks: -: no point estimate (withheld: too few rows or cases; the verdict or the notes say why), only the interval; [-]: no interval (the quantity is undefined on every resample)'
+    """
+    shown = [f"{mark}: {text}" for mark, text in MARKS.items() if mark in set(used)]
+    return "marks: " + "; ".join(shown) if shown else ""
+
+
+def _marks_in(cells: Sequence[str]) -> list[str]:
+    """The marks of :data:`MARKS` among a table's estimate and interval cells."""
+    used = []
+    for cell in cells:
+        if cell == _WITHHELD or cell.startswith(_WITHHELD + " ["):
+            used.append("-")
+        if "[" + _WITHHELD + "]" in cell:
+            used.append("[-]")
+    return used
+
+
 def _metric_label(metric: str) -> str:
     return vocabulary.METRIC_LABELS.get(metric, metric)
 
 
-def _render(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool]) -> str:
-    rows = [[terminal_text(c) for c in r] for r in rows]  # slice and model names come from the data
-    widths = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+def _wrap_cell(text: str, width: int) -> list[str]:
+    """A cell's text in lines of at most ``width`` characters (continuation lines indented by one space)."""
+    if len(text) <= width:
+        return [text]
+    indent = " " if width > 8 else ""
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=True, break_on_hyphens=False) or [""]
+
+
+def _table_width(widths: Sequence[int]) -> int:
+    return sum(widths) + _GAP * (len(widths) - 1)
+
+
+def _shrink(widths: list[int], columns: Sequence[int], width: int, minimum: int) -> list[int]:
+    """Narrow the widest of ``columns`` one character at a time (down to ``minimum``) until the table fits."""
+    widths = list(widths)
+    while _table_width(widths) > width:
+        candidates = [i for i in columns if widths[i] > minimum]
+        if not candidates:
+            break
+        widest = max(candidates, key=lambda i: widths[i])
+        widths[widest] -= 1
+    return widths
+
+
+def _panel(
+    header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool], widths: Sequence[int]
+) -> list[str]:
     lines = []
     for cells in [list(header), *rows]:
-        parts = [str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right, strict=True)]
-        lines.append("  ".join(parts).rstrip())
-    return "\n".join(lines)
+        wrapped = [_wrap_cell(str(c), w) for c, w in zip(cells, widths, strict=True)]
+        for k in range(max(len(w) for w in wrapped)):
+            parts = [
+                (cell[k] if k < len(cell) else "").rjust(w) if r else (cell[k] if k < len(cell) else "").ljust(w)
+                for cell, w, r in zip(wrapped, widths, right, strict=True)
+            ]
+            lines.append((" " * _GAP).join(parts).rstrip())
+    return lines
+
+
+def _render(
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    right: Sequence[bool],
+    *,
+    width: int | None = None,
+    keys: int = 1,
+    wrap: Sequence[int] = (),
+) -> str:
+    """A text table: a column per header, left- or right-aligned (``right``), two spaces between columns.
+
+    With ``width``, no line is longer: first the text columns named in ``wrap`` are narrowed (their cells
+    wrapped onto more lines of the same row, down to :data:`_MIN_WRAP` characters); if that is not enough
+    the table is split into panels one under the other, each with the first ``keys`` columns (the slice)
+    and as many of the others as fit (filled from the right, so that the last column keeps the ones
+    before it), separated by a blank line; a column still too wide is wrapped too. Nothing is cut off.
+    """
+    rows = [[terminal_text(c) for c in r] for r in rows]  # slice and model names come from the data
+    natural = [max(len(str(h)), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    columns = list(range(len(header)))
+    if width is None or _table_width(natural) <= width:
+        return "\n".join(_panel(header, rows, right, natural))
+    widths = _shrink(natural, wrap, width, _MIN_WRAP)
+    if _table_width(widths) <= width:
+        return "\n".join(_panel(header, rows, right, widths))
+    keys = min(keys, len(header) - 1)
+    room = width - _table_width(natural[:keys]) - _GAP
+    packing = [min(natural[i], max(_MIN_WRAP, room)) if i in wrap else natural[i] for i in columns]
+    panels: list[list[int]] = []  # filled from the right, so that the last column (a verdict) keeps its neighbours
+    for i in reversed(columns[keys:]):
+        if panels and _table_width([packing[j] for j in [*columns[:keys], i, *panels[0]]]) <= width:
+            panels[0].insert(0, i)
+        else:
+            panels.insert(0, [i])
+    out: list[str] = []
+    for panel in panels:
+        chosen = [*columns[:keys], *panel]
+        local = [natural[i] for i in chosen]
+        local = _shrink(local, [k for k, i in enumerate(chosen) if i in wrap], width, _MIN_WRAP)
+        local = _shrink(local, range(keys), width, _MIN_KEY)  # the slice names, on a narrow terminal
+        local = _shrink(local, range(len(chosen)), width, 1)  # a number column wider than the terminal
+        if out:
+            out.append("")
+        out.extend(_panel([header[i] for i in chosen], [[r[i] for i in chosen] for r in rows],
+                          [right[i] for i in chosen], local))  # fmt: skip
+    return "\n".join(out)
 
 
 def _format_p(p: float) -> str:
@@ -104,7 +225,8 @@ def slice_flags(
     (:mod:`disaggregated_eval.verdicts`): ``above overall (p_adj 0.004)`` / ``below overall`` when the
     comparison has ``p_adjusted < alpha`` (without p-values: when the interval of the difference
     excludes 0), ``within +-0.05 of overall`` when ``p_within_adjusted < alpha`` (certified), both, or
-    ``inconclusive``; then ``undefined in K resamples``; joined by ``"; "``.
+    ``inconclusive``, or ``no verdict: <reason>`` when the comparison is withheld; ``n/a`` for the overall
+    row; then ``undefined in K resamples``; joined by ``"; "``.
     """
     rows = slices[(slices["model"] == model) & (slices["metric"] == metric)]
     vs_overall = comparisons[
@@ -130,7 +252,12 @@ def slice_flags(
                 parts.append(_within_text(float(comp["tolerance"])))
             if not parts and str(comp.get("verdict", "")) == vocabulary_verdicts.INCONCLUSIVE:
                 parts.append(vocabulary_verdicts.INCONCLUSIVE)
+            if not parts and not bool(comp.get("reported", True)):
+                reason = comp.get("reason", "")
+                parts.append(f"no verdict: {reason}" if isinstance(reason, str) and reason else "no verdict")
             flags.append(", ".join(parts))
+        elif row.slice == vocabulary.OVERALL:
+            flags.append("n/a")
         if int(row.n_undefined) > 0:
             flags.append(f"undefined in {int(row.n_undefined)} resamples")
         out.append("; ".join(f for f in flags if f))
@@ -146,6 +273,7 @@ def slice_table(
     alpha: float = 0.05,
     level: float = 0.95,
     detectable: dict[str, str] | None = None,
+    width: int | None = None,
 ) -> str:
     """One metric of one model as a text table: slice, n, estimate, interval, width, verdict (:func:`slice_flags`).
 
@@ -163,25 +291,28 @@ def slice_table(
     detectable : dict of str to str, optional
         Text of a column ``MDD`` before the flags (the minimum detectable difference of each slice,
         :func:`detectable_texts`); no such column when None.
+    width : int, optional
+        No line longer (:func:`_render`: the verdicts wrapped, or the table split into panels).
 
     Returns
     -------
     str
-        Lines without a trailing newline. Withheld slices show ``-`` as the estimate, their
-        interval, and the reason in the flags column.
+        Lines without a trailing newline, then the line of the marks it shows (:func:`marks_legend`).
+        Withheld slices show ``-`` as the estimate, their interval, and the reason in the flags column;
+        the overall row ``n/a`` as its MDD and verdict.
     """
     rows = slices[(slices["model"] == model) & (slices["metric"] == metric)]
     flags = slice_flags(slices, comparisons, model=model, metric=metric, alpha=alpha)
     body = []
     for row, flag in zip(rows.itertuples(index=False), flags, strict=True):
-        width = row.ci_high - row.ci_low
+        ci_width = row.ci_high - row.ci_low
         body.append([
             str(row.slice),
             str(int(row.n)),
             format_estimate(float(row.estimate)),
             format_interval(float(row.ci_low), float(row.ci_high)),
-            format_estimate(float(width)),
-            *([detectable.get(str(row.slice), "")] if detectable is not None else []),
+            format_estimate(float(ci_width)),
+            *([detectable.get(str(row.slice), "n/a")] if detectable is not None else []),
             flag,
         ])  # fmt: skip
     header = [
@@ -193,7 +324,16 @@ def slice_table(
         *(["MDD"] if detectable is not None else []),
         "verdict",
     ]
-    return _render(header, body, [False, True, True, False, True, *([True] if detectable is not None else []), False])
+    right = [False, True, True, False, True, *([True] if detectable is not None else []), False]
+    text = _render(header, body, right, width=width, wrap=[len(header) - 1])
+    used = _marks_in([cell for cells in body for cell in cells[2:5]])
+    mdd = [cells[5] for cells in body] if detectable is not None else []
+    used += ["n/a"] * (any(cells[-1] == "n/a" for cells in body) or "n/a" in mdd)
+    used += ["MDD -"] * (_WITHHELD in mdd)
+    used += ["no verdict"] * any(cells[-1].startswith("no verdict") for cells in body)
+    legend = marks_legend(used)
+    text += "\n" + legend if legend else ""
+    return text if width is None else fit_lines(text, width)
 
 
 def controlled_table(
@@ -203,13 +343,17 @@ def controlled_table(
     metric: str,
     controls: Sequence[str],
     withheld: Sequence[str] | None = None,
+    width: int | None = None,
 ) -> str:
     """Controlled differences ``T_a`` (with intervals) of one metric: one row per slice, one column per control.
 
     ``T_a`` is the slice's metric minus the weighted population metric ``M_a`` (paper section 4.2);
     for the control ``none`` it is the slice minus the whole population. Rows not reported (their
-    ``reported`` column, or the slices named in ``withheld``) show ``-`` and the interval only. A ``*`` marks poor balance of the weights
+    ``reported`` column, or the slices named in ``withheld``) show ``-`` and the interval only; a slice left
+    out of a control's weighted evaluation ``not evaluated``; a line explains the marks shown
+    (:func:`marks_legend`). A ``*`` marks poor balance of the weights
     (:func:`disaggregated_eval.weight_diagnostics.poor_balance` of ``balance_smd``), with a line saying so.
+    ``width``: no line longer (:func:`_render`).
     """
     rows = controlled[(controlled["model"] == model) & (controlled["metric"] == metric)]
     if withheld is not None and "reported" not in rows.columns:
@@ -235,15 +379,20 @@ def controlled_table(
                     f"{format_interval(float(r['T_a_low']), float(r['T_a_high']), signed=True)}{mark}"
                 )
             else:
-                cells.append("")
+                cells.append("not evaluated")
         body.append(cells)
-    text = _render(header, body, [False] + [False] * len(controls))
+    text = _render(header, body, [False] + [False] * len(controls), width=width)
+    used = _marks_in([cell for cells in body for cell in cells[1:]])
+    used += ["not evaluated"] * any("not evaluated" in cells for cells in body)
+    legend = marks_legend(used)
+    if legend:
+        text += "\n" + legend
     if marked:
         text += (
             f"\n* poor balance: the re-weighted population's V differs from the slice's by more than "
             f"{POOR_BALANCE_SMD:g} standardised mean differences (see the notes)"
         )
-    return text
+    return text if width is None else fit_lines(text, width)
 
 
 def metric_digest(slices: pd.DataFrame, comparisons: pd.DataFrame, *, model: str, metric: str, alpha: float) -> str:
@@ -404,26 +553,36 @@ def fairness_legend(fairness: pd.DataFrame, *, model: str, level: float, toleran
         "TPR and FPR gaps, the smaller of their ratios). A largest gap is biased away from equality on small slices "
         "(it picks the extremes): 'corrected' is its bootstrap bias-corrected estimate; every interval holds at "
         "equality too",
-        f"verdicts (tolerance: {tol}): from intervals simultaneous over all {n_statistics} reported statistics of "
-        f"this summary (the probability that any verdict is wrong is at most {1 - level:.0%}; they are wider than the "
-        f"{level:.0%} intervals shown, which are read one at a time, so a verdict can be inconclusive although its "
-        "interval lies inside the tolerance); differs: the slices "
+        f"verdicts (tolerance: {tol}): read from the 'simultaneous' interval of their row, simultaneous over all "
+        f"{n_statistics} reported statistics of this summary (the probability that any verdict is wrong is at most "
+        f"{1 - level:.0%}); it is wider than the {level:.0%} CI, which is read on its own, so a verdict can be "
+        f"inconclusive although the {level:.0%} CI lies inside the tolerance; differs: the slices "
         "are not all equal; within tolerance: every difference inside it; beyond tolerance **: the whole interval "
         "outside it (for a ratio: the four-fifths rule fails and the data can tell); inconclusive: neither",
         "fairlearn counts every slice, withheld ones too: its numbers are the column raw_estimate of fairness.csv"
         + _raw_differences(fairness, model=model),
     ]
+    shown = fairness[(fairness["model"] == model) & fairness["statistic"].isin(vocabulary.FAMILY_STATISTICS)]
+    used = ["-"] * (not shown["reported"].astype(bool).all())
+    used += ["[-]"] * bool(shown[["ci_low", "ci_high", "band_low", "band_high"]].isna().any(axis=None))
+    caveats = shown["caveat"] if "caveat" in shown else pd.Series([], dtype=object)
+    used += ["no verdict"] * bool((shown["reported"].astype(bool) & caveats.isin(vocabulary.CAVEATS)).any())
+    legend = marks_legend(used)
+    if legend:
+        lines.append(legend)
     return "\n".join(lines) if len(rows) else ""
 
 
-def fairness_overview(fairness: pd.DataFrame, *, model: str, level: float = 0.95) -> str:
+def fairness_overview(fairness: pd.DataFrame, *, model: str, level: float = 0.95, width: int | None = None) -> str:
     """The fairness statistics of one model: a row per family and statistic, with intervals and verdicts.
 
     Columns: family, statistic (the demographic-parity difference and ratio of the selection rate, the
     equalized-odds difference and ratio, and the largest gap of the headline metric; ``docs/audit.md``,
-    "Fairness summary"), estimate, interval (the statistic alone), the bias-corrected estimate and the
-    verdict (simultaneous over the summary; ``**`` beyond the tolerance). Empty text when ``fairness``
-    has no row of the model.
+    "Fairness summary"), estimate, interval (the statistic alone), the bias-corrected estimate, the
+    simultaneous interval (``band_low``, ``band_high``: simultaneous over the summary, wider than the
+    interval of the statistic alone) and the verdict read from it (``**`` beyond the tolerance; the
+    caveat, ``undefined`` or ``degenerate``, when there is none). Empty text when ``fairness`` has no row
+    of the model. ``width``: no line longer (:func:`_render`).
     """
     rows = fairness[(fairness["model"] == model) & fairness["statistic"].isin(vocabulary.FAMILY_STATISTICS)]
     if rows.empty:
@@ -441,40 +600,60 @@ def fairness_overview(fairness: pd.DataFrame, *, model: str, level: float = 0.95
             estimate = float(r["estimate"]) if reported else float("nan")
             corrected = float(r["bias_corrected"]) if reported else float("nan")
             verdict = _verdict_cell(str(r["verdict"])) if reported else f"withheld: {r['reason']}"
+            caveat = r.get("caveat", "")
+            if reported and not str(r["verdict"]) and isinstance(caveat, str) and caveat:
+                verdict = f"no verdict: {caveat}"
             body.append([
                 str(family), label, format_estimate(estimate), format_interval(float(r["ci_low"]), float(r["ci_high"])),
-                format_estimate(corrected), verdict,
+                format_estimate(corrected), format_interval(float(r["band_low"]), float(r["band_high"])), verdict,
             ])  # fmt: skip
-    header = ["family", "statistic", "estimate", f"{level:.0%} CI", "corrected", "verdict"]
-    return _render(header, body, [False, False, True, False, True, False])
+    header = ["family", "statistic", "estimate", f"{level:.0%} CI", "corrected", "simultaneous", "verdict"]
+    return _render(header, body, [False, False, True, False, True, False, False], width=width, keys=2, wrap=[1, 6])
 
 
-def disparity_table(fairness: pd.DataFrame, *, model: str) -> str:
-    """Each reported slice's disparity ratios to its family's reference slice: selection rate, FPR, FNR.
+def disparity_table(fairness: pd.DataFrame, *, model: str, width: int | None = None) -> str:
+    """Each slice's disparity ratios to its family's reference slice: selection rate, FPR, FNR.
 
-    One row per slice (but the references), the reference in the second column; each cell the ratio,
-    its interval and the verdict's short word (``beyond **``, ``differs``, ``within``; none:
-    inconclusive), as in :func:`fairness_overview`. Empty text when there is none.
+    One row per slice with a reported ratio (but the references), the reference in the second column;
+    each cell the ratio, its interval and the verdict's short word (``beyond **``, ``differs``,
+    ``within``; none: inconclusive), as in :func:`fairness_overview`; a ratio without an estimate shows
+    ``-``, its interval and why: ``withheld`` (the slice or the reference is withheld for this metric) or
+    ``undefined`` (the reference's rate is 0); ``not computed`` when the audit has no such ratio; a line
+    explains the marks shown (:func:`marks_legend`). Empty text when there is none. ``width``: no line
+    longer (:func:`_render`).
     """
     rows = fairness[(fairness["model"] == model) & (fairness["statistic"] == "disparity_ratio")]
-    rows = rows[rows["reported"].astype(bool)]
-    if rows.empty:
+    if not rows["reported"].astype(bool).any():
         return ""
-    metrics = list(vocabulary.DISPARITY_METRICS)
-    body = []
+    metrics = [m for m in vocabulary.DISPARITY_METRICS if (rows["metric"] == m).any()]
+    body, used = [], []
     for (name, reference), group in rows.groupby(["slice", "reference"], sort=False):
+        if not group["reported"].astype(bool).any():
+            continue  # a withheld slice (its values are in the slice table)
         indexed = group.set_index("metric")
         cells = [str(name), str(reference)]
         for metric in metrics:
             if metric in indexed.index:
                 r = indexed.loc[metric]
-                mark = _SHORT_VERDICTS.get(str(r["verdict"]), "")
+                if not bool(r["reported"]):
+                    mark = "withheld"
+                elif not math.isfinite(float(r["estimate"])):
+                    mark = "undefined"
+                else:
+                    mark = _SHORT_VERDICTS.get(str(r["verdict"]), "")
                 cells.append(_cell(float(r["estimate"]), float(r["ci_low"]), float(r["ci_high"]), mark))
+                used += [mark] if mark in MARKS else []
             else:
-                cells.append("")
+                cells.append("not computed")
+                used.append("not computed")
         body.append(cells)
-    header = ["slice", "reference", "selection rate", "false positive rate", "false negative rate"]
-    return _render(header, body, [False] * len(header))
+    used += _marks_in([cell for cells in body for cell in cells[2:]])
+    labels = {m: _metric_label(m).lower() if m != "predicted_positive_rate" else "selection rate" for m in metrics}
+    header = ["slice", "reference", *(labels[m] for m in metrics)]
+    text = _render(header, body, [False] * len(header), width=width)
+    legend = marks_legend([u for u in used if u != "-"])  # "-" is always followed by its reason here
+    text += "\n" + legend if legend else ""
+    return text if width is None else fit_lines(text, width)
 
 
 def detectable_texts(detectability: pd.DataFrame | None, *, model: str, metric: str) -> dict[str, str] | None:
@@ -538,6 +717,7 @@ def summary_text(
     input_path: str | Path | None = None,
     out_dir: str | Path | None = None,
     seed_is_default: bool | None = None,
+    width: int | None = None,
 ) -> str:
     """The audit's terminal summary (what ``disagg-eval audit`` prints on standard output).
 
@@ -550,6 +730,9 @@ def summary_text(
         Shown in the header and the footer.
     seed_is_default : bool, optional
         Whether the seed is the built-in default (then the header says so).
+    width : int, optional
+        No line is longer: prose is wrapped (:func:`fit_lines`), tables are wrapped or split into panels
+        (:func:`_render`). Default :func:`terminal_width` (the terminal's width, else 100).
 
     Returns
     -------
@@ -559,6 +742,7 @@ def summary_text(
     """
     options = result.options
     t = terminal_text
+    width = terminal_width() if width is None else max(MIN_WIDTH, int(width))
     metric = metric or headline_metric(result.slices, options.metrics)
     alpha = 1.0 - float(options.confidence)
     lines = []
@@ -583,7 +767,7 @@ def summary_text(
         lines.append(f"note: {t(note)}")
     if metric is None:
         lines.append("no metric could be computed")
-        return "\n".join(lines)
+        return fit_lines("\n".join(lines), width)
     headline = metric
     for model in options.scores:
         present = list(pd.unique(result.slices.loc[result.slices["model"] == model, "metric"]))
@@ -593,7 +777,7 @@ def summary_text(
         metric = headline if headline in present else headline_metric(result.slices, options.metrics, model=model)
         fairness = getattr(result, "fairness", None)
         if fairness is not None and len(fairness):
-            overview = fairness_overview(fairness, model=model, level=options.confidence)
+            overview = fairness_overview(fairness, model=model, level=options.confidence, width=width)
             if overview:
                 lines.append("")
                 lines.append(
@@ -605,7 +789,7 @@ def summary_text(
                                          tolerance=options.parsed_tolerance)  # fmt: skip
                 if legend:
                     lines.append(legend)
-            ratios = disparity_table(fairness, model=model)
+            ratios = disparity_table(fairness, model=model, width=width)
             if ratios:
                 lines.append("")
                 lines.append(
@@ -626,6 +810,7 @@ def summary_text(
                 alpha=alpha,
                 level=options.confidence,
                 detectable=detectable,
+                width=width,
             )
         )
         lines.append(family_note(result.comparisons, model=model, metric=metric, alpha=alpha, adjust=options.adjust))
@@ -648,9 +833,10 @@ def summary_text(
             lines.append(f"controlled differences T_a = slice - M_a, {_metric_label(metric)} of {t(model)}")
             rows = result.slices[(result.slices["model"] == model) & (result.slices["metric"] == metric)]
             withheld = list(rows.loc[~rows["reported"].astype(bool), "slice"])
-            lines.append(
-                controlled_table(result.controlled, model=model, metric=metric, controls=controls, withheld=withheld)
+            table = controlled_table(
+                result.controlled, model=model, metric=metric, controls=controls, withheld=withheld, width=width
             )
+            lines.append(table)
     from .selection_table import selection_lines  # evaluation under selection (table selection)
 
     selection = selection_lines(result)
@@ -660,4 +846,4 @@ def summary_text(
     if out_dir is not None:
         lines.append("")
         lines.append(f"the report: {t(Path(out_dir) / 'report.html')} (every table as csv and parquet next to it)")
-    return "\n".join(lines)
+    return fit_lines("\n".join(lines), width)

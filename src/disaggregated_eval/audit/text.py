@@ -23,6 +23,9 @@ characters are shown escaped, wherever such text leaves the program:
   ``-``); otherwise a readable slug plus the first 8 hex digits of the name's SHA-256, so that two
   different names never share a file.
 
+- :func:`fit_lines` wraps the lines of a text to a width (:func:`terminal_width`: the terminal's, else
+  :data:`DEFAULT_WIDTH`), so that what the command line prints on a terminal fits it.
+
 Spreadsheet formulas in the CSV files are neutralised separately
 (:func:`disaggregated_eval.audit.outputs.csv_safe`); the tables keep every value as it is.
 """
@@ -32,9 +35,21 @@ from __future__ import annotations
 import hashlib
 import html
 import re
+import shutil
+import textwrap
 import unicodedata
 
-__all__ = ["UNSAFE_CATEGORIES", "terminal_text", "html_text", "figure_text", "file_component"]
+__all__ = [
+    "UNSAFE_CATEGORIES",
+    "terminal_text",
+    "html_text",
+    "figure_text",
+    "file_component",
+    "DEFAULT_WIDTH",
+    "MIN_WIDTH",
+    "terminal_width",
+    "fit_lines",
+]
 
 #: Unicode general categories shown escaped: controls (Cc: ESC, BEL, newline, DEL, the C1 controls),
 #: format characters (Cf: the bidirectional overrides and isolates of "Trojan source", zero-width
@@ -125,3 +140,44 @@ def file_component(name: object, *, always_hash: bool = False) -> str:
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
     slug = _SLUG_CHARACTERS.sub("_", text).strip("._-")[:60]
     return f"{slug}-{digest}" if slug else digest
+
+
+#: Width of the summary without a terminal (and of the summary in ``report.html``, the same on every machine).
+DEFAULT_WIDTH = 100
+#: The narrowest width the summary is wrapped to, whatever the terminal says.
+MIN_WIDTH = 40
+
+
+def terminal_width() -> int:
+    """The width the summary is wrapped to: the terminal's (``shutil.get_terminal_size``, which reads
+    ``COLUMNS`` first), :data:`DEFAULT_WIDTH` when there is no terminal, never below :data:`MIN_WIDTH`.
+
+    Examples
+    --------
+    >>> terminal_width() >= MIN_WIDTH
+    True
+    """
+    return max(MIN_WIDTH, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
+
+
+def fit_lines(text: str, width: int) -> str:
+    """``text`` with every line longer than ``width`` wrapped at spaces (inside a word only when a word
+    alone is longer), its continuation lines indented two spaces more than the line.
+
+    Examples
+    --------
+    >>> print(fit_lines("note: a line that is far too long for a narrow terminal", 24))
+    note: a line that is far
+      too long for a narrow
+      terminal
+    """
+    out = []
+    for line in text.split("\n"):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        body = line.lstrip(" ")
+        indent = line[: len(line) - len(body)]
+        out.extend(textwrap.wrap(body, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                                 break_long_words=True, break_on_hyphens=False))  # fmt: skip
+    return "\n".join(out)
