@@ -143,8 +143,10 @@ def run(name: str) -> dict:
 
 
 def planned_seconds(plan: str) -> str:
-    found = re.search(r"about (.+?) in all", plan)
-    return found.group(1) if found else "?"
+    found = re.search(r"about (.+?) in all on this machine(, the tests up to (.+?) more)?;", plan)
+    if not found:
+        return "?"
+    return found.group(1) + (f" (+ tests up to {found.group(3)})" if found.group(3) else "")
 
 
 def main() -> None:

@@ -379,8 +379,15 @@ def test_end_to_end_terminal_table_and_streams(compas_audit):
     assert "T_a | V=Y" in out and "T_a | V=R" in out
     assert str(out_dir / "report.html") in " ".join(out.split())
     # progress and notes go to stderr (plain lines: not a terminal), never to stdout
-    assert "disagg-eval: bootstrap" in proc.stderr
-    assert "disagg-eval: bootstrap" not in out
+    # before the work one plan line (issue 36 item 4): the stages, their times on this machine, the peak memory;
+    # then one overall progress line per tenth of the plan, naming the stage
+    plan = [line for line in proc.stderr.splitlines() if line.startswith("disagg-eval: plan: ")]
+    assert len(plan) == 1 and re.search(r"bootstrap ~\d+ s", plan[0]) and "weight model(s)" in plan[0]
+    assert re.search(r"peak memory about [\d,]+ MB \(limit [\d,]+ MB\)", plan[0])
+    assert re.search(
+        r"^disagg-eval: \d+% of the plan \((weights|bootstrap|permutations).* [\d,]+/[\d,]+\)$", proc.stderr, re.M
+    )
+    assert "of the plan" not in out and "plan:" not in out
     # --n-permutations 100 is raised (AUC's Monte-Carlo tests, Holm over the family): one short line says so and
     # why where it happens, after the read line and before the tests run; the note gives the details
     err = proc.stderr.splitlines()

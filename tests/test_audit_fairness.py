@@ -450,7 +450,7 @@ def test_a_group_column_named_as_a_table_column_gets_level_appended(data):
 def test_compas_legend_says_fairlearn_counts_every_slice_and_gives_its_numbers(compas):
     from disaggregated_eval.audit.terminal import summary_text
 
-    text = summary_text(compas[1])
+    text = summary_text(compas[1], width=10_000)  # unwrapped: every sentence on one line
     assert ("fairlearn counts every slice, withheld ones too: its numbers are the column raw_estimate of fairness.csv "
             "(here race: DP difference 0.523, EO difference 0.661; race & sex: ") in text  # fmt: skip
     assert "sex: DP difference" not in text.replace("race & sex: DP", "")  # sex withholds nothing: not repeated
