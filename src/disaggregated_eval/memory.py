@@ -143,8 +143,9 @@ AUDIT_WEIGHT_COLUMN_BYTES = 20
 #: Working memory that does not grow with the data: the engine's compiled kernels and batch buffers, the
 #: tests' and tables' buffers, the libraries the outputs load (matplotlib).
 AUDIT_FIXED_BYTES = 100 * 2**20
-#: scikit-learn and the cross-fitted weight models, when a control variable needs a fitted model (X, R).
-AUDIT_WEIGHT_MODEL_BYTES = 120 * 2**20
+#: scikit-learn, loaded when a control variable needs a fitted weight model (X, R); the fits' own arrays are
+#: freed before the bootstrap lays out its larger ones.
+AUDIT_WEIGHT_MODEL_BYTES = 60 * 2**20
 #: The bootstrap's replicates are held once, and the comparisons read copies of a part of them: held
 #: bytes are ``AUDIT_REPLICATE_COPIES x 8 x resamples x outputs x metrics``.
 AUDIT_REPLICATE_COPIES = 1.25

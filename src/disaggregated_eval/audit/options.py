@@ -355,8 +355,9 @@ class AuditOptions:
     )
     memory_limit_mb: float | None = _opt(
         None,
-        "largest memory the audit may use, in MB: an audit whose estimated peak is larger is refused before any "
-        f"work, with advice (at least {MIN_MEMORY_LIMIT_MB:g}, at most 2^43; default: 80% of the machine's memory)",
+        "largest memory the audit may use, in MB: an audit whose estimated peak (of the process: libraries and data "
+        "included) is larger is refused before any work, with advice (at least "
+        f"{MIN_MEMORY_LIMIT_MB:g}, at most 2^43; default: 80% of the machine's memory)",
         section="computation",
         metavar="MB",
     )
