@@ -31,7 +31,13 @@ from statsmodels.stats.multitest import multipletests
 
 from disaggregated_eval import seeds, vocabulary
 from disaggregated_eval.audit import AuditInputError, AuditOptions, AuditResult, audit
-from disaggregated_eval.audit.columns import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS, table_columns
+from disaggregated_eval.audit.columns import (
+    COMPARISON_COLUMNS,
+    CONTROLLED_COLUMNS,
+    SLICE_COLUMNS,
+    WEIGHTED_SLICE_COLUMNS,
+    table_columns,
+)
 from disaggregated_eval.audit.estimates import estimate_all
 from disaggregated_eval.audit.slices import Attribute, plan_slices
 from disaggregated_eval.engine import metric_slots, resample_counts
@@ -978,3 +984,66 @@ def test_layout_holds_each_weight_column_once():
     for k in range(3):
         ref = compute_metrics(y, r, sample_weight=(code[:, 0] == k).astype(float), metrics=metrics)
         np.testing.assert_allclose(out[0, layout.output_index[(0, 1, k, 0)], 0], [ref[q] for q in metrics], rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------
+# Sample weights: the minimum-size rules on Kish's effective size
+# ----------------------------------------------------------------------------------------------
+
+
+def test_a_slice_with_one_positive_weight_is_withheld_by_its_effective_size():
+    """300 rows of which one has a positive weight are worth one row: withheld (it was reported as accuracy
+    1.0 [0.207, 1.0] with n 300), the effective size shown and named in the reason."""
+    df = _sized(300, 150).assign(w=1.0)
+    small = (df["g"] == "small").to_numpy()
+    df.loc[small, "w"] = 0.0
+    df.loc[np.flatnonzero(small)[0], "w"] = 3.0
+    res = audit(df, label="y", scores=["p"], groups=["g"], sample_weight="w", metrics=["accuracy", "log_loss"], **FAST)
+    assert list(res.slices.columns) == table_columns(WEIGHTED_SLICE_COLUMNS, ["g"])
+    rows = res.slices[res.slices["slice"] == "g=small"].set_index("metric")
+    assert (rows["n"] == 300).all() and (rows["n_effective"] == 1.0).all()
+    assert not rows["reported"].any() and rows["estimate"].isna().all()
+    reason = "effective size 1.0 of the slice's 300 rows (Kish, sample weights) < min_group_size 30"
+    assert (rows["reason"] == reason).all()
+    width = rows.loc["accuracy", "ci_high"] - rows.loc["accuracy", "ci_low"]
+    assert width == pytest.approx(1 - 0.2065, abs=1e-4)  # Wilson's interval of one row, still given
+    big = res.slices[res.slices["slice"] == "g=big"]
+    assert big["reported"].all() and (big["n_effective"] == 400).all()
+    cmp = res.comparisons.query("slice == 'g=small' and kind == 'vs_overall'")
+    assert not cmp["reported"].any() and cmp["reason"].str.contains(reason, regex=False).all()
+
+
+def test_a_denominator_of_small_effective_size_is_withheld():
+    """200 rows, 20 negatives, one of them of weight 10 and every other row 1: Kish's size of the negatives is
+    29^2 / 119 = 7.07 < 10, of the slice 209^2 / 299 = 146.1."""
+    df = _sized(200, 20).assign(w=1.0)
+    negative = np.flatnonzero((df["g"] == "small").to_numpy() & (df["y"] == 0).to_numpy())
+    df.loc[negative[0], "w"] = 10.0
+    metrics = ["specificity", "auc", "sensitivity"]
+    res = audit(df, label="y", scores=["p"], groups=["g"], sample_weight="w", metrics=metrics, **FAST)
+    rows = res.slices[res.slices["slice"] == "g=small"].set_index("metric")
+    assert rows.loc["specificity", "reason"] == (
+        "effective size 7.1 of 20 negatives (Kish, sample weights) < min_denominator 10"
+    )
+    assert rows.loc["auc", "reason"] == (
+        "effective size 7.1 of 20 negatives (the smaller class) (Kish, sample weights) < min_denominator 10"
+    )
+    assert rows.loc["sensitivity", "reported"]
+    assert rows["n_effective"].iloc[0] == pytest.approx(209**2 / 299, rel=1e-12)
+
+
+@pytest.mark.parametrize("weight", [1.0, 0.1, 7.3])
+def test_equal_weights_leave_the_rules_and_sizes_as_without_weights(weight):
+    """A slice of exactly 30 rows and 10 negatives (the minimums) with equal weights: reported, its effective
+    sizes its rows up to rounding (10 weights of 0.1 give 10 - 4e-15), every reason and interval of the rates
+    as without weights."""
+    df = _sized(30, 10)
+    plain = audit(df, label="y", scores=["p"], groups=["g"], **FAST)
+    weighted = audit(df.assign(w=weight), label="y", scores=["p"], groups=["g"], sample_weight="w", **FAST)
+    assert "n_effective" not in plain.slices.columns
+    assert np.allclose(weighted.slices["n_effective"], weighted.slices["n"], rtol=1e-12)
+    assert list(weighted.slices["reason"]) == list(plain.slices["reason"])
+    assert weighted.slices.query("slice == 'g=small' and metric in ['specificity', 'accuracy']")["reported"].all()
+    rates = weighted.slices["interval"] == "wilson"
+    for column in ("estimate", "ci_low", "ci_high"):
+        assert np.allclose(weighted.slices.loc[rates, column], plain.slices.loc[rates, column], rtol=1e-12)

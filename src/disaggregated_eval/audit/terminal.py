@@ -41,6 +41,7 @@ __all__ = [
     "format_interval",
     "slice_flags",
     "slice_table",
+    "size_cell",
     "controlled_table",
     "metric_digest",
     "model_digest",
@@ -304,11 +305,12 @@ def slice_table(
     rows = slices[(slices["model"] == model) & (slices["metric"] == metric)]
     flags = slice_flags(slices, comparisons, model=model, metric=metric, alpha=alpha)
     body = []
-    for row, flag in zip(rows.itertuples(index=False), flags, strict=True):
+    effective = rows["n_effective"] if "n_effective" in rows.columns else pd.Series(np.nan, index=rows.index)
+    for row, flag, n_eff in zip(rows.itertuples(index=False), flags, effective, strict=True):
         ci_width = row.ci_high - row.ci_low
         body.append([
             str(row.slice),
-            str(int(row.n)),
+            size_cell(int(row.n), float(n_eff)),
             format_estimate(float(row.estimate)),
             format_interval(float(row.ci_low), float(row.ci_high)),
             format_estimate(float(ci_width)),
@@ -333,7 +335,30 @@ def slice_table(
     used += ["no verdict"] * any(cells[-1].startswith("no verdict") for cells in body)
     legend = marks_legend(used)
     text += "\n" + legend if legend else ""
+    if any("eff." in cells[1] for cells in body):
+        text += f"\n{_EFFECTIVE_LEGEND}"
     return text if width is None else fit_lines(text, width)
+
+
+#: The line under a table whose ``n`` column shows an effective size (:func:`size_cell`).
+_EFFECTIVE_LEGEND = (
+    "n (eff. k): the slice's rows and Kish's effective size (sum w)^2 / sum w^2 of their sample weights, where it "
+    "differs; the intervals use it, and the minimum-size rules count it as well as the rows"
+)
+
+
+def size_cell(n: int, n_effective: float) -> str:
+    """The ``n`` cell of a slice: its rows, and Kish's effective size of its sample weights where that differs
+    by half a row or more (NaN: no sample weights); one decimal below 10.
+
+    Examples
+    --------
+    >>> size_cell(300, 1.0), size_cell(300, 299.9999), size_cell(300, float("nan")), size_cell(1200, 901.0)
+    ('300 (eff. 1.0)', '300', '300', '1200 (eff. 901)')
+    """
+    if math.isnan(n_effective) or abs(n - n_effective) < 0.5:
+        return str(n)
+    return f"{n} (eff. {n_effective:.{1 if n_effective < 10 else 0}f})"
 
 
 def controlled_table(
