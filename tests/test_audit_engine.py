@@ -1047,3 +1047,58 @@ def test_equal_weights_leave_the_rules_and_sizes_as_without_weights(weight):
     rates = weighted.slices["interval"] == "wilson"
     for column in ("estimate", "ci_low", "ci_high"):
         assert np.allclose(weighted.slices.loc[rates, column], plain.slices.loc[rates, column], rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------
+# Intervals that need a note: the log loss's cap, small bootstrap slices, interval vs test
+# ----------------------------------------------------------------------------------------------
+
+
+def _capped_small_slice():
+    """A slice of 31 rows among 2,000, one of its rows a score of exactly 0 or 1 with the other label."""
+    rng = np.random.default_rng(1)
+    n = 2000
+    y = rng.binomial(1, 0.4, n)
+    p = np.clip(0.3 * y + 0.7 * rng.random(n), 0.01, 0.99)
+    p[5] = 1.0 - y[5]
+    g = np.r_[np.full(31, "a"), np.full(n - 31, "b")]
+    return pd.DataFrame({"g": g, "y": y, "p": p})
+
+
+def test_an_interval_that_disagrees_with_its_test_has_a_note():
+    """The capped row (36.04 nats) makes the 31-row slice's log loss 1.6 against 0.5; the percentile bootstrap of
+    the difference reaches below 0 while the permutation test rejects. Every tested row whose interval and test
+    disagree at 5% has a note, and no other row."""
+    res = audit(_capped_small_slice(), label="y", scores=["p"], groups=["g"], metrics=["log_loss", "brier_score",
+                "accuracy"], n_resamples=300, n_permutations=1000, seed=2)  # fmt: skip
+    c = res.comparisons
+    assert list(c.columns) == table_columns(COMPARISON_COLUMNS, ["g"])
+    tested = c["p_value"].notna() & c["ci_low"].notna()
+    excludes = (c["ci_low"] > 0) | (c["ci_high"] < 0)
+    disagree = tested & (excludes != (c["p_value"] < 0.05))
+    assert (c["note"] != "").tolist() == disagree.tolist()
+    row = c.query("metric == 'log_loss' and slice == 'g=a' and kind == 'vs_overall'").iloc[0]
+    assert row["ci_low"] < 0 < row["ci_high"] and row["p_value"] < 0.05
+    assert row["note"] == (
+        f"interval includes 0 but the test gives p = {row['p_value']:.2g} < 0.05 (the verdict follows the test)"
+    )
+    assert (c.loc[c["metric"] == "accuracy", "note"] == "").all()
+    # the cap stated, and the rule beside the small slice's bootstrap intervals
+    capped = [n for n in res.notes if n.startswith("log loss of p: 1 row has a score of exactly 0 or 1")]
+    assert len(capped) == 1 and "each costs 36.04 nats, not infinity" in capped[0]
+    small = [n for n in res.notes if n.startswith("Log loss, Brier score: the bootstrap (BCa) intervals of 1 reported")]
+    assert len(small) == 1 and "under 120 rows (g=a;" in small[0]
+
+
+def test_the_terminal_marks_a_small_slice_bootstrap_interval():
+    res = audit(_capped_small_slice(), label="y", scores=["p"], groups=["g"], metrics=["log_loss", "accuracy"],
+                n_resamples=200, n_permutations=0, seed=2)  # fmt: skip
+    from disaggregated_eval.audit import terminal
+
+    text = terminal.slice_table(res.slices, res.comparisons, model="p", metric="log_loss", width=200)
+    lines = {line.split()[0]: line for line in text.splitlines()}
+    assert lines["g=a"].split("]")[1].split()[0] == "~"
+    assert "~" not in lines["g=b"] and "~" not in lines["overall"]
+    assert "~: a bootstrap interval of a slice under 120 rows" in text
+    plain = terminal.slice_table(res.slices, res.comparisons, model="p", metric="accuracy", width=200)
+    assert "~" not in plain

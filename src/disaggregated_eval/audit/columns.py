@@ -93,6 +93,7 @@ COMPARISON_COLUMNS: tuple[str, ...] = (
     "reported",
     "reason",
     "caveat",
+    "note",
 )
 
 #: Values of the ``kind`` column of :attr:`AuditResult.comparisons`.

@@ -45,6 +45,7 @@ from .estimates import AuditEstimates, estimate_all, n_outputs
 from .estimates import n_outputs as n_outputs_of
 from .fairness import FAIRNESS_METRICS, missing_fairness_metrics
 from .inputs import PERMUTATION_WORK_WARNING, AuditInput, InputSpec, as_pandas, expand_input, prepare_input
+from .interval_notes import log_loss_note, small_bootstrap_note
 from .options import AuditOptions, ResolvedOptions, min_resamples, resolve_options
 from .result import AuditResult
 from .selection_table import margin_cells
@@ -212,6 +213,10 @@ def audit(
     slices = slice_table(
         plan, estimates, tallies, accelerations, reasons, metric_ok, model_names, metrics, confidence=opts.confidence
     )
+    if "log_loss" in metrics:
+        scored = [(name, r) for name, r, ok in zip(model_names, scores, metric_ok[:, metrics.index("log_loss")]) if ok]
+        notes += log_loss_note(prepared.y, [r for _, r in scored], prepared.weight, [n for n, _ in scored], count)
+    notes += small_bootstrap_note(slices)
 
     notes += pairwise_notes(plan, pairwise_max_levels=opts.pairwise_max_levels)
     p_values, tests = test_pvalues(
