@@ -998,7 +998,8 @@ def test_a_slice_with_one_positive_weight_is_withheld_by_its_effective_size():
     small = (df["g"] == "small").to_numpy()
     df.loc[small, "w"] = 0.0
     df.loc[np.flatnonzero(small)[0], "w"] = 3.0
-    res = audit(df, label="y", scores=["p"], groups=["g"], sample_weight="w", metrics=["accuracy", "log_loss"], **FAST)
+    res = audit(df, label="y", scores=["p"], groups=["g"], sample_weight="w", metrics=["accuracy", "log_loss"],
+                thresholds=["0.3,0.6"], **FAST)  # fmt: skip
     assert list(res.slices.columns) == table_columns(WEIGHTED_SLICE_COLUMNS, ["g"])
     rows = res.slices[res.slices["slice"] == "g=small"].set_index("metric")
     assert (rows["n"] == 300).all() and (rows["n_effective"] == 1.0).all()
@@ -1011,6 +1012,11 @@ def test_a_slice_with_one_positive_weight_is_withheld_by_its_effective_size():
     assert big["reported"].all() and (big["n_effective"] == 400).all()
     cmp = res.comparisons.query("slice == 'g=small' and kind == 'vs_overall'")
     assert not cmp["reported"].any() and cmp["reason"].str.contains(reason, regex=False).all()
+    # the same rule in the calibration summary and the threshold table (a rate's own denominator: the same size)
+    for table in (res.calibration_summary, res.thresholds):
+        small_rows = table[table["slice"] == "g=small"]
+        assert len(small_rows) and not small_rows["reported"].any()
+        assert small_rows["reason"].str.startswith("effective size 1.0 of the slice's 300 rows").all()
 
 
 def test_a_denominator_of_small_effective_size_is_withheld():

@@ -80,7 +80,7 @@ def log_loss_note(
                 f"other label; each costs {LOG_LOSS_CAP:.2f} nats, not infinity (scores are clipped to "
                 "[eps, 1 - eps], eps = 2.2e-16, as scikit-learn does), so a slice's log loss is dominated by such "
                 "rows, and a bootstrap interval of a small slice may not see them: read it with the slice's "
-                "permutation test (docs/method.md, 'Log loss')"
+                "permutation test (docs/method.md, 'Log loss: the clipping')"
             )
     return notes
 

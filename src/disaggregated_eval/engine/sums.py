@@ -76,7 +76,7 @@ def pointwise_log_loss(y: np.ndarray, scores: np.ndarray) -> np.ndarray:
     :data:`LOG_LOSS_CAP` = 36.04 nats: a score of exactly 0 with label 1, or exactly 1 with label 0, costs
     that much instead of infinity (:func:`log_loss_capped` finds such rows). A slice's log loss is then
     finite but dominated by those rows, and a bootstrap of a small slice that draws none of them does not
-    see that tail (``docs/method.md``, "Log loss").
+    see that tail (``docs/method.md``, "Log loss: the clipping").
 
     Parameters
     ----------
