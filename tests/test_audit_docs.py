@@ -67,10 +67,15 @@ def test_options_table_lists_every_option_with_its_flag_and_default():
 
 
 def test_column_tables_match_the_result_constants():
-    from disaggregated_eval.audit.columns import ANALYSIS_TABLES, COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS
+    from disaggregated_eval.audit.columns import (
+        ANALYSIS_TABLES,
+        COMPARISON_COLUMNS,
+        CONTROLLED_COLUMNS,
+        WEIGHTED_SLICE_COLUMNS,
+    )
 
     tables = [
-        ("`slices`:", SLICE_COLUMNS),
+        ("`slices`:", WEIGHTED_SLICE_COLUMNS),  # n_effective: only with sample weights, its row says so
         ("`comparisons`:", COMPARISON_COLUMNS),
         ("`controlled`:", CONTROLLED_COLUMNS),
     ]

@@ -31,7 +31,13 @@ from statsmodels.stats.multitest import multipletests
 
 from disaggregated_eval import seeds, vocabulary
 from disaggregated_eval.audit import AuditInputError, AuditOptions, AuditResult, audit
-from disaggregated_eval.audit.columns import COMPARISON_COLUMNS, CONTROLLED_COLUMNS, SLICE_COLUMNS, table_columns
+from disaggregated_eval.audit.columns import (
+    COMPARISON_COLUMNS,
+    CONTROLLED_COLUMNS,
+    SLICE_COLUMNS,
+    WEIGHTED_SLICE_COLUMNS,
+    table_columns,
+)
 from disaggregated_eval.audit.estimates import estimate_all
 from disaggregated_eval.audit.slices import Attribute, plan_slices
 from disaggregated_eval.engine import metric_slots, resample_counts
@@ -978,3 +984,127 @@ def test_layout_holds_each_weight_column_once():
     for k in range(3):
         ref = compute_metrics(y, r, sample_weight=(code[:, 0] == k).astype(float), metrics=metrics)
         np.testing.assert_allclose(out[0, layout.output_index[(0, 1, k, 0)], 0], [ref[q] for q in metrics], rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------
+# Sample weights: the minimum-size rules on Kish's effective size
+# ----------------------------------------------------------------------------------------------
+
+
+def test_a_slice_with_one_positive_weight_is_withheld_by_its_effective_size():
+    """300 rows of which one has a positive weight are worth one row: withheld (it was reported as accuracy
+    1.0 [0.207, 1.0] with n 300), the effective size shown and named in the reason."""
+    df = _sized(300, 150).assign(w=1.0)
+    small = (df["g"] == "small").to_numpy()
+    df.loc[small, "w"] = 0.0
+    df.loc[np.flatnonzero(small)[0], "w"] = 3.0
+    res = audit(df, label="y", scores=["p"], groups=["g"], sample_weight="w", metrics=["accuracy", "log_loss"],
+                thresholds=["0.3,0.6"], **FAST)  # fmt: skip
+    assert list(res.slices.columns) == table_columns(WEIGHTED_SLICE_COLUMNS, ["g"])
+    rows = res.slices[res.slices["slice"] == "g=small"].set_index("metric")
+    assert (rows["n"] == 300).all() and (rows["n_effective"] == 1.0).all()
+    assert not rows["reported"].any() and rows["estimate"].isna().all()
+    reason = "effective size 1.0 of the slice's 300 rows (Kish, sample weights) < min_group_size 30"
+    assert (rows["reason"] == reason).all()
+    width = rows.loc["accuracy", "ci_high"] - rows.loc["accuracy", "ci_low"]
+    assert width == pytest.approx(1 - 0.2065, abs=1e-4)  # Wilson's interval of one row, still given
+    big = res.slices[res.slices["slice"] == "g=big"]
+    assert big["reported"].all() and (big["n_effective"] == 400).all()
+    cmp = res.comparisons.query("slice == 'g=small' and kind == 'vs_overall'")
+    assert not cmp["reported"].any() and cmp["reason"].str.contains(reason, regex=False).all()
+    # the same rule in the calibration summary and the threshold table (a rate's own denominator: the same size)
+    for table in (res.calibration_summary, res.thresholds):
+        small_rows = table[table["slice"] == "g=small"]
+        assert len(small_rows) and not small_rows["reported"].any()
+        assert small_rows["reason"].str.startswith("effective size 1.0 of the slice's 300 rows").all()
+
+
+def test_a_denominator_of_small_effective_size_is_withheld():
+    """200 rows, 20 negatives, one of them of weight 10 and every other row 1: Kish's size of the negatives is
+    29^2 / 119 = 7.07 < 10, of the slice 209^2 / 299 = 146.1."""
+    df = _sized(200, 20).assign(w=1.0)
+    negative = np.flatnonzero((df["g"] == "small").to_numpy() & (df["y"] == 0).to_numpy())
+    df.loc[negative[0], "w"] = 10.0
+    metrics = ["specificity", "auc", "sensitivity"]
+    res = audit(df, label="y", scores=["p"], groups=["g"], sample_weight="w", metrics=metrics, **FAST)
+    rows = res.slices[res.slices["slice"] == "g=small"].set_index("metric")
+    assert rows.loc["specificity", "reason"] == (
+        "effective size 7.1 of 20 negatives (Kish, sample weights) < min_denominator 10"
+    )
+    assert rows.loc["auc", "reason"] == (
+        "effective size 7.1 of 20 negatives (the smaller class) (Kish, sample weights) < min_denominator 10"
+    )
+    assert rows.loc["sensitivity", "reported"]
+    assert rows["n_effective"].iloc[0] == pytest.approx(209**2 / 299, rel=1e-12)
+
+
+@pytest.mark.parametrize("weight", [1.0, 0.1, 7.3])
+def test_equal_weights_leave_the_rules_and_sizes_as_without_weights(weight):
+    """A slice of exactly 30 rows and 10 negatives (the minimums) with equal weights: reported, its effective
+    sizes its rows up to rounding (10 weights of 0.1 give 10 - 4e-15), every reason and interval of the rates
+    as without weights."""
+    df = _sized(30, 10)
+    plain = audit(df, label="y", scores=["p"], groups=["g"], **FAST)
+    weighted = audit(df.assign(w=weight), label="y", scores=["p"], groups=["g"], sample_weight="w", **FAST)
+    assert "n_effective" not in plain.slices.columns
+    assert np.allclose(weighted.slices["n_effective"], weighted.slices["n"], rtol=1e-12)
+    assert list(weighted.slices["reason"]) == list(plain.slices["reason"])
+    assert weighted.slices.query("slice == 'g=small' and metric in ['specificity', 'accuracy']")["reported"].all()
+    rates = weighted.slices["interval"] == "wilson"
+    for column in ("estimate", "ci_low", "ci_high"):
+        assert np.allclose(weighted.slices.loc[rates, column], plain.slices.loc[rates, column], rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------
+# Intervals that need a note: the log loss's cap, small bootstrap slices, interval vs test
+# ----------------------------------------------------------------------------------------------
+
+
+def _capped_small_slice():
+    """A slice of 31 rows among 2,000, one of its rows a score of exactly 0 or 1 with the other label."""
+    rng = np.random.default_rng(1)
+    n = 2000
+    y = rng.binomial(1, 0.4, n)
+    p = np.clip(0.3 * y + 0.7 * rng.random(n), 0.01, 0.99)
+    p[5] = 1.0 - y[5]
+    g = np.r_[np.full(31, "a"), np.full(n - 31, "b")]
+    return pd.DataFrame({"g": g, "y": y, "p": p})
+
+
+def test_an_interval_that_disagrees_with_its_test_has_a_note():
+    """The capped row (36.04 nats) makes the 31-row slice's log loss 1.6 against 0.5; the percentile bootstrap of
+    the difference reaches below 0 while the permutation test rejects. Every tested row whose interval and test
+    disagree at 5% has a note, and no other row."""
+    res = audit(_capped_small_slice(), label="y", scores=["p"], groups=["g"], metrics=["log_loss", "brier_score",
+                "accuracy"], n_resamples=300, n_permutations=1000, seed=2)  # fmt: skip
+    c = res.comparisons
+    assert list(c.columns) == table_columns(COMPARISON_COLUMNS, ["g"])
+    tested = c["p_value"].notna() & c["ci_low"].notna()
+    excludes = (c["ci_low"] > 0) | (c["ci_high"] < 0)
+    disagree = tested & (excludes != (c["p_value"] < 0.05))
+    assert (c["note"] != "").tolist() == disagree.tolist()
+    row = c.query("metric == 'log_loss' and slice == 'g=a' and kind == 'vs_overall'").iloc[0]
+    assert row["ci_low"] < 0 < row["ci_high"] and row["p_value"] < 0.05
+    assert row["note"] == (
+        f"interval includes 0 but the test gives p = {row['p_value']:.2g} < 0.05 (the verdict follows the test)"
+    )
+    assert (c.loc[c["metric"] == "accuracy", "note"] == "").all()
+    # the cap stated, and the rule beside the small slice's bootstrap intervals
+    capped = [n for n in res.notes if n.startswith("log loss of p: 1 row has a score of exactly 0 or 1")]
+    assert len(capped) == 1 and "each costs 36.04 nats, not infinity" in capped[0]
+    small = [n for n in res.notes if n.startswith("Log loss, Brier score: the bootstrap (BCa) intervals of 1 reported")]
+    assert len(small) == 1 and "under 120 rows (g=a;" in small[0]
+
+
+def test_the_terminal_marks_a_small_slice_bootstrap_interval():
+    res = audit(_capped_small_slice(), label="y", scores=["p"], groups=["g"], metrics=["log_loss", "accuracy"],
+                n_resamples=200, n_permutations=0, seed=2)  # fmt: skip
+    from disaggregated_eval.audit import terminal
+
+    text = terminal.slice_table(res.slices, res.comparisons, model="p", metric="log_loss", width=200)
+    lines = {line.split()[0]: line for line in text.splitlines()}
+    assert lines["g=a"].split("]")[1].split()[0] == "~"
+    assert "~" not in lines["g=b"] and "~" not in lines["overall"]
+    assert "~: a bootstrap interval of a slice under 120 rows" in text
+    plain = terminal.slice_table(res.slices, res.comparisons, model="p", metric="accuracy", width=200)
+    assert "~" not in plain

@@ -44,7 +44,9 @@ parametrisation). Written as ``(TP - FP t/(1-t)) / W`` the net benefit is define
 
 In the log loss, ``r`` and ``1 - r`` are each clipped to ``[eps, 1 - eps]`` with
 ``eps = np.finfo(np.float64).eps`` before the logarithm, which is what scikit-learn 1.9's
-``log_loss`` does (it forms the two columns ``[1 - r, r]`` and clips them).
+``log_loss`` does (it forms the two columns ``[1 - r, r]`` and clips them). So no row costs more than
+``-log(eps)`` = 36.04 nats (``LOG_LOSS_CAP`` of :mod:`disaggregated_eval.engine.sums`): a score of exactly 0
+with label 1, or exactly 1 with label 0, costs that, not infinity (``docs/method.md``, "Log loss: the clipping").
 
 Undefined values are NaN, never an exception and never 0, so that a bootstrap resample on which a
 metric is undefined is visible and can be counted. An empty input (no rows at all) is an error, not

@@ -303,8 +303,10 @@ def calibration_analysis(
         with np.errstate(invalid="ignore", divide="ignore"):
             total = big_w.sum(axis=1)
             ece = np.where(total > 0, np.abs(big_y - big_r).sum(axis=1) / np.where(total > 0, total, 1.0), np.nan)
+        # under sample weights the rule counts the slice's effective size too (:mod:`.withheld`)
+        effective = None if weight is None else (effective_size(big_w.sum(axis=1), big_w2.sum(axis=1)),) * 4
         reasons = withheld_reasons("mean_predicted_risk", slice_rows, slice_rows, slice_rows, slice_rows,
-                                   ece, min_group_size=min_group_size, min_denominator=0)  # fmt: skip
+                                   ece, min_group_size=min_group_size, min_denominator=0, effective=effective)  # fmt: skip
         reported = reasons == ""
         bin_frames.append(
             pd.DataFrame(

@@ -16,6 +16,7 @@ from ..selection import RESULT_COLUMNS
 
 __all__ = [
     "SLICE_COLUMNS",
+    "WEIGHTED_SLICE_COLUMNS",
     "COMPARISON_COLUMNS",
     "COMPARISON_KINDS",
     "EXACT",
@@ -60,6 +61,15 @@ SLICE_COLUMNS: tuple[str, ...] = (
     "caveat",
 )
 
+#: Columns of :attr:`AuditResult.slices` of an audit with sample weights, in order: :data:`SLICE_COLUMNS` with
+#: ``n_effective`` (Kish's effective size of the slice's weights) after ``n_predicted_pos``. Without sample
+#: weights it would equal ``n``, and the table has no such column.
+WEIGHTED_SLICE_COLUMNS: tuple[str, ...] = (
+    *SLICE_COLUMNS[: SLICE_COLUMNS.index("n_predicted_pos") + 1],
+    "n_effective",
+    *SLICE_COLUMNS[SLICE_COLUMNS.index("n_predicted_pos") + 1 :],
+)
+
 #: Columns of :attr:`AuditResult.comparisons`, in order.
 COMPARISON_COLUMNS: tuple[str, ...] = (
     "model",
@@ -83,6 +93,7 @@ COMPARISON_COLUMNS: tuple[str, ...] = (
     "reported",
     "reason",
     "caveat",
+    "note",
 )
 
 #: Values of the ``kind`` column of :attr:`AuditResult.comparisons`.

@@ -30,6 +30,10 @@ discovery rate (Benjamini-Hochberg, ``statsmodels``) and the certifications thei
 (Holm); ``none`` adjusts nothing. ``verdict``: ``differs`` (flagged: adjusted p-value below
 ``1 - confidence``; without tests, the interval excludes 0), ``within tolerance`` (``p_within_adjusted``
 below it), both, or ``inconclusive``; empty for withheld comparisons and ``vs_model``.
+
+Notes (column ``note``; :func:`.interval_notes.disagreement_notes`): where the row's interval and its own test
+disagree at ``1 - confidence`` (the interval excludes 0 and ``p_value`` is at least ``1 - confidence``, or the
+reverse), the note says so and that the verdict follows the test; empty otherwise.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from ..vocabulary import CAVEAT_DEGENERATE
 from .columns import COMPARISON_COLUMNS
 from .comparison_families import TESTED_KINDS, Comparison
 from .estimates import AuditEstimates
+from .interval_notes import disagreement_notes
 from .slices import SlicePlan
 from .tallies import SliceTallies
 
@@ -325,6 +330,7 @@ def comparison_table(
         table.loc[group.index, "p_within_adjusted"] = adjusted_within
         table.loc[group.index, "family_size"] = int(np.isfinite(values).sum())
     table["verdict"] = _verdicts(table, alpha)
+    table["note"] = disagreement_notes(table["ci_low"], table["ci_high"], table["p_value"], alpha).astype(str)
     table["reported"] = table["reported"].astype(bool)
     table["family_size"] = table["family_size"].astype(np.int64)
     table["n_undefined"] = table["n_undefined"].astype(np.int64)

@@ -30,7 +30,7 @@ import pandas as pd
 from .. import seeds, vocabulary
 from ..engine.permutation import min_permutations
 from ..engine.resampling import strata_for
-from ..engine.sums import FN, FP, PROPORTIONS, TP, metric_slots
+from ..engine.sums import PROPORTIONS, metric_slots
 from ..memory import AuditSize, audit_peak_bytes, audit_peak_parts, check_bytes, default_memory_limit_mb, resident_bytes
 from .aggregate import compress_frame
 from .analyses import run_analyses
@@ -45,6 +45,7 @@ from .estimates import AuditEstimates, estimate_all, n_outputs
 from .estimates import n_outputs as n_outputs_of
 from .fairness import FAIRNESS_METRICS, missing_fairness_metrics
 from .inputs import PERMUTATION_WORK_WARNING, AuditInput, InputSpec, as_pandas, expand_input, prepare_input
+from .interval_notes import log_loss_note, small_bootstrap_note
 from .options import AuditOptions, ResolvedOptions, min_resamples, resolve_options
 from .result import AuditResult
 from .selection_table import margin_cells
@@ -212,6 +213,10 @@ def audit(
     slices = slice_table(
         plan, estimates, tallies, accelerations, reasons, metric_ok, model_names, metrics, confidence=opts.confidence
     )
+    if "log_loss" in metrics:
+        scored = [(name, r) for name, r, ok in zip(model_names, scores, metric_ok[:, metrics.index("log_loss")]) if ok]
+        notes += log_loss_note(prepared.y, [r for _, r in scored], prepared.weight, [n for n, _ in scored], count)
+    notes += small_bootstrap_note(slices)
 
     notes += pairwise_notes(plan, pairwise_max_levels=opts.pairwise_max_levels)
     p_values, tests = test_pvalues(
@@ -617,19 +622,19 @@ def _plan_permutations(
 def _reasons(point: np.ndarray, tallies: SliceTallies, metrics: list[str], *, min_group_size: int,
              min_denominator: int):  # fmt: skip
     """Why each (model, slice, metric) estimate, and each rest's, is withheld ('' when reported), by the
-    options ``min_group_size`` and ``min_denominator`` (:func:`.withheld.withheld_reasons`)."""
+    options ``min_group_size`` and ``min_denominator`` (:func:`.withheld.withheld_reasons`; under sample weights
+    on the effective sizes too)."""
     n_models, n_slices = point.shape[:2]
     reasons = np.empty((n_models, n_slices, len(metrics)), dtype=object)
     rest = np.empty_like(reasons)
     rules = {"min_group_size": min_group_size, "min_denominator": min_denominator}
     for side, (t, out) in enumerate(((tallies, reasons), (tallies.rest(), rest))):
-        count = t.count
-        n = count.sum(-1)
-        n_pos = count[..., [FN, TP]].sum(-1)
-        n_pp = count[..., [FP, TP]].sum(-1)
+        n, n_pos, n_neg, n_pp = t.sizes()
+        effective = t.effective_sizes()  # None without sample weights
         for m in range(n_models):
+            of_model = None if effective is None else tuple(e[m] for e in effective)
             for q, metric in enumerate(metrics):
                 out[m, :, q] = withheld_reasons(
-                    metric, n[m], n_pos[m], n[m] - n_pos[m], n_pp[m], point[m, :, side, q], **rules
+                    metric, n[m], n_pos[m], n_neg[m], n_pp[m], point[m, :, side, q], effective=of_model, **rules
                 )
     return reasons, rest

@@ -39,7 +39,7 @@ from ..intervals import (
     wilson_interval,
 )
 from ..registry import INTERVAL_KINDS, METRIC_REGISTRY
-from .columns import SLICE_COLUMNS
+from .columns import SLICE_COLUMNS, WEIGHTED_SLICE_COLUMNS
 from .estimates import AuditEstimates
 from .slices import SlicePlan
 from .tallies import SliceTallies
@@ -146,11 +146,15 @@ def slice_table(
     *,
     confidence: float,
 ) -> pd.DataFrame:
-    """The ``slices`` table (:data:`.columns.SLICE_COLUMNS`), ordered by model, slice, metric."""
+    """The ``slices`` table (:data:`.columns.SLICE_COLUMNS`; with sample weights
+    :data:`.columns.WEIGHTED_SLICE_COLUMNS`, whose ``n_effective`` is Kish's effective size of the slice's
+    weights), ordered by model, slice, metric."""
     rows = estimates.slice_rows[:, :, 0]  # (n_models, n_slices)
     classes = _class_sizes(tallies)
     counts = tallies.count
     n = counts.sum(-1)[0]
+    effective = tallies.effective_sizes()
+    columns = SLICE_COLUMNS if effective is None else WEIGHTED_SLICE_COLUMNS
     n_pos = counts[0][:, [FN, TP]].sum(-1)
     frames = []
     for m, model in enumerate(model_names):
@@ -191,6 +195,7 @@ def slice_table(
                         "n_pos": n_pos,
                         "n_neg": n - n_pos,
                         "n_predicted_pos": n_pp,
+                        **({} if effective is None else {"n_effective": effective[0][0]}),
                         "reported": reported,
                         "reason": reasons[m, :, q].astype(str),
                         "n_undefined": np.sum(~np.isfinite(reps), axis=0).astype(np.int64),
@@ -198,7 +203,7 @@ def slice_table(
                     }
                 )
             )
-    table = pd.concat(frames, ignore_index=True)[list(SLICE_COLUMNS)]
+    table = pd.concat(frames, ignore_index=True)[list(columns)]
     # model, slice (in slice order), metric (in the order given)
     slice_rank = {name: i for i, name in enumerate(plan.names)}
     table["_m"] = table["model"].map({name: i for i, name in enumerate(model_names)})

@@ -14,11 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..engine.sums import PROPORTIONS, categories
+from ..engine.sums import FN, FP, PROPORTIONS, TN, TP, categories
 from ..intervals import effective_size
 from .slices import SlicePlan
 
 __all__ = ["SliceTallies", "tally_slices"]
+
+#: The outcome categories of each size: rows, positives, negatives, predicted positives (score >= threshold).
+_SIZE_CATEGORIES = ((TN, FP, FN, TP), (FN, TP), (TN, FP), (FP, TP))
 
 
 @dataclass(frozen=True)
@@ -26,12 +29,14 @@ class SliceTallies:
     """Per model, slice and outcome category: rows, ``sum w``, ``sum w^2`` (shape (n_models, n_slices, 4)).
 
     ``count``, ``sum_w``, ``sum_w2`` are of the slices; :meth:`rest` gives the same for the rest of
-    each slice (overall minus the slice; slice 0 is ``overall``).
+    each slice (overall minus the slice; slice 0 is ``overall``). ``weighted``: whether the sums are of
+    sample weights (False: every weight 1, ``sum_w`` and ``sum_w2`` are the counts).
     """
 
     count: np.ndarray
     sum_w: np.ndarray
     sum_w2: np.ndarray
+    weighted: bool = False
 
     def rest(self) -> SliceTallies:
         """The tallies of the complement of every slice (empty for ``overall``)."""
@@ -39,6 +44,34 @@ class SliceTallies:
             count=self.count[:, :1] - self.count,
             sum_w=np.maximum(self.sum_w[:, :1] - self.sum_w, 0.0),
             sum_w2=np.maximum(self.sum_w2[:, :1] - self.sum_w2, 0.0),
+            weighted=self.weighted,
+        )
+
+    def sizes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Rows of every model and slice: all, positives, negatives, predicted positives (the sizes the
+        minimum-size rules count, :func:`.withheld.withheld_reasons`); each of shape (n_models, n_slices)."""
+        return tuple(self.count[..., list(c)].sum(-1) for c in _SIZE_CATEGORIES)
+
+    def effective_sizes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """Kish's effective sizes ``(sum w)^2 / sum w^2`` of the row sets of :meth:`sizes` (0 where they have
+        no weight); None without sample weights, where they are the row counts.
+
+        Examples
+        --------
+        >>> from disaggregated_eval.engine.sums import TP
+        >>> count = np.zeros((1, 1, 4), dtype=np.int64)
+        >>> count[0, 0, TP] = 300  # one slice of 300 true positives, one of them of weight 1, the rest 0
+        >>> sums = np.zeros((1, 1, 4))
+        >>> sums[0, 0, TP] = 1.0
+        >>> tallies = SliceTallies(count=count, sum_w=sums, sum_w2=sums, weighted=True)
+        >>> int(tallies.sizes()[0][0, 0]), float(tallies.effective_sizes()[0][0, 0])
+        (300, 1.0)
+        """
+        if not self.weighted:
+            return None
+        return tuple(
+            effective_size(self.sum_w[..., list(c)].sum(-1), self.sum_w2[..., list(c)].sum(-1))
+            for c in _SIZE_CATEGORIES
         )
 
     def proportion(self, metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -109,4 +142,9 @@ def tally_slices(
             continue
         sum_w.append(plan.aggregate_cells(np.bincount(key, weights=w_rows, minlength=4 * k).reshape(k, 4)))
         sum_w2.append(plan.aggregate_cells(np.bincount(key, weights=weight * w_rows, minlength=4 * k).reshape(k, 4)))
-    return SliceTallies(count=np.stack(rows).astype(np.int64), sum_w=np.stack(sum_w), sum_w2=np.stack(sum_w2))
+    return SliceTallies(
+        count=np.stack(rows).astype(np.int64),
+        sum_w=np.stack(sum_w),
+        sum_w2=np.stack(sum_w2),
+        weighted=weight is not None,
+    )

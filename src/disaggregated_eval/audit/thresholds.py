@@ -18,7 +18,6 @@ import numpy as np
 import pandas as pd
 
 from .. import vocabulary
-from ..engine.sums import FN, FP, TP
 from ..intervals import interval_method, wilson_interval
 from .columns import THRESHOLD_COLUMNS
 from .slices import SlicePlan
@@ -72,16 +71,16 @@ def thresholds_table(
     attributes = np.array([plan.attribute_of(s) for s in range(plan.n_slices)], dtype=object)
     for t in np.asarray(thresholds, dtype=np.float64):
         tallies = tally_slices(plan, y, list(scores), weight, float(t), count)
-        rows = tallies.count
-        n = rows.sum(-1)
-        n_pos = rows[..., [FN, TP]].sum(-1)
-        n_pp = rows[..., [FP, TP]].sum(-1)
+        n, n_pos, n_neg, n_pp = tallies.sizes()
+        effective = tallies.effective_sizes()  # None without sample weights
         for metric in vocabulary.THRESHOLD_METRICS:
             p, n_eff, _, n_den = tallies.proportion(metric)
             low, high = wilson_interval(p, n_eff, confidence)
             for m, model in enumerate(model_names):
-                reasons = withheld_reasons(metric, n[m], n_pos[m], n[m] - n_pos[m], n_pp[m], p[m],
-                                           min_group_size=min_group_size, min_denominator=min_denominator)  # fmt: skip
+                reasons = withheld_reasons(
+                    metric, n[m], n_pos[m], n_neg[m], n_pp[m], p[m], min_group_size=min_group_size,
+                    min_denominator=min_denominator, effective=None if effective is None else tuple(e[m] for e in effective),
+                )  # fmt: skip
                 reported = reasons == ""
                 frames.append(
                     pd.DataFrame(

@@ -34,7 +34,9 @@ from ..registry import CATEGORIES, METRIC_RECORDS, MetricRecord, RegistryError, 
 
 __all__ = [
     "LOG_LOSS_EPS",
+    "LOG_LOSS_CAP",
     "pointwise_log_loss",
+    "log_loss_capped",
     "CATEGORIES",
     "PROPORTIONS",
     "categories",
@@ -62,10 +64,19 @@ __all__ = [
 
 #: Clipping constant of the log loss (as scikit-learn: machine epsilon of float64).
 LOG_LOSS_EPS: float = float(np.finfo(np.float64).eps)
+#: The largest loss of one row, ``-log(LOG_LOSS_EPS)`` = 36.04 nats: what a score of exactly 0 for a positive,
+#: or exactly 1 for a negative, costs after the clipping (without it, infinity).
+LOG_LOSS_CAP: float = float(-np.log(LOG_LOSS_EPS))
 
 
 def pointwise_log_loss(y: np.ndarray, scores: np.ndarray) -> np.ndarray:
     """Per-row log loss with scikit-learn's clipping of ``r`` and ``1 - r`` to ``[eps, 1 - eps]``.
+
+    ``eps`` is :data:`LOG_LOSS_EPS` (float64's machine epsilon), so no row costs more than
+    :data:`LOG_LOSS_CAP` = 36.04 nats: a score of exactly 0 with label 1, or exactly 1 with label 0, costs
+    that much instead of infinity (:func:`log_loss_capped` finds such rows). A slice's log loss is then
+    finite but dominated by those rows, and a bootstrap of a small slice that draws none of them does not
+    see that tail (``docs/method.md``, "Log loss: the clipping").
 
     Parameters
     ----------
@@ -85,6 +96,21 @@ def pointwise_log_loss(y: np.ndarray, scores: np.ndarray) -> np.ndarray:
     positive = -np.log(np.clip(scores, eps, 1.0 - eps))
     negative = -np.log(np.clip(1.0 - scores, eps, 1.0 - eps))
     return np.where(y == 1.0, positive, negative)
+
+
+def log_loss_capped(y: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Rows whose log loss the clipping caps (:data:`LOG_LOSS_CAP`): a score within ``eps`` of 0 with label 1,
+    or within ``eps`` of 1 with label 0.
+
+    Examples
+    --------
+    >>> log_loss_capped(np.array([1.0, 0.0, 1.0, 0.0]), np.array([0.0, 1.0, 1.0, 0.5]))
+    array([ True,  True, False, False])
+    >>> round(float(pointwise_log_loss(np.array([1.0]), np.array([0.0]))[0]), 2), round(LOG_LOSS_CAP, 2)
+    (36.04, 36.04)
+    """
+    eps = LOG_LOSS_EPS
+    return np.where(y == 1.0, scores <= eps, 1.0 - scores <= eps)
 
 
 #: Per-row additive terms ``t(y, r)`` (``y`` 0/1 float64, ``r`` scores in [0, 1]); the engine
