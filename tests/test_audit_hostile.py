@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import html
 import html.parser
+import os
 import re
 import subprocess
 import sys
@@ -73,8 +74,10 @@ def hostile(tmp_path_factory):
             "--group", GROUP_HTML, f"--group={GROUP_TERMINAL}", "--metrics", "false_positive_rate,accuracy,auc",
             "--control", "none,R", "--n-resamples", "200", "--n-permutations", "100", "--max-leaf-nodes", "10",
             "--cv-folds", "2", "--crossfit-folds", "2", "--out", str(out_dir)]  # fmt: skip
+    # a terminal wide enough that no name is wrapped: these tests read the names as escaped, whole
+    env = dict(os.environ, COLUMNS="100000")
     proc = subprocess.run([sys.executable, "-m", "disaggregated_eval.audit.cli", *argv], capture_output=True,
-                          text=True, cwd=root)  # fmt: skip
+                          text=True, cwd=root, env=env)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return root, out_dir, proc
 
