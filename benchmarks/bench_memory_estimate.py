@@ -10,7 +10,7 @@ audit's CPU and wall seconds. Printed: the estimated peak, the measured peak, th
 1.3x, and at least the peak, so that ``--memory-limit-mb`` is a cap), and the plan's total time beside the
 measured wall and CPU seconds (the time is an order of magnitude for the user, not a goal).
 
-Workloads (the memory model, ``disaggregated_eval.memory``, was fitted on the first eleven; the last three
+Workloads (the memory model, ``disaggregated_eval.memory``, was fitted on the first ten; the last three
 are shaped differently and were not used to fit it):
 
 * ``compas``: the README's command, ``--control none,Y,R``, every other option at its default (the CLI).

@@ -132,7 +132,7 @@ def default_memory_limit_mb() -> float:
 
 #: What the audit's work adds to the memory the process already holds (its libraries, the data, the coded
 #: input: measured when the estimate is made, :func:`resident_bytes`), fitted to the workloads of
-#: ``benchmarks/bench_memory_estimate.py`` (estimates 1.01-1.23 times the measured peak, 14 workloads), in
+#: ``benchmarks/bench_memory_estimate.py`` (estimates 1.01-1.23 times the measured peak on its 13 workloads), in
 #: bytes. Per row held (the engine's sorted layout and row terms): a base, plus per model and family of slices.
 AUDIT_ROW_BYTES = 60
 AUDIT_MODEL_ROW_BYTES = 40
