@@ -247,7 +247,8 @@ def plan_tests(
     test whose bound exceeds :data:`LARGE_SAMPLE_WORK` and whose comparison is large (each side has at
     least :data:`LARGE_SAMPLE_MIN_ROWS` rows in each outcome category of the metric's design)
     gets the large-sample z-test of the difference with the paired bootstrap's standard error
-    (:func:`disaggregated_eval.derived.bootstrap_z_pvalue`), whose level the validity study measures at
+    (:func:`disaggregated_eval.derived.bootstrap_z_pvalue`; of the difference of logarithms for a metric whose
+    :attr:`~disaggregated_eval.registry.MetricRecord.test_scale` is ``log``), whose level the validity study measures at
     these sizes; every other test stays Monte Carlo. ``"permutation"``: every test Monte Carlo;
     ``"bootstrap"``: every test large-sample.
 
