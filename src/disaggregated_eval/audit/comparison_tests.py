@@ -594,7 +594,7 @@ def _bootstrap_z(
     paired bootstrap differences' z-test (:func:`disaggregated_eval.derived.bootstrap_z_pvalue`). Where
     ``log_scale`` (shape (k,)) is true the test is of ``log(a) - log(b)`` with the bootstrap's standard error
     of that log ratio (:attr:`~disaggregated_eval.registry.MetricRecord.test_scale`: the observed/expected
-    ratio, whose linear difference was liberal under a weak null, issue 33)."""
+    ratio, issue 33; its level in the validity study's table b2)."""
     plus = np.array([estimates.slice_rows[comparisons[k].plus] for k in rows], dtype=np.int64)
     minus = np.array([estimates.slice_rows[comparisons[k].minus] for k in rows], dtype=np.int64)
     log_scale = np.zeros(rows.shape[0], dtype=bool) if log_scale is None else np.asarray(log_scale, dtype=bool)
