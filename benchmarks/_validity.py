@@ -404,10 +404,10 @@ class Task:
     """One replicate of one cell.
 
     ``kind``: ``strong`` (parts a, b strong null, d), ``weak`` (b), ``power`` (c), ``controlled`` (e),
-    ``fair`` and ``calibration`` (f, :mod:`_validity_fairness`), ``strong_z`` and ``weak_z`` (b) and
+    ``fair``, ``calibration`` and ``audit_family`` (f, :mod:`_validity_fairness`), ``strong_z`` and ``weak_z`` (b) and
     ``power_z`` (c) of the large-sample test, ``selection`` (g, :mod:`_validity_selection`). ``param``: the
     FPR excess (power), the AUC gap (power_z), the number of rows (controlled) or the cell's name (fair,
-    calibration, selection). ``schemes``: resampling schemes to audit (strong); ``permutations``: whether
+    calibration, audit_family, selection). ``schemes``: resampling schemes to audit (strong); ``permutations``: whether
     the population audit computes p-values; ``metrics``: the metrics of parts a, b and d (strong, weak,
     strong_z, weak_z; the data do not depend on them).
     """
@@ -605,6 +605,10 @@ def _fair(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
     return _validity_fairness.run_fair(task, lambda data, **options: _audit(task, data, warned, **options))
 
 
+def _audit_family(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
+    return _validity_fairness.run_audit_family(task, lambda data, **options: _audit(task, data, warned, **options))
+
+
 def _calibration(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
     return _validity_fairness.run_calibration(task, lambda data, **options: _audit(task, data, warned, **options))
 
@@ -617,7 +621,7 @@ def _selection(task: Task, warned: list[str]) -> dict[str, pd.DataFrame]:
 
 _KINDS = {"strong": _strong, "weak": _weak, "power": _power, "controlled": _controlled, "fair": _fair,
           "calibration": _calibration, "strong_z": _strong_z, "weak_z": _weak_z, "power_z": _power_z,
-          "selection": _selection}  # fmt: skip
+          "selection": _selection, "audit_family": _audit_family}  # fmt: skip
 
 
 def run_task(task: Task) -> tuple[Task, dict[str, pd.DataFrame], float, list[str]]:

@@ -254,6 +254,40 @@ def run_fair(task, audit) -> dict[str, pd.DataFrame]:
 
 
 # ----------------------------------------------------------------------------------------------
+# The audit's family: every verdict of a fair model's audit of three metrics (issue 33, item 6)
+# ----------------------------------------------------------------------------------------------
+#: Cells of the audit-wide family-wise error (fair models: every slice's rates equal) and the three metrics.
+AUDIT_FAMILY_CELLS = ("equal-K4-n500", "equal-2x3-n300")
+AUDIT_FAMILY_METRICS = ("false_positive_rate", "predicted_positive_rate", "sensitivity")
+#: The adjustment's families compared on the same files and seeds (option ``adjust_scope``).
+AUDIT_FAMILY_SCOPES = ("metric", "audit")
+
+
+def run_audit_family(task, audit) -> dict[str, pd.DataFrame]:
+    """One replicate of an audit-family cell: the same file (a fair model, every difference 0) audited with
+    :data:`AUDIT_FAMILY_METRICS` and each ``adjust_scope``; per audit, whether any verdict is wrong (any
+    ``differs`` of a tested comparison, every kind, every metric; a ``within tolerance`` is right at a
+    difference of 0) and whether any slice-vs-overall verdict is, with the number of tests."""
+    cell = FAIR_CELLS[str(task.param)]
+    if cell.truth != "equal":
+        raise ValueError(f"an audit-family cell needs a fair model (truth 'equal'); got {cell.name!r} ({cell.truth})")
+    data = fair_data(task.rng(), cell)
+    groups = ["a", "b"] if cell.intersection else ["g"]
+    rows = []
+    for scope in AUDIT_FAMILY_SCOPES:
+        result = audit(data, scores=["p"], groups=groups, metrics=list(AUDIT_FAMILY_METRICS), adjust_scope=scope)
+        c = result.comparisons
+        c = c[c["kind"].isin(["vs_overall", "vs_rest", "pairwise"]) & c["reported"]]
+        wrong = c["verdict"].isin(["differs", "differs, within tolerance"])
+        overall = c["kind"] == "vs_overall"
+        rows.append({"cell": cell.name, "replicate": task.replicate, "adjust_scope": scope,
+                     "tests": int(c["p_value"].notna().sum()), "largest_family": int(c["family_size"].max()),
+                     "wrong_any": bool(wrong.any()), "wrong_vs_overall": bool((wrong & overall).any()),
+                     "wrong_unadjusted": bool((c["p_value"] < 1.0 - float(result.options.confidence)).any())})  # fmt: skip
+    return {"audit_family": pd.DataFrame(rows)}
+
+
+# ----------------------------------------------------------------------------------------------
 # Calibration cells
 # ----------------------------------------------------------------------------------------------
 CALIBRATION_SIZES = (100, 500, 2000, 5000)

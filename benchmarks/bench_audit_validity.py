@@ -57,7 +57,11 @@ below) is run on it as a practitioner runs it. Parts (issue 12, item 8):
     certifications together), the band's joint coverage, the power to certify, the width of the DP
     difference's interval against the previous percentile interval, and per calibration cell and slice
     size the coverage of the calibration error (and of its distance from overall's calibration) and of
-    the observed/expected ratio.
+    the observed/expected ratio; and (f5, issue 33 item 6) the share of a fair model's audits of three rates
+    (``_validity_fairness.AUDIT_FAMILY_CELLS``, ``AUDIT_FAMILY_METRICS``: every difference 0) with any wrong
+    verdict, every kind of comparison and every metric, with the default families (``adjust_scope="metric"``:
+    each keeps its 5%, no goal over the audit) and with one family over the whole audit (``"audit"``; goal: at
+    most 5%), on the same files and seeds.
 (g) **Evaluation under selection** (issue 25; :mod:`_validity_selection`, whose docstring gives the
     population, the selections and the truths): the table ``selection`` of audits with
     ``population_margins`` and ``selection_sensitivity`` on samples of a selected population, against the
@@ -104,7 +108,7 @@ Usage::
         [--markdown] [--out-dir DIR]
 
 Default replicate counts: a = d = 1,000 (the same audits), b = 250 (strong and weak null each), c = 80
-per excess (each with Holm and BH), e = 40 per size, f = 400 per cell (22 cells). At commit 391a650
+per excess (each with Holm and BH), e = 40 per size, f = 400 per cell (24 cells: 18 fairness, 4 calibration, 2 audit-family). At commit 391a650
 these cost 52.9 CPU-minutes, 35 minutes wall on 2 cores at a load of 2-2.5. ``--quick``: a = d = 40,
 b = 10, c = 5, e = 2, f = 3 (a few minutes). ``--metrics``: only these metrics in parts a, b and d, e.g.
 ``--parts a,b --metrics balanced_accuracy`` (the same files and seeds; intervals and bands do not
@@ -113,7 +117,7 @@ when the metrics that share a permutation design change). ``--markdown`` prints 
 trust the numbers" is this output). Outputs (``--out-dir``, default ``benchmarks/output/validity``):
 ``a_coverage.csv``, ``b_rejection.csv``, ``b_tests.csv``, ``c_power.csv``, ``d_bands.csv``,
 ``e_controlled.csv``, ``f_coverage.csv``, ``f_verdicts.csv``, ``f_power.csv``, ``f_bias.csv``,
-``f_calibration.csv``, ``g_coverage.csv``, ``g_claims.csv``, ``g_identified.csv``, ``g_bounds.csv``,
+``f_calibration.csv``, ``f_family.csv``, ``g_coverage.csv``, ``g_claims.csv``, ``g_identified.csv``, ``g_bounds.csv``,
 ``tables.md`` and ``run.json`` (counts, seed, wall and CPU time, load,
 warnings), each written to a temporary file and renamed. Exit status 0 whatever the verdicts (the
 study reports; it does not gate).
@@ -153,7 +157,8 @@ DEFAULT_SEED = 20250101
 _SCHEMES = ("population", "within_group")
 #: Kinds of replicate (``--kinds``), and the part each belongs to.
 KINDS: dict[str, str] = {"strong": "a,b,d", "weak": "b", "strong_z": "b", "weak_z": "b", "power": "c",
-                         "power_z": "c", "controlled": "e", "fair": "f", "calibration": "f", "selection": "g"}  # fmt: skip
+                         "power_z": "c", "controlled": "e", "fair": "f", "calibration": "f", "audit_family": "f",
+                         "selection": "g"}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -231,6 +236,8 @@ def build_tasks(
             tasks += [v.Task("calibration", r, root, n_resamples, param=cell) for r in range(counts["f"])]
         for cell in vf.FAIR_CELLS:
             tasks += [v.Task("fair", r, root, n_resamples, param=cell) for r in range(counts["f"])]
+        for cell in vf.AUDIT_FAMILY_CELLS:
+            tasks += [v.Task("audit_family", r, root, n_resamples, param=cell) for r in range(counts["f"])]
     if "e" in parts:
         for n in v.CONTROLLED_SIZES:
             tasks += [v.Task("controlled", r, root, n_resamples, param=n) for r in range(counts["e"])]
@@ -916,6 +923,35 @@ def table_f_calibration(summary: pd.DataFrame) -> pd.DataFrame:
     })  # fmt: skip
 
 
+def summarise_f_family(family: pd.DataFrame, r_max: int) -> pd.DataFrame:
+    """(f5): per cell and ``adjust_scope``, the share of a fair model's audits (three metrics) with any wrong
+    verdict: of any tested kind, and of the slice-vs-overall flags; goal for ``audit``: at most 5%."""
+    family = family[family["replicate"] < r_max]
+    rows = []
+    for (cell, scope), g in family.groupby(["cell", "adjust_scope"], sort=False):
+        p, se, r = v.rate(g["wrong_any"])
+        overall = v.rate(g["wrong_vs_overall"])
+        goal = scope == "audit"
+        rows.append({"cell": cell, "adjust_scope": scope, "replicates": r, "tests": float(g["tests"].mean()),
+                     "largest_family": int(g["largest_family"].max()), "wrong_any": p, "wrong_any_se": se,
+                     "wrong_vs_overall": overall[0], "wrong_vs_overall_se": overall[1],
+                     "wrong_unadjusted": float(g["wrong_unadjusted"].mean()), "goal": "<=5%" if goal else "none",
+                     "verdict": v.rate_verdict(p, r, high=v.ALPHA) if goal else "-"})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def table_f_family(summary: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "cell": summary["cell"], "adjust_scope": summary["adjust_scope"], "R": summary["replicates"],
+        "tests per audit (mean)": [f"{x:.0f}" for x in summary["tests"]], "largest family": summary["largest_family"],
+        "any wrong verdict (every kind)": [_pct(p, s) for p, s in zip(summary["wrong_any"], summary["wrong_any_se"])],
+        "any wrong flag vs overall": [_pct(p, s) for p, s in zip(summary["wrong_vs_overall"],
+                                                                 summary["wrong_vs_overall_se"])],
+        "any unadjusted p < 0.05": [_pct(p) for p in summary["wrong_unadjusted"]],
+        "goal": summary["goal"], "verdict": summary["verdict"],
+    })  # fmt: skip
+
+
 # ----------------------------------------------------------------------------------------------
 # Output
 # ----------------------------------------------------------------------------------------------
@@ -953,6 +989,7 @@ TITLES = {
     "f2": "(f2) Wrong verdicts per audit (%): the fairness summary's (simultaneous) and the slice-vs-overall families'",
     "f3": "(f3) Power to certify, and the width of the demographic-parity difference's interval",
     "f4": "(f4) Calibration error (debiased, interval that reaches 0) and observed/expected ratio, per slice size",
+    "f5": "(f5) Wrong verdicts per audit of a fair model with three metrics (%): each (model, metric, kind) family at 5% (adjust_scope metric, the default) against one family over the whole audit (audit)",
     **vs.TITLES,
 }
 
@@ -1030,7 +1067,9 @@ def main(argv=None) -> int:
     if "e" in args.parts:
         out["e_controlled"] = summarise_e(tables["controlled"], args.counts["e"])
         shown.append(("e", table_e(out["e_controlled"])))
-    if "f" in args.parts:
+    if "f" in args.parts and "audit_family" in tables:
+        out["f_family"] = summarise_f_family(tables["audit_family"], args.counts["f"])
+    if "f" in args.parts and "fair" in tables:
         r_f = args.counts["f"]
         out["f_coverage"] = summarise_f_coverage(tables["fair"], r_f)
         out["f_verdicts"] = summarise_f_verdicts(tables["fair"], tables["fair_comparisons"], r_f)
@@ -1040,6 +1079,8 @@ def main(argv=None) -> int:
         shown += [("f1", table_f_coverage(out["f_coverage"])), ("f1b", out["f_bias"]),
                   ("f2", table_f_verdicts(out["f_verdicts"])), ("f3", out["f_power"].rename(columns={"replicates": "R"})),
                   ("f4", table_f_calibration(out["f_calibration"]))]  # fmt: skip
+    if "f_family" in out:
+        shown.append(("f5", table_f_family(out["f_family"])))
     if "g" in args.parts and "selection" in tables:
         g_out, g_shown = vs.summarise(tables["selection"], args.counts["g"])
         out.update(g_out)

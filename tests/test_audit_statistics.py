@@ -402,6 +402,55 @@ def test_families_are_per_kind_and_metric_and_say_their_size():
     assert (vs["family_size"] == 22).all()
 
 
+def test_audit_scope_adjusts_every_test_of_the_audit_in_one_family_and_the_first_screen_says_so():
+    """adjust_scope='audit' (issue 33, item 6): one Holm family over every model, metric and kind; its size is every
+    test with a p-value, and each adjusted p-value is Holm's over them all (partitioned with the certifications). The
+    terminal summary and the report name the family on their first lines; the default names its per-metric ones."""
+    from disaggregated_eval.audit.report import render_html
+    from disaggregated_eval.verdicts import difference_verdicts
+
+    df = _frame()
+    df["q"] = np.clip(df["p"] + np.random.default_rng(5).normal(0, 0.3, len(df)), 0, 1).round().astype(int)
+    common = dict(label="y", groups=["race", "sex"], metrics=["false_positive_rate", "accuracy"], n_resamples=40,
+                  n_permutations=1000, min_group_size=0, min_denominator=0)  # fmt: skip
+    res = audit(df, scores=["p", "q"], adjust_scope="audit", **common)
+    c = res.comparisons
+    tested = c[c["kind"].isin(["vs_overall", "vs_rest", "pairwise"])]
+    n_tests = int(tested["p_value"].notna().sum())
+    # 2 models x 2 metrics x (11 vs overall + 11 vs rest + pairs within race (3), sex (1) and the 6 cells (15))
+    assert n_tests == 2 * 2 * (11 + 11 + 3 + 1 + 15) == 164
+    assert (tested["family_size"] == n_tests).all()
+    holm, holm_within = difference_verdicts(tested["p_value"].to_numpy(), tested["p_within"].to_numpy(), alpha=0.05,
+                                            method="holm")  # fmt: skip
+    np.testing.assert_allclose(tested["p_adjusted"].to_numpy(), holm, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(tested["p_within_adjusted"].to_numpy(), holm_within, rtol=0, atol=1e-15)
+    text = res.summary(width=400)
+    line = ("flags: Holm over the whole audit (164 tests: every model, metric and kind of comparison in one family; "
+            "family-wise error at most 0.05 over the audit)")  # fmt: skip
+    assert line in text.splitlines()
+    assert "adjustment within the family of 164 tests of the whole audit" in text
+    assert f'<p class="run" data-run="flags">{line}.</p>' in render_html(res, figures={}, summary=text)
+    default = audit(df, scores=["p", "q"], **common)
+    tested = default.comparisons[default.comparisons["kind"] != "vs_model"]
+    assert (tested.groupby(["model", "metric", "kind"])["family_size"].max().to_dict()
+            == {(m, q, k): size for m in ("p", "q") for q in common["metrics"]
+                for k, size in (("vs_overall", 11), ("vs_rest", 11), ("pairwise", 19))})  # fmt: skip
+    assert ("flags: Holm within each (model, metric, kind) family of 11 to 19 tests (12 families; family-wise error "
+            "at most 0.05 in each, not over the audit: --adjust-scope audit makes one family of every test)"
+            in default.summary(width=400).splitlines())  # fmt: skip
+
+
+def test_adjust_scope_audit_is_an_option_and_a_bad_scope_names_the_choices():
+    from disaggregated_eval.audit.errors import AuditInputError
+    from disaggregated_eval.audit.options import AuditOptions, options_from_mapping, resolve_options
+
+    base = AuditOptions(label="y", scores=["p"], groups=["race"])
+    assert resolve_options(base, {"adjust_scope": "audit"}).adjust_scope == "audit"
+    assert options_from_mapping({"adjust_scope": "audit"}, source="audit.yaml")["adjust_scope"] == "audit"
+    with pytest.raises(AuditInputError, match=r"adjust_scope must be one of 'metric', 'model', 'audit'; got 'audits'"):
+        resolve_options(base, {"adjust_scope": "audits"})
+
+
 def test_pairwise_comparisons_only_within_small_families_unless_asked():
     df = _frame()
     df["zip"] = np.random.default_rng(1).choice([f"z{i}" for i in range(20)], len(df))

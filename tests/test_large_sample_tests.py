@@ -221,6 +221,46 @@ def test_large_comparisons_of_continuous_scores_use_the_large_sample_test():
     assert set(few.loc[few["metric"] == "auc", "test"]) == {MONTE_CARLO}
 
 
+def test_the_observed_expected_ratio_is_tested_on_the_log_scale(monkeypatch):
+    """The large-sample test of the observed/expected ratio is a z-test of log(O/E) differences with the
+    bootstrap's standard error of the log ratio (issue 33, item 3: on the linear scale it rejected 11.0% at 5%
+    under a weak null); the mean predicted risk stays on the linear scale. The statistics handed to the z-test
+    are the slices' log ratios minus overall's (and the rest's), and each p-value is the normal tail of them."""
+    seen = []
+
+    def record(x):
+        seen.append(x)
+        return bootstrap_z_pvalue(x)
+
+    monkeypatch.setattr(comparison_tests, "bootstrap_z_pvalue", record)
+    rng = np.random.default_rng(33)
+    n = 3_000
+    g = rng.choice(["a", "b", "c"], n)
+    score = np.clip(rng.beta(2, 5, n) * np.where(g == "a", 1.6, 1.0), 0.01, 0.99)
+    y = rng.binomial(1, score)
+    data = pd.DataFrame({"g": g, "y": y, "score": score})
+    result = audit(data, label="y", scores=["score"], groups=["g"], metrics=["observed_expected_ratio",
+                   "mean_predicted_risk"], n_resamples=300, n_threads=1, test_method="bootstrap")  # fmt: skip
+    points = np.concatenate([np.ravel(x.point) for x in seen])
+    s = result.slices.set_index(["slice", "metric"])["estimate"]
+    for name in ("g=a", "g=b", "g=c"):
+        oe = s[(name, "observed_expected_ratio")] / s[("overall", "observed_expected_ratio")]
+        risk = s[(name, "mean_predicted_risk")] - s[("overall", "mean_predicted_risk")]
+        assert np.isclose(points, math.log(oe), rtol=0, atol=1e-12).sum() == 1, (name, points)
+        assert np.isclose(points, risk, rtol=0, atol=1e-12).sum() == 1, (name, points)
+    # every replicate of a log-scale statistic is a difference of logs: the p-value is the z-test's on them
+    c = result.comparisons
+    tested = c[c["kind"] != "vs_model"]
+    assert (tested["test"] == BOOTSTRAP_Z).all() and tested["p_value"].between(0, 1, inclusive="right").all()
+    reps = np.concatenate([np.asarray(x.replicates).reshape(x.replicates.shape[0], -1) for x in seen], axis=1)
+    log_ratio = math.log(s[("g=a", "observed_expected_ratio")] / s[("overall", "observed_expected_ratio")])
+    at = np.flatnonzero(np.isclose(points, log_ratio, rtol=0, atol=1e-12))
+    z = abs(points[at[0]]) / np.std(reps[:, at[0]], ddof=1)
+    row = tested[(tested["slice"] == "g=a") & (tested["kind"] == "vs_overall")
+                 & (tested["metric"] == "observed_expected_ratio")]  # fmt: skip
+    assert row["p_value"].iloc[0] == pytest.approx(special.erfc(z / math.sqrt(2)), rel=1e-9)
+
+
 def test_an_audit_whose_tests_are_all_exact_finds_no_units(monkeypatch):
     # Unweighted proportions are tested exactly from the counts: finding the models' units (a sort of every
     # row per model) is work for the Monte-Carlo tests only, so it must not run at all here.

@@ -12,7 +12,7 @@
   checkpoint where the Clopper-Pearson bound allows it (counted, not timed), decides as the full run of the same
   draws does, and stops wrongly (exact p-value at least ``low``) at most at its stated risk.
 * The audit reads each family's smallest threshold (``alpha / m``, Holm and Benjamini-Hochberg; ``alpha``
-  without adjustment; ``m`` times the metrics with ``adjust_scope="model"``), gives unweighted means far from
+  without adjustment; ``m`` times the metrics with ``adjust_scope="model"``, every test with ``"audit"``), gives unweighted means far from
   equal a ``tail bound`` and draws few permutations for a test far below its threshold.
 """
 
@@ -337,16 +337,25 @@ def _recorded(monkeypatch):
 
 @pytest.mark.parametrize(
     ("options", "divisor"),
-    [(dict(), 1), (dict(adjust="bh"), 1), (dict(adjust="none"), None), (dict(adjust_scope="model"), 2)],
+    [
+        (dict(), 1),
+        (dict(adjust="bh"), 1),
+        (dict(adjust="none"), None),
+        (dict(adjust_scope="model"), 2),
+        (dict(adjust_scope="audit"), "audit"),
+    ],
 )
 def test_the_audit_reads_each_family_at_its_smallest_threshold(monkeypatch, options, divisor):
     """Slices of g (3 levels), h (2) and their 6 cells: 11 tests vs overall (and vs rest); pairs within g, h
     and the cells: 3 + 1 + 15 = 19. The tests are told ``alpha / m`` (``alpha`` without adjustment; ``m`` times
-    the 2 metrics with adjust_scope='model')."""
+    the 2 metrics with adjust_scope='model'; every test of the audit, 2 x (11 + 11 + 19), with 'audit')."""
     calls = _recorded(monkeypatch)
     audit(_shifted_frame(), label="y", scores=["score"], groups=["g", "h"], metrics=["auc", "log_loss"],
           n_resamples=200, n_permutations=500, **options)  # fmt: skip
-    vs, pairs = (0.05, 0.05) if divisor is None else (0.05 / (11 * divisor), 0.05 / (19 * divisor))
+    if divisor == "audit":
+        vs = pairs = 0.05 / (2 * (11 + 11 + 19))
+    else:
+        vs, pairs = (0.05, 0.05) if divisor is None else (0.05 / (11 * divisor), 0.05 / (19 * divisor))
     assert calls and any(call["pairwise"] for call in calls)
     for call in calls:
         want = [pairs] if call["pairwise"] else [vs, vs]

@@ -42,6 +42,7 @@ __all__ = [
     "CATEGORIES",
     "INTERVAL_KINDS",
     "PERMUTATION_STRATA",
+    "TEST_SCALES",
     "DENOMINATORS",
     "DENOMINATOR_OF_CATEGORIES",
     "MetricRecord",
@@ -68,6 +69,10 @@ _ALL_ROWS: tuple[str, ...] = CATEGORIES
 INTERVAL_KINDS: tuple[str, ...] = ("wilson", "auc_score", "bca", "mover_wilson")
 #: Strata within which a permutation test permutes slice membership: none, the label, or bins of the score.
 PERMUTATION_STRATA: tuple[str | None, ...] = (None, "label", "score")
+#: Scales of the large-sample test of a difference between slices (``bootstrap z``): ``linear`` (the
+#: difference itself) or ``log`` (the difference of the logarithms, for a ratio whose sampling distribution
+#: is skewed on the linear scale: the observed/expected ratio).
+TEST_SCALES: tuple[str, ...] = ("linear", "log")
 #: The count a metric's minimum-denominator rule reads (``rows``: the slice's rows, whose rule is
 #: ``min_group_size``; ``smaller class``: the fewer of positives and negatives).
 DENOMINATORS: tuple[str, ...] = ("rows", "positives", "negatives", "predicted positives", "smaller class")
@@ -122,6 +127,9 @@ class MetricRecord:
         Strata of the permutation (:data:`PERMUTATION_STRATA`).
     denominator : str or None
         For a metric that is not a proportion, the count of its minimum-size rule (:data:`DENOMINATORS`).
+    test_scale : str
+        Scale of the large-sample test of its differences (:data:`TEST_SCALES`): ``log`` tests
+        ``log(a) - log(b)`` with the bootstrap's standard error of that log ratio.
     fairness : tuple of str
         The fairness statistics (:data:`FAIRNESS_RECORDS`) that read the metric.
     pipeline : bool
@@ -143,6 +151,7 @@ class MetricRecord:
     permuted_among: tuple[str, ...] | None = None
     permuted_within: str | None = None
     denominator: str | None = None
+    test_scale: str = "linear"
     fairness: tuple[str, ...] = ()
     pipeline: bool = False
     audit_default: bool = True
@@ -260,7 +269,7 @@ METRIC_RECORDS: tuple[MetricRecord, ...] = (
     MetricRecord(
         "observed_expected_ratio", "Observed/expected ratio", higher_is_better=None, interval="bca",
         needs_score=True, terms=("score",), ratio_of_sums=("label", "score"), permuted_among=_ALL_ROWS,
-        permuted_within="score", denominator="rows",
+        permuted_within="score", denominator="rows", test_scale="log",
     ),
     # The mean of the two class rates (scikit-learn's balanced_accuracy_score): its null "the slice's
     # rows of each class are exchangeable with the other rows of that class" is the AUC's.
@@ -325,6 +334,8 @@ def _check_one(record: MetricRecord, names: Mapping[str, MetricRecord], fairness
         if record.denominator not in DENOMINATORS:
             raise RegistryError(f"{what}: denominator (of the minimum-size rule) must be one of {DENOMINATORS}; "
                                 f"got {record.denominator!r}")  # fmt: skip
+    if record.test_scale not in TEST_SCALES:
+        raise RegistryError(f"{what}: test_scale must be one of {TEST_SCALES}; got {record.test_scale!r}")
     if record.permuted_within not in PERMUTATION_STRATA:
         raise RegistryError(
             f"{what}: permuted_within must be one of {PERMUTATION_STRATA}; got {record.permuted_within!r}"

@@ -61,6 +61,7 @@ __all__ = [
     "DATASET_LABELS",
     "RESAMPLING_SCHEMES",
     "TEST_METHODS",
+    "ADJUST_SCOPES",
     "HORIZONS",
     "STATES",
     "PUMS_RENAMED_COLUMNS",
@@ -238,6 +239,11 @@ RESAMPLING_SCHEMES: tuple[str, ...] = ("population", "within_group")
 #: would cost too much and the comparison is large: ``audit.comparison_tests.plan_tests``), ``permutation``
 #: (always permutations) and ``bootstrap`` (always the large-sample test).
 TEST_METHODS: tuple[str, ...] = ("auto", "permutation", "bootstrap")
+#: Families of the multiple-comparison adjustment of the audit's tests (option ``adjust_scope``): ``metric``
+#: (one model, kind of comparison and metric), ``model`` (one model and kind, every metric together) and
+#: ``audit`` (one family of every test of the audit: every model, metric and kind;
+#: ``audit.comparison_families.family_keys``).
+ADJUST_SCOPES: tuple[str, ...] = ("metric", "model", "audit")
 
 # ---- ACS PUMS files ----------------------------------------------------------------------------
 #: Survey horizons offered by the Census Bureau (and folktables).

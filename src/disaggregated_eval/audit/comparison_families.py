@@ -12,8 +12,10 @@ Kinds (column ``kind``):
   no test).
 
 :func:`enumerate_comparisons` lists them as :class:`Comparison` (two terms, ``plus - minus``);
-:func:`family_sizes` gives the size of each kind's family (the permutations needed after adjustment);
-:func:`pairwise_notes` names the families left without pairwise comparisons. The tests are in
+:func:`family_sizes` gives the size of each kind's family of one model and metric, :func:`adjusted_family_sizes`
+the size of the family each kind's tests are adjusted in (option ``adjust_scope``: the permutations needed
+after adjustment, the smallest threshold of a test), :func:`family_keys` the columns of the comparisons table
+that make one family; :func:`pairwise_notes` names the families left without pairwise comparisons. The tests are in
 :mod:`.comparison_tests`, the table in :mod:`.comparisons`.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..vocabulary import ADJUST_SCOPES
 from .slices import SlicePlan
 
 __all__ = [
@@ -31,10 +34,13 @@ __all__ = [
     "enumerate_comparisons",
     "pairwise_notes",
     "family_sizes",
+    "adjusted_family_sizes",
+    "family_keys",
 ]
 
 
-#: Kinds of comparison with a test; each is a family of its own (per model and metric, or model).
+#: Kinds of comparison with a test; each is a family of its own (per model and metric, or model), or every
+#: test of the audit is one family (option ``adjust_scope``, :func:`family_keys`).
 TESTED_KINDS: tuple[str, ...] = ("vs_overall", "vs_rest", "pairwise")
 
 
@@ -99,3 +105,48 @@ def family_sizes(plan: SlicePlan, *, pairwise_max_levels: int | None) -> dict[st
     """The largest number of tests in each kind's family of one model and metric (before withholding)."""
     pairs = sum(f.n_slices * (f.n_slices - 1) // 2 for f in _pairwise_families(plan, pairwise_max_levels))
     return {"vs_overall": plan.n_slices - 1, "vs_rest": plan.n_slices - 1, "pairwise": pairs}
+
+
+def family_keys(adjust_scope: str) -> list[str]:
+    """The columns of the comparisons table whose values make one family of the adjustment.
+
+    ``metric``: one model, kind and metric; ``model``: one model and kind (every metric together);
+    ``audit``: none, every tested comparison of the audit is one family
+    (:data:`disaggregated_eval.vocabulary.ADJUST_SCOPES`).
+
+    Examples
+    --------
+    >>> family_keys("metric"), family_keys("audit")
+    (['model', 'kind', 'metric'], [])
+    """
+    if adjust_scope not in ADJUST_SCOPES:
+        raise ValueError(f"adjust_scope must be one of {ADJUST_SCOPES}; got {adjust_scope!r}")
+    return {"metric": ["model", "kind", "metric"], "model": ["model", "kind"], "audit": []}[adjust_scope]
+
+
+def adjusted_family_sizes(sizes: dict[str, int], *, adjust_scope: str, n_metrics: int, n_models: int) -> dict[str, int]:
+    """The largest number of tests in the family that each kind's tests are adjusted in (before withholding).
+
+    Parameters
+    ----------
+    sizes : dict of str to int
+        :func:`family_sizes`: each kind's tests of one model and metric.
+    adjust_scope : {"metric", "model", "audit"}
+        The option of that name (:func:`family_keys`).
+    n_metrics, n_models : int
+        The audit's metrics and models.
+
+    Examples
+    --------
+    >>> sizes = {"vs_overall": 6, "vs_rest": 6, "pairwise": 3}
+    >>> adjusted_family_sizes(sizes, adjust_scope="model", n_metrics=3, n_models=1)
+    {'vs_overall': 18, 'vs_rest': 18, 'pairwise': 9}
+    >>> adjusted_family_sizes(sizes, adjust_scope="audit", n_metrics=3, n_models=2)["pairwise"]
+    90
+    """
+    keys = family_keys(adjust_scope)
+    if not keys:
+        total = sum(sizes.values()) * n_metrics * n_models
+        return dict.fromkeys(sizes, total)
+    per_metric = n_metrics if "metric" not in keys else 1
+    return {kind: size * per_metric for kind, size in sizes.items()}

@@ -29,7 +29,7 @@ from ..derived import Replicated, bootstrap_z_pvalue
 from ..engine.permutation import exact_count_pvalue, linear_tail_pvalues, permutation_space, permutation_test
 from ..engine.sums import PROPORTIONS, categories, metric_slots
 from ..engine.units import COMPRESSION_MAX_SHARE, Units, find_units, units_of_counts
-from ..registry import CATEGORIES, METRIC_RECORDS
+from ..registry import CATEGORIES, METRIC_RECORDS, METRIC_REGISTRY
 from ..vocabulary import TEST_METHODS
 from .calibration_table import score_bins
 from .columns import BOOTSTRAP_Z, EXACT, MONTE_CARLO, TAIL_BOUND
@@ -247,7 +247,8 @@ def plan_tests(
     test whose bound exceeds :data:`LARGE_SAMPLE_WORK` and whose comparison is large (each side has at
     least :data:`LARGE_SAMPLE_MIN_ROWS` rows in each outcome category of the metric's design)
     gets the large-sample z-test of the difference with the paired bootstrap's standard error
-    (:func:`disaggregated_eval.derived.bootstrap_z_pvalue`), whose level the validity study measures at
+    (:func:`disaggregated_eval.derived.bootstrap_z_pvalue`; of the difference of logarithms for a metric whose
+    :attr:`~disaggregated_eval.registry.MetricRecord.test_scale` is ``log``), whose level the validity study measures at
     these sizes; every other test stays Monte Carlo. ``"permutation"``: every test Monte Carlo;
     ``"bootstrap"``: every test large-sample.
 
@@ -564,7 +565,8 @@ def test_pvalues(
     if large:
         rows = np.array([k for k, _ in large], dtype=np.int64)
         columns = np.array([q for _, q in large], dtype=np.int64)
-        p[rows, columns] = _bootstrap_z(comparisons, estimates, rows, columns)
+        log_scale = np.array([METRIC_REGISTRY[metrics[q]].test_scale == "log" for q in columns], dtype=bool)
+        p[rows, columns] = _bootstrap_z(comparisons, estimates, rows, columns, log_scale)
         how[rows, columns] = BOOTSTRAP_Z
     return p, how
 
@@ -573,22 +575,37 @@ def test_pvalues(
 _Z_CHUNK_VALUES = 2**21
 
 
+def _log(values: np.ndarray, log_scale: np.ndarray) -> np.ndarray:
+    """``values`` with the columns of ``log_scale`` (broadcast over the last axis) on the log scale (NaN at or
+    below 0, where a ratio's logarithm is undefined)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        logged = np.log(np.where(values > 0.0, values, np.nan))
+    return np.where(log_scale, logged, values)
+
+
 def _bootstrap_z(
-    comparisons: Sequence[Comparison], estimates: AuditEstimates, rows: np.ndarray, columns: np.ndarray
+    comparisons: Sequence[Comparison],
+    estimates: AuditEstimates,
+    rows: np.ndarray,
+    columns: np.ndarray,
+    log_scale: np.ndarray | None = None,
 ) -> np.ndarray:
     """Large-sample p-values of the comparisons ``rows`` in metrics ``columns`` (pairs, shape (k,)): the
-    paired bootstrap differences' z-test (:func:`disaggregated_eval.derived.bootstrap_z_pvalue`)."""
+    paired bootstrap differences' z-test (:func:`disaggregated_eval.derived.bootstrap_z_pvalue`). Where
+    ``log_scale`` (shape (k,)) is true the test is of ``log(a) - log(b)`` with the bootstrap's standard error
+    of that log ratio (:attr:`~disaggregated_eval.registry.MetricRecord.test_scale`: the observed/expected
+    ratio, issue 33; its level in the validity study's table b2)."""
     plus = np.array([estimates.slice_rows[comparisons[k].plus] for k in rows], dtype=np.int64)
     minus = np.array([estimates.slice_rows[comparisons[k].minus] for k in rows], dtype=np.int64)
+    log_scale = np.zeros(rows.shape[0], dtype=bool) if log_scale is None else np.asarray(log_scale, dtype=bool)
     out = np.empty(rows.shape[0])
     chunk = max(1, _Z_CHUNK_VALUES // max(1, estimates.replicates.shape[0]))
     for start in range(0, rows.shape[0], chunk):
         part = slice(start, start + chunk)
-        a, b, q = plus[part], minus[part], columns[part]
-        x = Replicated(
-            point=estimates.point[a, q] - estimates.point[b, q],
-            replicates=estimates.replicates[:, a, q] - estimates.replicates[:, b, q],
-        )
+        a, b, q, log = plus[part], minus[part], columns[part], log_scale[part]
+        point = (_log(estimates.point[a, q], log), _log(estimates.point[b, q], log))
+        replicates = (_log(estimates.replicates[:, a, q], log), _log(estimates.replicates[:, b, q], log))
+        x = Replicated(point=point[0] - point[1], replicates=replicates[0] - replicates[1])
         out[part] = bootstrap_z_pvalue(x)
     return out
 

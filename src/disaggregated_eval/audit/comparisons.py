@@ -14,7 +14,8 @@ every resample gives one value.
 
 Families (column ``family_size``): ``p_adjusted`` adjusts the p-values within the family of one model,
 one kind (``vs_overall``, ``vs_rest`` or ``pairwise``) and one metric (``adjust_scope="metric"``,
-the default) or all metrics (``"model"``). A difference is reported only when both of its terms
+the default) or all metrics (``"model"``), or over the whole audit: every model, metric and kind in one
+family (``"audit"``; :func:`.comparison_families.family_keys`). A difference is reported only when both of its terms
 are (the minimum-size rules of :mod:`.withheld`); otherwise it is NaN, its p-values are NaN, it is
 not part of the family, and ``reason`` names the term and the rule.
 
@@ -56,7 +57,7 @@ from ..verdicts import (
 )
 from ..vocabulary import CAVEAT_DEGENERATE
 from .columns import COMPARISON_COLUMNS
-from .comparison_families import TESTED_KINDS, Comparison
+from .comparison_families import TESTED_KINDS, Comparison, family_keys
 from .estimates import AuditEstimates
 from .interval_notes import disagreement_notes
 from .slices import SlicePlan
@@ -215,8 +216,9 @@ def comparison_table(
         Why a slice's (a rest's) estimate is withheld, ``""`` when reported.
     metric_ok : ndarray of shape (n_models, n_metrics), bool
         Whether the model reports the metric (score metrics are left out for hard predictions).
-    adjust_scope : {"metric", "model"}
-        Family of the adjustment: one model, kind and metric, or one model and kind (every metric).
+    adjust_scope : {"metric", "model", "audit"}
+        Family of the adjustment: one model, kind and metric; one model and kind (every metric); or every
+        test of the audit.
     tolerance : Tolerance
         The verdicts' tolerance (its ``difference``, in each metric's units; module docstring).
     """
@@ -318,10 +320,11 @@ def comparison_table(
     table = pd.concat(frames, ignore_index=True)
     # the order of the old tables: by comparison, then metric
     table = table.sort_values(["_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
-    by = ["model", "kind"] + (["metric"] if adjust_scope == "metric" else [])
+    by = family_keys(adjust_scope)
     tested = table["kind"].isin(TESTED_KINDS)
     alpha = 1.0 - confidence
-    for _, group in table[tested].groupby(by, sort=False):
+    families = [table[tested]] if not by else [group for _, group in table[tested].groupby(by, sort=False)]
+    for group in families:
         values = group["p_value"].to_numpy(dtype=np.float64)
         adjusted, adjusted_within = difference_verdicts(
             values, group["p_within"].to_numpy(dtype=np.float64), alpha=alpha, method=adjust_method

@@ -35,7 +35,7 @@ from ..memory import AuditSize, audit_peak_bytes, audit_peak_parts, check_bytes,
 from .aggregate import compress_frame
 from .analyses import run_analyses
 from .columns import LEVEL_TABLES, with_levels
-from .comparison_families import enumerate_comparisons, family_sizes, pairwise_notes
+from .comparison_families import adjusted_family_sizes, enumerate_comparisons, family_sizes, pairwise_notes
 from .comparison_tests import ComparisonTests, ModelUnits, model_units, plan_tests, test_notes, test_pvalues
 from .comparisons import comparison_table
 from .controlled import controlled_table
@@ -522,8 +522,8 @@ def _plan_permutations(
     The sequential rule makes the larger cap cost only where a p-value is small.
 
     The smallest threshold of each kind's family, ``alpha / m`` (``alpha`` without adjustment; ``m`` the
-    largest family of :func:`.comparison_families.family_sizes`, times the metrics with
-    ``adjust_scope="model"``), is where a test's decision is settled whatever the other p-values are:
+    largest family of :func:`.comparison_families.adjusted_family_sizes`: times the metrics with
+    ``adjust_scope="model"``, every test of every model, metric and kind with ``"audit"``), is where a test's decision is settled whatever the other p-values are:
     :attr:`.comparison_tests.ComparisonTests.levels`, read by the tests to stop once a p-value is known to
     lie below it (tail bounds of unweighted means; the sequential rule's stop for small p-values).
 
@@ -569,14 +569,14 @@ def _plan_permutations(
                                n_permutations=n_permutations, test_method=test_method, metric_ok=metric_ok)  # fmt: skip
         return n_permutations, [], None, test_plan
     notes = []
-    sizes = family_sizes(plan, pairwise_max_levels=pairwise_max_levels)
-    per_family = max(sizes.values()) * (len(monte_carlo) if adjust_scope == "model" else 1)
+    sizes = adjusted_family_sizes(family_sizes(plan, pairwise_max_levels=pairwise_max_levels),
+                                  adjust_scope=adjust_scope, n_metrics=len(metrics), n_models=len(scores))  # fmt: skip
+    per_family = max(sizes.values())
     alpha = 1.0 - confidence
     needed = min_permutations(per_family if adjust != "none" else 1, alpha)
     cap = max(needed, n_permutations)
     # the smallest threshold of each kind's family: a p-value below it is a rejection whatever the others are
-    scope = len(metrics) if adjust_scope == "model" else 1
-    levels = {kind: alpha if adjust == "none" else alpha / max(1, size * scope) for kind, size in sizes.items()}
+    levels = {kind: alpha if adjust == "none" else alpha / max(1, size) for kind, size in sizes.items()}
     units = model_units(plan, prepared.y, scores, prepared.weight, threshold, count=prepared.count)
     test_plan = plan_tests(comparisons, tallies, units, metrics=metrics, weighted=weighted, n_permutations=cap,
                            test_method=test_method, metric_ok=metric_ok, levels=levels)  # fmt: skip

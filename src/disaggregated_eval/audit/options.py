@@ -206,16 +206,18 @@ class AuditOptions:
     )
     adjust: str = _opt(
         "holm",
-        "multiple-comparison adjustment of the p-values within each family (one model, kind of comparison and metric; "
-        "see adjust_scope): holm controls the family-wise error, bh the false discovery rate",
+        "multiple-comparison adjustment of the p-values within each family (by default one model, kind of comparison "
+        "and metric; see adjust_scope): holm controls the family-wise error, bh the false discovery rate",
         choices=("holm", "bh", "none"),
         section="intervals and tests",
         metavar="METHOD",
     )
     adjust_scope: str = _opt(
         "metric",
-        "family of the adjustment: metric (one model, kind and metric) or model (one model and kind, all metrics together)",
-        choices=("metric", "model"),
+        "family of the adjustment: metric (one model, kind and metric), model (one model and kind, all metrics "
+        "together) or audit (one family of every test of the audit: every model, metric and kind, so that the "
+        "family-wise error of all the audit's flags is at most 1 - confidence)",
+        choices=vocabulary.ADJUST_SCOPES,
         section="intervals and tests",
         metavar="SCOPE",
     )
@@ -1279,7 +1281,7 @@ def resolve_options(options: AuditOptions | ResolvedOptions | None, overrides: M
     resampling = _wrap(check_choice, o.resampling, "resampling", vocabulary.RESAMPLING_SCHEMES)
     seed = _wrap(check_seed, o.seed, "seed")
     adjust = _wrap(check_choice, o.adjust, "adjust", ("holm", "bh", "none"))
-    adjust_scope = _wrap(check_choice, o.adjust_scope, "adjust_scope", ("metric", "model"))
+    adjust_scope = _wrap(check_choice, o.adjust_scope, "adjust_scope", vocabulary.ADJUST_SCOPES)
     pairwise_max_levels = o.pairwise_max_levels
     if pairwise_max_levels is not None:
         pairwise_max_levels = _wrap(check_int, pairwise_max_levels, "pairwise_max_levels", minimum=0)

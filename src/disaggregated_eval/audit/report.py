@@ -39,7 +39,7 @@ from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .columns import COMPARISON_KINDS, SELECTION_COLUMNS
 from .decisions import flagged_rows, headline_metric
 from .figure_rendering import render_figures
-from .terminal import format_estimate, format_interval, format_mdd, weight_note
+from .terminal import flags_family_line, format_estimate, format_interval, format_mdd, weight_note
 from .text import html_text
 
 __all__ = ["render_html", "write_report"]
@@ -91,7 +91,8 @@ cannot tell; an interval that contains the overall value is no evidence of a gap
 <p><b>Comparisons</b> give each slice's difference from the overall value, from the rest of the
 population and, within one attribute, between pairs of slices, with intervals and permutation-test
 p-values (for large comparisons of continuous scores, the large-sample z-test: column <i>test</i>) adjusted
-for multiple comparisons within each metric's family.</p>
+for multiple comparisons within the families the line at the top names (by default each model, metric and
+kind of comparison; <code>adjust_scope</code> audit: the whole audit).</p>
 <p><b>Controlled differences</b> <i>T<sub>a</sub> = E[m | A = a] &minus; M<sub>a</sub></i> (Pfohl et al.
 2025, section 4.2) compare a slice with the whole population re-weighted to the slice's distribution
 of a control variable <i>V</i>: <i>V = Y</i> asks whether the gap remains among people with the same
@@ -316,7 +317,9 @@ def _run_line(result: Any, input_path: Any) -> str:
             f"{options.n_resamples:,} paired bootstrap resamples, seed {options.seed}")  # fmt: skip
     if weighted:
         text += f"; <b>{html_text(weighted)}</b>"
-    return f'<p class="run" data-run="line">{text}.</p>'
+    flags = flags_family_line(getattr(result, "comparisons", None), adjust=options.adjust,
+                              adjust_scope=options.adjust_scope, alpha=1.0 - float(options.confidence))  # fmt: skip
+    return f'<p class="run" data-run="line">{text}.</p>\n<p class="run" data-run="flags">{html_text(flags)}.</p>'
 
 
 #: The fairness summary's columns: its statistics over a family of slices, with their display names.
@@ -485,7 +488,9 @@ def _headline_section(result: Any) -> str:
                      f"which slices differ from overall ({overall_text})</h2>")  # fmt: skip
         parts.append(_scroll(f'<table data-table="headline" data-key="{html_text(str(model))}" '
                              f'data-rows="{len(records)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'))  # fmt: skip
-        family = (f"adjusted within the family of {size} slice-vs-overall tests ({options.adjust})" if size
+        tests = {"metric": "slice-vs-overall tests", "model": "slice-vs-overall tests of every metric",
+                 "audit": "tests of the whole audit"}[options.adjust_scope]  # fmt: skip
+        family = (f"adjusted within the family of {size} {tests} ({options.adjust})" if size
                   else "no tests: flagged when the interval of the difference excludes 0")  # fmt: skip
         note = (f"Flag: adjusted p &lt; {alpha:g}, {family}; <i>within</i>: the two one-sided tests of a difference "
                 f"of at least the tolerance reject at the same adjusted level (certified)"

@@ -32,6 +32,7 @@ from ..registry import FAIRNESS_RECORDS
 from ..verdicts import Tolerance
 from ..weight_diagnostics import POOR_BALANCE_SMD, poor_balance
 from .columns import BOOTSTRAP_Z, TAIL_BOUND
+from .comparison_families import TESTED_KINDS, family_keys
 from .decisions import flagged_rows, headline_metric
 from .interval_notes import SMALL_BOOTSTRAP_ROWS, small_bootstrap
 from .options import flag_of
@@ -47,6 +48,7 @@ __all__ = [
     "metric_digest",
     "model_digest",
     "weight_note",
+    "flags_family_line",
     "fairness_overview",
     "fairness_legend",
     "disparity_table",
@@ -498,7 +500,6 @@ def _adjust_text(
     if not n_permutations:
         return "no permutation tests"
     adjust = _ADJUST_NAMES.get(adjust, adjust)
-    scope = "kind and metric" if adjust_scope == "metric" else "kind, all metrics together"
     tests = (
         f"Monte-Carlo permutation tests of each metric (at most {n_permutations:,} permutations)"
         if sample_weight
@@ -509,10 +510,71 @@ def _adjust_text(
         tests += f", means far from equal by a bound of the exact p-value (test '{TAIL_BOUND}')"
     if comparisons is not None and "test" in comparisons and (comparisons["test"] == BOOTSTRAP_Z).any():
         tests += f", large comparisons by the bootstrap z-test (test '{BOOTSTRAP_Z}', see the notes)"
+    if adjust_scope == "audit":
+        return f"{tests}, {adjust} adjustment over the whole audit (one family)"
+    scope = "kind and metric" if adjust_scope == "metric" else "kind, all metrics together"
     return f"{tests}, {adjust} adjustment within each family (one model, {scope})"
 
 
-def family_note(comparisons: pd.DataFrame, *, model: str, metric: str, alpha: float, adjust: str) -> str:
+#: The families of each ``adjust_scope`` as the first screen names them.
+_FAMILY_NAMES = {"metric": "(model, metric, kind) family", "model": "(model, kind) family (every metric together)"}
+
+
+def flags_family_line(comparisons: pd.DataFrame | None, *, adjust: str, adjust_scope: str, alpha: float) -> str:
+    """Which family each flag's level belongs to, and how many tests it holds (one line, the first screen's).
+
+    Parameters
+    ----------
+    comparisons : DataFrame or None
+        The audit's ``comparisons`` table (its ``kind`` and ``family_size``; None or empty: no tests).
+    adjust, adjust_scope : str
+        The options of those names.
+    alpha : float
+        ``1 - confidence``: the level of every family.
+
+    Returns
+    -------
+    str
+        ``flags: Holm within each (model, metric, kind) family of N tests (...)``, ``flags: Holm over the whole
+        audit (N tests ...)``, and the like for the other options and without tests.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> table = pd.DataFrame({"model": "m", "metric": ["auc"] * 3 + ["accuracy"] * 3,
+    ...                       "kind": ["vs_overall"] * 6, "family_size": [3] * 6})
+    >>> flags_family_line(table, adjust="holm", adjust_scope="metric", alpha=0.05)[:57]
+    'flags: Holm within each (model, metric, kind) family of 3'
+    >>> flags_family_line(table.assign(family_size=6), adjust="holm", adjust_scope="audit", alpha=0.05)[:48]
+    'flags: Holm over the whole audit (6 tests: every'
+    """
+    if comparisons is None or comparisons.empty or "family_size" not in comparisons:
+        tested = pd.DataFrame(columns=["model", "metric", "kind", "family_size"])
+    else:
+        tested = comparisons[comparisons["kind"].isin(TESTED_KINDS) & (comparisons["family_size"] > 0)]
+    if tested.empty:
+        return f"flags: no tests; a flag is a difference whose {1 - alpha:.0%} interval excludes 0 (no adjustment)"
+    error = "family-wise error" if adjust == "holm" else "false discovery rate"
+    name = _ADJUST_NAMES.get(adjust, adjust)
+    if adjust == "none":
+        return (f"flags: no adjustment, each of the {len(tested):,} tests at level {alpha:g} (nothing controls the "
+                f"chance of a wrong flag among them; {flag_of('adjust')} holm controls it)")  # fmt: skip
+    keys = family_keys(adjust_scope)
+    if not keys:
+        size = int(tested["family_size"].max())
+        return (f"flags: {name} over the whole audit ({size:,} tests: every model, metric and kind of comparison in one "
+                f"family; {error} at most {alpha:g} over the audit)")  # fmt: skip
+    sizes = tested.groupby(keys, sort=False)["family_size"].max()
+    low, high = int(sizes.min()), int(sizes.max())
+    count = f"{high:,} tests" if low == high else f"{low:,} to {high:,} tests"
+    return (f"flags: {name} within each {_FAMILY_NAMES[adjust_scope]} of {count} ({len(sizes):,} families; "
+            f"{error} at most {alpha:g} in each, not over the audit: {flag_of('adjust_scope')} audit makes one "
+            "family of every test)")  # fmt: skip
+
+
+def family_note(
+    comparisons: pd.DataFrame, *, model: str, metric: str, alpha: float, adjust: str, adjust_scope: str = "metric"
+) -> str:
     """Which family the flags of a table belong to and how many tests it holds (one line)."""
     rows = comparisons[
         (comparisons["model"] == model) & (comparisons["metric"] == metric) & (comparisons["kind"] == "vs_overall")
@@ -532,10 +594,14 @@ def family_note(comparisons: pd.DataFrame, *, model: str, metric: str, alpha: fl
         if adjust == "holm"
         else ""
     )
+    family = {
+        "metric": f"{size} slice-vs-overall comparisons of {_metric_label(metric)} for {terminal_text(model)}",
+        "model": f"{size} slice-vs-overall comparisons of every metric of {terminal_text(model)}",
+        "audit": f"{size} tests of the whole audit (every model, metric and kind of comparison)",
+    }[adjust_scope]
     return (
         f"verdicts: above/below overall at adjusted p < {alpha:g}{within}; {_ADJUST_NAMES.get(adjust, adjust)} "
-        f"adjustment within the family of {size} slice-vs-overall comparisons of {_metric_label(metric)} for "
-        f"{terminal_text(model)}{both}"
+        f"adjustment within the family of {family}{both}"
     )
 
 
@@ -791,6 +857,8 @@ def summary_text(
         f"seed {options.seed}{seed_note}; {options.n_resamples:,} bootstrap resamples ({options.resampling}), "
         f"{options.confidence:.0%} intervals; {tests}; slices with n < {options.min_group_size} are withheld"
     )
+    lines.append(flags_family_line(result.comparisons, adjust=options.adjust, adjust_scope=options.adjust_scope,
+                                   alpha=alpha))  # fmt: skip
     weighted = weight_note(sample_weight=options.sample_weight, frequency_weight=options.frequency_weight)
     if weighted:
         flags = [flag_of(field) for field in ("sample_weight", "frequency_weight") if getattr(options, field)]
@@ -845,7 +913,8 @@ def summary_text(
                 width=width,
             )
         )
-        lines.append(family_note(result.comparisons, model=model, metric=metric, alpha=alpha, adjust=options.adjust))
+        lines.append(family_note(result.comparisons, model=model, metric=metric, alpha=alpha, adjust=options.adjust,
+                                 adjust_scope=options.adjust_scope))  # fmt: skip
         note = detectability_note(detectability, model=model, metric=metric)
         if note:
             lines.append(note)
