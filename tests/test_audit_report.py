@@ -493,7 +493,10 @@ def test_a_weighted_run_says_so_in_the_summary_and_the_report(weighted_result, c
     from disaggregated_eval.audit import report
 
     lines = weighted_result.summary(width=300).splitlines()
-    assert lines[2] == "estimates weighted by column w (--sample-weight); n counts rows"
+    # on the first screen, after the run's line and the flags' family
+    assert (
+        lines[2].startswith("flags: ") and lines[3] == "estimates weighted by column w (--sample-weight); n counts rows"
+    )
     page = report.render_html(weighted_result, figures={}, summary="")
     run = page[page.index('data-table="run"') : page.index("</table>", page.index('data-table="run"'))]
     assert "row weights" in run and "<b>estimates weighted by column w</b>" in run

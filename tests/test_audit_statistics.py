@@ -429,14 +429,14 @@ def test_audit_scope_adjusts_every_test_of_the_audit_in_one_family_and_the_first
             "family-wise error at most 0.05 over the audit)")  # fmt: skip
     assert line in text.splitlines()
     assert "adjustment within the family of 164 tests of the whole audit" in text
-    assert f'<p class="run" data-run="flags">{line}.</p>' in render_html(res, figures={}, summary=text)
+    assert f'<span data-run="flags">{line}.</span></p>' in render_html(res, figures={}, summary=text)
     default = audit(df, scores=["p", "q"], **common)
     tested = default.comparisons[default.comparisons["kind"] != "vs_model"]
     assert (tested.groupby(["model", "metric", "kind"])["family_size"].max().to_dict()
             == {(m, q, k): size for m in ("p", "q") for q in common["metrics"]
                 for k, size in (("vs_overall", 11), ("vs_rest", 11), ("pairwise", 19))})  # fmt: skip
     assert ("flags: Holm within each (model, metric, kind) family of 11 to 19 tests (12 families; family-wise error "
-            "at most 0.05 in each, not over the audit: --adjust-scope audit makes one family of every test)"
+            "at most 0.05 in each, not over the audit: --adjust-scope audit for one family)"
             in default.summary(width=400).splitlines())  # fmt: skip
 
 

@@ -319,7 +319,8 @@ def _run_line(result: Any, input_path: Any) -> str:
         text += f"; <b>{html_text(weighted)}</b>"
     flags = flags_family_line(getattr(result, "comparisons", None), adjust=options.adjust,
                               adjust_scope=options.adjust_scope, alpha=1.0 - float(options.confidence))  # fmt: skip
-    return f'<p class="run" data-run="line">{text}.</p>\n<p class="run" data-run="flags">{html_text(flags)}.</p>'
+    # one paragraph: the flags' family is part of the run's line (the first screen keeps its height)
+    return f'<p class="run" data-run="line">{text}. <span data-run="flags">{html_text(flags)}.</span></p>'
 
 
 #: The fairness summary's columns: its statistics over a family of slices, with their display names.

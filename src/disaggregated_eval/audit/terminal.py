@@ -568,8 +568,8 @@ def flags_family_line(comparisons: pd.DataFrame | None, *, adjust: str, adjust_s
     low, high = int(sizes.min()), int(sizes.max())
     count = f"{high:,} tests" if low == high else f"{low:,} to {high:,} tests"
     return (f"flags: {name} within each {_FAMILY_NAMES[adjust_scope]} of {count} ({len(sizes):,} families; "
-            f"{error} at most {alpha:g} in each, not over the audit: {flag_of('adjust_scope')} audit makes one "
-            "family of every test)")  # fmt: skip
+            f"{error} at most {alpha:g} in each, not over the audit: {flag_of('adjust_scope')} audit for one "
+            "family)")  # fmt: skip
 
 
 def family_note(
