@@ -332,14 +332,18 @@ def _jsonable(value: Any) -> Any:
 def input_record(input_path: str | os.PathLike[str] | None) -> dict | None:
     """Path, name, size and SHA-256 of the audited file (``None`` without a file).
 
-    A folder of Parquet files: their total size, and the SHA-256 of the list of every ``.parquet`` file's
-    path (relative to the folder, in sorted order) with its own SHA-256.
+    A folder of Parquet files: the total size of the files the audit reads
+    (:func:`.parquet_files.find_parquet`: ``.pq`` and any case of ``.parquet`` read, hidden and ``_``
+    files not), and the SHA-256 of the list of their paths (relative to the folder, in the order of
+    their paths) each with its own SHA-256.
     """
     if input_path is None:
         return None
     path = Path(input_path)
     if path.is_dir():
-        files = sorted(path.rglob("*.parquet"))
+        from .parquet_files import find_parquet
+
+        files = [f.path for f in find_parquet(path).files]
         listing = "".join(f"{f.relative_to(path).as_posix()}\t{file_sha256(f)}\n" for f in files)
         return {"path": str(input_path), "name": path.name, "sha256": hashlib.sha256(listing.encode()).hexdigest(),
                 "size_bytes": sum(f.stat().st_size for f in files), "files": len(files)}  # fmt: skip
