@@ -175,7 +175,8 @@ def start_audit_and_wait_until_writing(tmp_path: Path, out_dir: Path) -> subproc
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("sig", "status", "message"), [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
-                                                        (signal.SIGINT, 130, "interrupted")])  # fmt: skip
+                                                        (signal.SIGINT, 130, "interrupted"),
+                                                        (signal.SIGHUP, 129, "terminated (SIGHUP)")])  # fmt: skip
 def test_sigterm_and_ctrl_c_while_writing_remove_the_temporary_folder(result, tmp_path, sig, status, message):
     out_dir = write_outputs(result, tmp_path / "out")  # an earlier audit, which must survive
     before = snapshot(out_dir)

@@ -13,7 +13,7 @@ Streams and exit codes (``docs/audit.md``): results go to files under ``--out``;
 goes to standard output; progress and warnings go to standard error (:mod:`.progress`). Exit status 0
 on success, 2 on bad usage or bad input (one line naming the problem, before any work), 1 on any other
 failure, 130 when interrupted (Ctrl-C), 143 when terminated (SIGTERM, which unwinds like Ctrl-C so that
-no temporary folder is left behind: :mod:`.signals`). :func:`run_audit` is the same command for a caller
+no temporary folder is left behind: :mod:`.signals`), 129 on SIGHUP (unwound the same way). :func:`run_audit` is the same command for a caller
 that holds the options already (the workflow's rule ``run_audit``).
 """
 
@@ -49,7 +49,7 @@ from .options import (
     split_list,
 )
 from .progress import PROG, StderrProgress, for_stream, one_line, show_warning
-from .signals import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, Terminated, signals_unwind
+from .signals import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Terminated, signals_unwind
 from .text import terminal_text
 
 __all__ = ["build_parser", "command_options", "main", "run_audit"]
@@ -63,7 +63,7 @@ _AUDIT_DESCRIPTION = (
 )
 _EPILOG = (
     "exit status: 0 success, 2 bad usage or input (one line naming the problem), 1 other failure, "
-    "130 interrupted (Ctrl-C), 143 terminated (SIGTERM).\n"
+    "130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP).\n"
     "example: disagg-eval audit examples/data/compas.csv --label two_year_recid --score compas_score "
     "--group race --group sex --control none,Y,R --out compas_audit"
 )
@@ -330,9 +330,9 @@ def _exit_status(command: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Terminated:
-        print(f"{PROG}: terminated (SIGTERM); nothing was written", file=sys.stderr)
-        return EXIT_TERMINATED
+    except Terminated as stop:
+        print(f"{PROG}: terminated ({stop.name}); nothing was written", file=sys.stderr)
+        return stop.status
     except input_errors as exc:
         print(for_stream(f"{PROG} audit: error: {one_line(exc)}", sys.stderr), file=sys.stderr)
         return EXIT_USAGE
