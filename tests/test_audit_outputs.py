@@ -456,3 +456,25 @@ def test_the_input_record_of_a_folder_describes_the_files_read(tmp_path):
     assert changed["sha256"] != record["sha256"]
     (folder / "_tmp" / "junk.parquet").unlink()  # a file not read: the same hash
     assert input_record(folder) == changed
+
+
+def test_an_input_changed_during_the_audit_writes_nothing(result, earlier, tmp_path):
+    """The manifest's SHA-256 is that of the file audited (hostile trial, round 3: a file replaced while the
+    audit ran gave exit 0 and a manifest with the new file's SHA-256, over the old file's rows)."""
+    from disaggregated_eval.audit.errors import AuditInputError
+    from disaggregated_eval.audit.outputs import file_sha256, input_fingerprint
+
+    data = tmp_path / "t.csv"
+    frame().to_csv(data, index=False)
+    before = snapshot(earlier)
+    read_as = input_fingerprint(data)
+    other = tmp_path / "other.csv"
+    frame().assign(y=1 - frame()["y"]).to_csv(other, index=False)
+    os.replace(other, data)  # replaced while the audit ran (as an export rewrites it)
+    with pytest.raises(AuditInputError, match=r"t\.csv: changed while it was audited .* nothing was written"):
+        write_outputs(result, earlier, input_path=data, read_as=read_as)
+    assert snapshot(earlier) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit", "t.csv"]  # no temporary folder left
+    unchanged = input_fingerprint(data)
+    write_outputs(result, earlier, input_path=data, read_as=unchanged)
+    assert json.loads((earlier / "manifest.json").read_text())["input"]["sha256"] == file_sha256(data)

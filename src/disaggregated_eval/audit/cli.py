@@ -352,7 +352,7 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
     from .inputs import InputSpec
     from .loading import load_input
     from .options import resolve_options
-    from .outputs import check_out_dir, write_outputs
+    from .outputs import check_out_dir, input_fingerprint, write_outputs
     from .terminal import summary_text
     from .text import DEFAULT_WIDTH
 
@@ -364,6 +364,10 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
         resolved = resolve_options(None, options)
         columns = InputSpec.from_options(resolved).columns
         started = time.monotonic()
+        try:
+            read_as = input_fingerprint(file)  # to check, once its SHA-256 is taken, that it did not change
+        except (OSError, ValueError):
+            read_as = None  # a missing file or a folder that cannot be read: load_input names the problem
         data, counts, read = load_input(file, columns, frequency_weight=resolved.frequency_weight,
                                         memory_limit_mb=resolved.memory_limit_mb, aggregate=aggregate)  # fmt: skip
         if counts != resolved.frequency_weight:  # aggregated by DuckDB: its count column (checked by load_input)
@@ -373,7 +377,7 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
         # The report shows the summary without the output folder and at the default width, so that the
         # same audit gives the same bytes wherever it is written and whatever the terminal.
         in_report = summary_text(result, input_path=file, seed_is_default=seed_is_default, width=DEFAULT_WIDTH)
-        write_outputs(result, out, input_path=file, summary=in_report, progress=progress)
+        write_outputs(result, out, input_path=file, summary=in_report, progress=progress, read_as=read_as)
         text = summary_text(result, input_path=file, out_dir=out, seed_is_default=seed_is_default)
         progress.message(f"wrote {out} in {time.monotonic() - started:.1f} s")
     finally:
