@@ -255,6 +255,24 @@ def test_a_compressed_file_that_expands_beyond_the_memory_limit_is_refused_as_it
     assert len(load_input(bomb, ["y", "p", "g"], memory_limit_mb=100)[0]) == 200_000
 
 
+def test_a_compressed_margins_file_that_expands_beyond_its_limit_is_refused_as_it_is_read(tmp_path, monkeypatch):
+    """The margins file's size limit holds for what is read, not only for its size on disk (hostile trial,
+    round 3: a 4 MB ``.csv.gz`` of 3 GB ran past 100 s and 850 MB, growing; so did a file appended to
+    while it was read)."""
+    import gzip
+
+    from disaggregated_eval.audit import options
+
+    bomb = tmp_path / "margins.csv.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as handle:  # 3 KB that expand to 1.6 MB
+        handle.write(b"race,share\nAfrican-American,0.5\nCaucasian,0.5\n" + b"Other,0.0001\n" * 120_000)
+    assert bomb.stat().st_size < 5000
+    monkeypatch.setattr(options, "MAX_MARGINS_BYTES", 5000, raising=False)
+    with pytest.raises(AuditInputError, match=r"margins\.csv\.gz': holds more than 5,000 characters \(by line 385\)"):
+        audit(pd.read_csv(COMPAS).head(300), label="two_year_recid", scores=["compas_score"], groups=["race"],
+              population_margins=str(bomb), **FAST)  # fmt: skip
+
+
 # ----------------------------------------------------------------------------------------------
 # Item 4: linear checks, stated maxima
 # ----------------------------------------------------------------------------------------------

@@ -175,7 +175,8 @@ def start_audit_and_wait_until_writing(tmp_path: Path, out_dir: Path) -> subproc
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("sig", "status", "message"), [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
-                                                        (signal.SIGINT, 130, "interrupted")])  # fmt: skip
+                                                        (signal.SIGINT, 130, "interrupted"),
+                                                        (signal.SIGHUP, 129, "terminated (SIGHUP)")])  # fmt: skip
 def test_sigterm_and_ctrl_c_while_writing_remove_the_temporary_folder(result, tmp_path, sig, status, message):
     out_dir = write_outputs(result, tmp_path / "out")  # an earlier audit, which must survive
     before = snapshot(out_dir)
@@ -426,3 +427,54 @@ def test_four_audits_writing_one_out_at_once_check_and_swap_one_at_a_time(result
     for name, digest in manifest["files"].items():
         assert hashlib.sha256((earlier / name).read_bytes()).hexdigest() == digest
     assert leftovers(earlier.parent) == []
+
+
+def test_the_input_record_of_a_folder_describes_the_files_read(tmp_path):
+    """The manifest's ``input`` of a Parquet folder hashes exactly the files the audit reads (issue 32's
+    hostile trial, round 3): before, a ``.pq`` or ``.PARQUET`` file (read) was left out of the hash, and a
+    hidden or ``_temporary`` file (not read) was in it, so another ``b.pq`` gave the same SHA-256."""
+    from disaggregated_eval.audit.outputs import file_sha256, input_record
+    from disaggregated_eval.audit.parquet_files import find_parquet
+
+    folder = tmp_path / "exp"
+    (folder / "_tmp").mkdir(parents=True)
+    frame = pd.DataFrame({"y": [0, 1, 1, 0], "p": [0.1, 0.9, 0.4, 0.3]})
+    frame.to_parquet(folder / "a.parquet")
+    frame.to_parquet(folder / "b.pq")
+    frame.to_parquet(folder / "c.PARQUET")
+    frame.head(1).to_parquet(folder / "_tmp" / "junk.parquet")
+    frame.head(1).to_parquet(folder / ".hidden.parquet")
+    read = [f.path for f in find_parquet(folder).files]
+    assert [p.name for p in read] == ["a.parquet", "b.pq", "c.PARQUET"]
+    record = input_record(folder)
+    listing = "".join(f"{p.relative_to(folder).as_posix()}\t{file_sha256(p)}\n" for p in read)
+    assert record["files"] == 3
+    assert record["size_bytes"] == sum(p.stat().st_size for p in read)
+    assert record["sha256"] == hashlib.sha256(listing.encode()).hexdigest()
+    frame.assign(y=1 - frame["y"]).to_parquet(folder / "b.pq")  # other rows in a file read: another hash
+    changed = input_record(folder)
+    assert changed["sha256"] != record["sha256"]
+    (folder / "_tmp" / "junk.parquet").unlink()  # a file not read: the same hash
+    assert input_record(folder) == changed
+
+
+def test_an_input_changed_during_the_audit_writes_nothing(result, earlier, tmp_path):
+    """The manifest's SHA-256 is that of the file audited (hostile trial, round 3: a file replaced while the
+    audit ran gave exit 0 and a manifest with the new file's SHA-256, over the old file's rows)."""
+    from disaggregated_eval.audit.errors import AuditInputError
+    from disaggregated_eval.audit.outputs import file_sha256, input_fingerprint
+
+    data = tmp_path / "t.csv"
+    frame().to_csv(data, index=False)
+    before = snapshot(earlier)
+    read_as = input_fingerprint(data)
+    other = tmp_path / "other.csv"
+    frame().assign(y=1 - frame()["y"]).to_csv(other, index=False)
+    os.replace(other, data)  # replaced while the audit ran (as an export rewrites it)
+    with pytest.raises(AuditInputError, match=r"t\.csv: changed while it was audited .* nothing was written"):
+        write_outputs(result, earlier, input_path=data, read_as=read_as)
+    assert snapshot(earlier) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit", "t.csv"]  # no temporary folder left
+    unchanged = input_fingerprint(data)
+    write_outputs(result, earlier, input_path=data, read_as=unchanged)
+    assert json.loads((earlier / "manifest.json").read_text())["input"]["sha256"] == file_sha256(data)

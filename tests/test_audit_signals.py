@@ -21,15 +21,18 @@ from disaggregated_eval.audit.signals import Terminated, signals_unwind
 @pytest.fixture
 def default_handlers():
     """Python's own handlers for the test (a test runner may ignore SIGINT), the runner's afterwards."""
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     yield
     for sig, handler in previous.items():
         signal.signal(sig, handler)
 
 
-@pytest.mark.parametrize(("first", "raised"), [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated)])
+@pytest.mark.parametrize(
+    ("first", "raised"), [(signal.SIGINT, KeyboardInterrupt), (signal.SIGTERM, Terminated), (signal.SIGHUP, Terminated)]
+)
 def test_the_first_signal_unwinds_and_a_second_cannot_cut_the_cleanup_short(default_handlers, first, raised):
     cleaned = []
     with pytest.raises(raised), signals_unwind():

@@ -13,7 +13,7 @@ Streams and exit codes (``docs/audit.md``): results go to files under ``--out``;
 goes to standard output; progress and warnings go to standard error (:mod:`.progress`). Exit status 0
 on success, 2 on bad usage or bad input (one line naming the problem, before any work), 1 on any other
 failure, 130 when interrupted (Ctrl-C), 143 when terminated (SIGTERM, which unwinds like Ctrl-C so that
-no temporary folder is left behind: :mod:`.signals`). :func:`run_audit` is the same command for a caller
+no temporary folder is left behind: :mod:`.signals`), 129 on SIGHUP (unwound the same way). :func:`run_audit` is the same command for a caller
 that holds the options already (the workflow's rule ``run_audit``).
 """
 
@@ -49,7 +49,7 @@ from .options import (
     split_list,
 )
 from .progress import PROG, StderrProgress, for_stream, one_line, show_warning
-from .signals import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, EXIT_USAGE, Terminated, signals_unwind
+from .signals import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Terminated, signals_unwind
 from .text import terminal_text
 
 __all__ = ["build_parser", "command_options", "main", "run_audit"]
@@ -63,7 +63,7 @@ _AUDIT_DESCRIPTION = (
 )
 _EPILOG = (
     "exit status: 0 success, 2 bad usage or input (one line naming the problem), 1 other failure, "
-    "130 interrupted (Ctrl-C), 143 terminated (SIGTERM).\n"
+    "130 interrupted (Ctrl-C), 143 terminated (SIGTERM), 129 hung up (SIGHUP).\n"
     "example: disagg-eval audit examples/data/compas.csv --label two_year_recid --score compas_score "
     "--group race --group sex --control none,Y,R --out compas_audit"
 )
@@ -330,9 +330,9 @@ def _exit_status(command: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; nothing was written", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Terminated:
-        print(f"{PROG}: terminated (SIGTERM); nothing was written", file=sys.stderr)
-        return EXIT_TERMINATED
+    except Terminated as stop:
+        print(f"{PROG}: terminated ({stop.name}); nothing was written", file=sys.stderr)
+        return stop.status
     except input_errors as exc:
         print(for_stream(f"{PROG} audit: error: {one_line(exc)}", sys.stderr), file=sys.stderr)
         return EXIT_USAGE
@@ -352,7 +352,7 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
     from .inputs import InputSpec
     from .loading import load_input
     from .options import resolve_options
-    from .outputs import check_out_dir, write_outputs
+    from .outputs import check_out_dir, input_fingerprint, write_outputs
     from .terminal import summary_text
     from .text import DEFAULT_WIDTH
 
@@ -364,6 +364,10 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
         resolved = resolve_options(None, options)
         columns = InputSpec.from_options(resolved).columns
         started = time.monotonic()
+        try:
+            read_as = input_fingerprint(file)  # to check, once its SHA-256 is taken, that it did not change
+        except (OSError, ValueError):
+            read_as = None  # a missing file or a folder that cannot be read: load_input names the problem
         data, counts, read = load_input(file, columns, frequency_weight=resolved.frequency_weight,
                                         memory_limit_mb=resolved.memory_limit_mb, aggregate=aggregate)  # fmt: skip
         if counts != resolved.frequency_weight:  # aggregated by DuckDB: its count column (checked by load_input)
@@ -373,7 +377,7 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
         # The report shows the summary without the output folder and at the default width, so that the
         # same audit gives the same bytes wherever it is written and whatever the terminal.
         in_report = summary_text(result, input_path=file, seed_is_default=seed_is_default, width=DEFAULT_WIDTH)
-        write_outputs(result, out, input_path=file, summary=in_report, progress=progress)
+        write_outputs(result, out, input_path=file, summary=in_report, progress=progress, read_as=read_as)
         text = summary_text(result, input_path=file, out_dir=out, seed_is_default=seed_is_default)
         progress.message(f"wrote {out} in {time.monotonic() - started:.1f} s")
     finally:

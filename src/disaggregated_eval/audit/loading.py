@@ -184,11 +184,21 @@ def _field_limit() -> Iterator[None]:
         csv.field_size_limit(old)
 
 
-def _lines(handle: io.TextIOBase) -> Iterator[str]:
+class _TooManyChars(ValueError):
+    def __init__(self, line: int, limit: int) -> None:
+        super().__init__(line, limit)
+        self.line = line
+        self.limit = limit
+
+
+def _lines(handle: io.TextIOBase, max_chars: int | None = None) -> Iterator[str]:
     """The lines of a text file, each of at most :data:`MAX_LINE_CHARS` characters (else
-    :class:`_LineTooLong`, naming the line): a file without line ends is not read whole."""
+    :class:`_LineTooLong`, naming the line): a file without line ends is not read whole. With
+    ``max_chars``, at most that many characters in all (else :class:`_TooManyChars`): a compressed
+    file that expands far beyond its size, or a file that grows while it is read, is not read on."""
     read = handle.readline
     number = 0
+    total = 0
     while True:
         line = read(MAX_LINE_CHARS + 1)
         if not line:
@@ -196,6 +206,9 @@ def _lines(handle: io.TextIOBase) -> Iterator[str]:
         number += 1
         if len(line) > MAX_LINE_CHARS and line[-1] not in "\r\n":
             raise _LineTooLong(number)
+        total += len(line)
+        if max_chars is not None and total > max_chars:
+            raise _TooManyChars(number, max_chars)
         yield line
 
 
@@ -280,14 +293,20 @@ def _parquet_columns(path: Path) -> list[str]:
 
 
 def _check_rows(
-    path: Path, n_columns: int, fmt: str, keep: Sequence[int] | None = None, max_chars: int | None = None
+    path: Path,
+    n_columns: int,
+    fmt: str,
+    keep: Sequence[int] | None = None,
+    max_chars: int | None = None,
+    max_read_chars: int | None = None,
 ) -> tuple[int, str]:
     """Number of data rows, after checking that every line has exactly ``n_columns`` fields.
 
     With ``keep`` (field positions), also the text of a CSV file holding only those fields (header
     line included, in the order of ``keep``), for pandas to parse; otherwise ``""``. That text may hold
     at most ``max_chars`` characters (checked as it grows: a compressed file that expands far beyond its
-    size is refused at the bound, not when the memory is full).
+    size is refused at the bound, not when the memory is full). With ``max_read_chars``, the whole file
+    (every field, decompressed) may hold at most that many characters, checked as it is read.
     """
     name = _name_of(path)
     bad: list[tuple[int, int]] = []
@@ -302,7 +321,7 @@ def _check_rows(
     writer = csv.writer(kept, lineterminator="\r\n") if keep is not None else None
     try:
         with _field_limit(), _open_text(path) as handle:
-            reader = csv.reader(_lines(handle), delimiter=_delimiter(fmt), strict=True)
+            reader = csv.reader(_lines(handle, max_read_chars), delimiter=_delimiter(fmt), strict=True)
             header = next(reader, None)
             if writer is not None and header is not None:
                 writer.writerow([header[i] for i in keep])
@@ -327,6 +346,11 @@ def _check_rows(
             ends_with_newline = _ends_with_newline(path)
     except _LineTooLong as exc:
         raise _too_long(path, exc) from None
+    except _TooManyChars as exc:
+        raise InputFileError(
+            f"{name}: holds more than {exc.limit:,} characters (by line {exc.line:,}), the limit for this file; a "
+            "compressed file that expands far beyond its size, or a file that grew while it was read?"
+        ) from None
     except csv.Error as exc:
         raise InputFileError(
             f"{name}: malformed CSV near line {reader.line_num if reader else 1} ({exc}); an unclosed quote or a "
@@ -457,6 +481,7 @@ def load_table(
     as_text: bool = False,
     default_format: str | None = None,
     max_text_chars: int | None = None,
+    max_read_chars: int | None = None,
 ) -> pd.DataFrame:
     """Read an audit's input table after checking the file; only ``columns`` if given.
 
@@ -477,6 +502,10 @@ def load_table(
     max_text_chars : int, optional
         Most characters of a text table's requested columns (default: any); the command line's bound
         from its memory limit.
+    max_read_chars : int, optional
+        Most characters of a text table in all (every field, after decompression; default: any),
+        checked as they are read: a small ``.csv.gz`` that expands to gigabytes, or a file that grows
+        while it is read, is refused at the bound.
 
     Returns
     -------
@@ -507,7 +536,14 @@ def load_table(
             raise InputFileError(f"{_name_of(path)}: has no data rows")
         return frame
     position = {c: i for i, c in enumerate(header)}
-    _, text = _check_rows(path, len(header), fmt, keep=[position[c] for c in wanted], max_chars=max_text_chars)
+    _, text = _check_rows(
+        path,
+        len(header),
+        fmt,
+        keep=[position[c] for c in wanted],
+        max_chars=max_text_chars,
+        max_read_chars=max_read_chars,
+    )
     kind = {"dtype": str, "keep_default_na": False} if as_text else {}
     try:
         frame = pd.read_csv(io.StringIO(text), sep=",", low_memory=False, **kind)

@@ -956,7 +956,7 @@ def read_margins(path: str | Path, groups: list[str], *, strip_levels: bool = Tr
     source = f"population_margins {brief(str(path), PATH_CHARS)}"
     try:
         check_regular_file(path, what=source, max_bytes=MAX_MARGINS_BYTES)
-        frame = load_table(path, as_text=True, default_format="csv")
+        frame = load_table(path, as_text=True, default_format="csv", max_read_chars=MAX_MARGINS_BYTES)
     except FileReadError as error:
         raise AuditInputError(str(error)) from None
     except InputFileError as error:  # its message starts with the path: named here as the option's file

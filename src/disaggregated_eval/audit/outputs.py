@@ -58,6 +58,7 @@ import pandas as pd
 
 from .. import io as project_io
 from .columns import ANALYSIS_TABLES
+from .errors import AuditInputError
 
 __all__ = [
     "OutputDirError",
@@ -71,6 +72,7 @@ __all__ = [
     "file_sha256",
     "package_versions",
     "input_record",
+    "input_fingerprint",
     "build_manifest",
     "write_outputs",
 ]
@@ -332,19 +334,55 @@ def _jsonable(value: Any) -> Any:
 def input_record(input_path: str | os.PathLike[str] | None) -> dict | None:
     """Path, name, size and SHA-256 of the audited file (``None`` without a file).
 
-    A folder of Parquet files: their total size, and the SHA-256 of the list of every ``.parquet`` file's
-    path (relative to the folder, in sorted order) with its own SHA-256.
+    A folder of Parquet files: the total size of the files the audit reads
+    (:func:`.parquet_files.parquet_paths`: ``.pq`` and any case of ``.parquet`` read, hidden and ``_``
+    files not), and the SHA-256 of the list of their paths (relative to the folder, in the order of
+    their paths) each with its own SHA-256.
     """
     if input_path is None:
         return None
     path = Path(input_path)
     if path.is_dir():
-        files = sorted(path.rglob("*.parquet"))
+        from .parquet_files import parquet_paths
+
+        files = parquet_paths(path)
         listing = "".join(f"{f.relative_to(path).as_posix()}\t{file_sha256(f)}\n" for f in files)
         return {"path": str(input_path), "name": path.name, "sha256": hashlib.sha256(listing.encode()).hexdigest(),
                 "size_bytes": sum(f.stat().st_size for f in files), "files": len(files)}  # fmt: skip
     return {"path": str(input_path), "name": path.name, "sha256": file_sha256(path),
             "size_bytes": path.stat().st_size}  # fmt: skip
+
+
+def input_fingerprint(input_path: str | os.PathLike[str] | None) -> tuple | None:
+    """What tells whether the audited file (or each Parquet file of a folder) was replaced or written to:
+    its path, device, inode, size and modification time (``None`` without a file).
+
+    Taken before the input is read and again once its SHA-256 is computed (:func:`write_outputs`), so
+    that the manifest never gives the SHA-256 of a file other than the one audited.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile(suffix=".csv") as handle:
+    ...     before = input_fingerprint(handle.name)
+    ...     _ = handle.write(b"y,p\\n1,0.5\\n"); handle.flush()
+    ...     before == input_fingerprint(handle.name)
+    False
+    """
+    if input_path is None:
+        return None
+    path = Path(input_path)
+    if path.is_dir():
+        from .parquet_files import parquet_paths
+
+        files = parquet_paths(path)
+    else:
+        files = [path]
+    stamps = []
+    for f in files:
+        status = os.stat(f)
+        stamps.append((str(f), status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns))
+    return tuple(stamps)
 
 
 def build_manifest(result: Any, *, source: dict | None, files: dict[str, str]) -> dict:
@@ -452,6 +490,7 @@ def write_outputs(
     input_path: str | os.PathLike[str] | None = None,
     summary: str | None = None,
     progress: Any = None,
+    read_as: tuple | None = None,
 ) -> Path:
     """Write the audit's output folder atomically (``AuditResult.write``).
 
@@ -467,6 +506,9 @@ def write_outputs(
         Terminal summary shown in the report; default :func:`disaggregated_eval.audit.terminal.summary_text`.
     progress : callable, optional
         ``progress(stage, done, total)`` after each file group.
+    read_as : tuple, optional
+        :func:`input_fingerprint` of ``input_path`` taken before it was read: if the file differs once
+        its SHA-256 is computed (replaced or written to during the audit), nothing is written.
 
     Returns
     -------
@@ -477,6 +519,8 @@ def write_outputs(
     ------
     OutputDirError
         If ``out_dir`` cannot be used (nothing is written; see :func:`check_out_dir`).
+    AuditInputError
+        If the input changed during the audit (``read_as``; nothing is written).
     """
     from . import figure_rendering, report
     from .terminal import summary_text
@@ -527,6 +571,12 @@ def write_outputs(
         tick()
         files = {p.relative_to(tmp).as_posix(): file_sha256(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
         source = input_record(input_path)
+        if read_as is not None and input_fingerprint(input_path) != read_as:
+            raise AuditInputError(
+                f"{input_path}: changed while it was audited (replaced, or written to: its size, time or file "
+                f"differ from when it was read), so the SHA-256 the manifest would give is not that of the rows "
+                f"audited; nothing was written: audit it again once it no longer changes"
+            )
         preliminary = build_manifest(result, source=source, files=files)
         page = report.render_html(result, figures=figures, summary=summary, manifest=preliminary,
                                   input_path=input_path)  # fmt: skip

@@ -57,6 +57,7 @@ __all__ = [
     "ParquetFile",
     "ParquetInput",
     "find_parquet",
+    "parquet_paths",
     "check_schema",
     "partition_values",
 ]
@@ -352,6 +353,28 @@ def find_parquet(path: str | os.PathLike[str]) -> ParquetInput:
     shared: dict = {}
     files = tuple(_footer(p, parts, shared) for p, parts in found)
     return ParquetInput(path, files, tuple(ignored), n_ignored)
+
+
+def parquet_paths(folder: str | os.PathLike[str]) -> list[Path]:
+    """The paths of the Parquet files a folder's audit reads, in order (:func:`find_parquet`'s files,
+    without reading their footers): for the manifest's record of the input.
+
+    Raises
+    ------
+    ParquetInputError
+        As :func:`find_parquet`'s walk of a folder.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import pandas as pd
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> for name in ("b.pq", "a.parquet", "_tmp.parquet"):
+    ...     pd.DataFrame({"y": [0, 1]}).to_parquet(folder / name)
+    >>> [p.name for p in parquet_paths(folder)]
+    ['a.parquet', 'b.pq']
+    """
+    return [p for p, _ in _walk(Path(folder))[0]]
 
 
 def check_schema(source: ParquetInput, columns: Sequence[str]) -> None:

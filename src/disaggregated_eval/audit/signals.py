@@ -1,10 +1,10 @@
-"""How the command line stops: exit statuses, and Ctrl-C and SIGTERM unwinding the same way.
+"""How the command line stops: exit statuses, and Ctrl-C, SIGTERM and SIGHUP unwinding the same way.
 
 Exit status 0 on success, 2 on bad usage or bad input, 1 on any other failure, 130 when interrupted
 (Ctrl-C, SIGINT), 143 when terminated (SIGTERM: a kill, a timeout, ``docker stop``, a cluster's
-pre-emption, Snakemake stopping its jobs) (``docs/audit.md``, "Exit codes and bad input"). Within
-:func:`signals_unwind`, SIGINT raises :class:`KeyboardInterrupt` and SIGTERM :class:`Terminated` in the
-main thread, so that both unwind and every temporary file and folder is removed on the way out; once
+pre-emption, Snakemake stopping its jobs), 129 on SIGHUP (the terminal or ssh session closed)
+(``docs/audit.md``, "Exit codes and bad input"). Within :func:`signals_unwind`, SIGINT raises
+:class:`KeyboardInterrupt` and SIGTERM or SIGHUP :class:`Terminated` in the main thread, so that both unwind and every temporary file and folder is removed on the way out; once
 one of them has arrived, both are ignored until the block ends, so that a second Ctrl-C (or a SIGTERM
 sent to every process of a job after a Ctrl-C) cannot cut that cleanup short. SIGKILL runs no handler:
 what it leaves is removed, or restored, by the next audit (:mod:`.outputs`).
@@ -33,11 +33,33 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE = 0, 1, 2
 EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130: Ctrl-C
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143: kill, timeout, docker stop, a cluster's pre-emption
 
-_HANDLED = (signal.SIGINT, signal.SIGTERM)
+_HANDLED = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 class Terminated(BaseException):
-    """Raised in the main thread on SIGTERM, so that it unwinds like Ctrl-C (temporary files removed)."""
+    """Raised in the main thread on SIGTERM or SIGHUP (its number the first argument), so that it unwinds
+    like Ctrl-C (temporary files removed)."""
+
+    @property
+    def signum(self) -> int:
+        """The signal's number (SIGTERM's when none was given)."""
+        return int(self.args[0]) if self.args else int(signal.SIGTERM)
+
+    @property
+    def name(self) -> str:
+        """The signal's name, ``SIGTERM`` or ``SIGHUP``."""
+        return signal.Signals(self.signum).name
+
+    @property
+    def status(self) -> int:
+        """The exit status: 128 + the signal's number (143 after SIGTERM, 129 after SIGHUP).
+
+        Examples
+        --------
+        >>> Terminated(signal.SIGHUP).status, Terminated().name
+        (129, 'SIGTERM')
+        """
+        return 128 + self.signum
 
 
 #: The last signal that unwound within :func:`signals_unwind` (read by :func:`interruption`).
@@ -64,7 +86,9 @@ def interruption() -> BaseException:
     >>> type(interruption()).__name__ in ("KeyboardInterrupt", "Terminated")
     True
     """
-    return Terminated(signal.SIGTERM) if _received == signal.SIGTERM else KeyboardInterrupt()
+    if _received is not None and _received != signal.SIGINT:
+        return Terminated(_received)
+    return KeyboardInterrupt()
 
 
 @contextlib.contextmanager
