@@ -505,6 +505,18 @@ def _headline_section(result: Any) -> str:
     return "\n".join(parts)
 
 
+def _text_cells(*values) -> list[str]:
+    """Left-aligned cells of names (model, slice, reference), escaped."""
+    return [f'<td class="text">{html_text(str(v))}</td>' for v in values]
+
+
+def _column_cells(group: pd.DataFrame, key: str, columns, cell) -> list[str]:
+    """One cell per column of a wide row: ``cell(record)`` for the group's record whose ``key`` is the column,
+    an empty cell where the group has none (the wide tables of the disparity ratios and the calibration summary)."""
+    indexed = {r[key]: r for r in group.to_dict("records")}
+    return ["<td></td>" if indexed.get(c) is None else cell(indexed[c]) for c in columns]
+
+
 def _disparity_section(result: Any, files: Collection[str]) -> str:
     """Each slice's disparity ratios to its family's reference: a row per slice, a column per rate."""
     table = getattr(result, "fairness", None)
@@ -518,20 +530,17 @@ def _disparity_section(result: Any, files: Collection[str]) -> str:
     head = (('<th class="text">model</th>' if several else "") + '<th class="text">slice</th><th class="text">'
             "reference</th>" + "".join(f"<th>{_metric_title(m)}</th>" for m in metrics))  # fmt: skip
     body = []
+
+    def ratio_cell(r: dict) -> str:
+        estimate = r["estimate"] if r["reported"] else float("nan")
+        word = html_text(str(r["verdict"])) if r["reported"] else "withheld"
+        tip = "" if r["reported"] else f' title="{html_text(str(r["reason"]))}"'
+        return (f'<td class="{_verdict_class(r)}"{tip}>{_with_ci(estimate, r["ci_low"], r["ci_high"])}'
+                f' <span class="verdict">{word}</span></td>')  # fmt: skip
+
     for (model, name, reference), group in rows.groupby(["model", "slice", "reference"], sort=False):
-        indexed = {r["metric"]: r for r in group.to_dict("records")}
-        cells = [f'<td class="text">{html_text(str(model))}</td>'] if several else []
-        cells += [f'<td class="text">{html_text(str(name))}</td>', f'<td class="text">{html_text(str(reference))}</td>']
-        for metric in metrics:
-            r = indexed.get(metric)
-            if r is None:
-                cells.append("<td></td>")
-                continue
-            estimate = r["estimate"] if r["reported"] else float("nan")
-            word = html_text(str(r["verdict"])) if r["reported"] else "withheld"
-            tip = "" if r["reported"] else f' title="{html_text(str(r["reason"]))}"'
-            cells.append(f'<td class="{_verdict_class(r)}"{tip}>{_with_ci(estimate, r["ci_low"], r["ci_high"])}'
-                         f' <span class="verdict">{word}</span></td>')  # fmt: skip
+        cells = _text_cells(*([model] if several else []), name, reference)
+        cells += _column_cells(group, "metric", metrics, ratio_cell)
         body.append(f"<tr>{''.join(cells)}</tr>")
     return "\n".join([
         '<details id="disparities"><summary>Disparity ratios to a reference slice (Aequitas; four-fifths '
@@ -580,23 +589,20 @@ def _calibration_table(summary: pd.DataFrame, *, several: bool) -> str:
     head = (('<th class="text">model</th>' if several else "") + '<th class="text">slice</th><th>n</th>'
             + "".join(f"<th>{html_text(_CALIBRATION_TITLES.get(k, k))}</th>" for k in statistics))  # fmt: skip
     body = []
+
+    def statistic_cell(r: dict) -> str:
+        estimate = r["estimate"] if r["reported"] else float("nan")
+        text = _with_ci(estimate, r["ci_low"], r["ci_high"]) if pd.notna(r["ci_low"]) else format_estimate(estimate)
+        if r["reported"] and pd.notna(r["vs_overall"]):
+            text += (f' <span class="verdict">{format_estimate(r["vs_overall"], signed=True)} '
+                     f"{format_interval(r['vs_overall_low'], r['vs_overall_high'], signed=True)}</span>")  # fmt: skip
+        return f"<td>{text}</td>"
+
     for (model, name), group in summary.groupby(["model", "slice"], sort=False):
-        indexed = {r["statistic"]: r for r in group.to_dict("records")}
         first = group.iloc[0]
         reported = bool(first["reported"])
-        cells = [f'<td class="text">{html_text(str(model))}</td>'] if several else []
-        cells += [f'<td class="text">{html_text(str(name))}</td>', f"<td>{int(first['n']):,}</td>"]
-        for k in statistics:
-            r = indexed.get(k)
-            if r is None:
-                cells.append("<td></td>")
-                continue
-            estimate = r["estimate"] if r["reported"] else float("nan")
-            text = _with_ci(estimate, r["ci_low"], r["ci_high"]) if pd.notna(r["ci_low"]) else format_estimate(estimate)
-            if r["reported"] and pd.notna(r["vs_overall"]):
-                text += (f' <span class="verdict">{format_estimate(r["vs_overall"], signed=True)} '
-                         f"{format_interval(r['vs_overall_low'], r['vs_overall_high'], signed=True)}</span>")  # fmt: skip
-            cells.append(f"<td>{text}</td>")
+        cells = _text_cells(*([model] if several else []), name) + [f"<td>{int(first['n']):,}</td>"]
+        cells += _column_cells(group, "statistic", statistics, statistic_cell)
         tip = "" if reported else f' title="{html_text(str(first["reason"]))}"'
         body.append(
             f'<tr{tip} class="withheld">{"".join(cells)}</tr>' if not reported else f"<tr>{''.join(cells)}</tr>"
