@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -42,7 +43,14 @@ import numpy as np
 import pandas as pd
 
 from ..validation import brief, format_values, repeated
-from .parquet_files import ParquetInput, ParquetInputError, check_schema, find_parquet, partition_values
+from .parquet_files import (
+    ParquetInput,
+    ParquetInputError,
+    check_schema,
+    find_parquet,
+    first_unreadable,
+    partition_values,
+)
 
 __all__ = [
     "COUNT_COLUMN",
@@ -416,6 +424,34 @@ def _link_farm(source: ParquetInput, farm: Path) -> None:
         os.symlink(os.path.abspath(f.path), farm / f"{i:0{width}d}.parquet")
 
 
+def _duckdb_failure(source: ParquetInput, farm: Path, message: str, wanted: list[str]) -> str:
+    """The message of a failed DuckDB read, naming the user's file: each link of ``farm`` in DuckDB's
+    message is replaced by the file it links to (DuckDB reads the links, :func:`_link_farm`); when it
+    names no file, the files are read with pyarrow to find one that fails (the footers were readable)."""
+    named: dict[str, None] = {}
+
+    def user_path(match: re.Match) -> str:
+        path = str(source.files[int(match.group(1))].path)
+        named.setdefault(path)
+        return path
+
+    text = re.sub(re.escape(str(farm)) + r"/(\d+)\.parquet", user_path, message)
+    text = text.replace(str(farm), str(source.path))
+    said = brief(text, 300)
+    of = f" the folder {source.path}" if source.path.is_dir() else " it"
+    if named:
+        return f"{next(iter(named))}: DuckDB could not aggregate{of} ({said})"
+    found, checked = first_unreadable(source, [c for c in wanted if c not in source.files[0].partitions])
+    if found is not None:
+        return f"{found[0]}: not a readable Parquet file ({found[1]}); DuckDB could not aggregate{of} ({said})"
+    total = len(source.files)
+    read = f"all {total:,} files" if checked == total else f"the first {checked:,} of its {total:,} files"
+    return (
+        f"{source.path}: DuckDB could not aggregate it ({said}); a file may be unreadable, but pyarrow read the "
+        f"audited columns of {read} without error"
+    )
+
+
 def _check_parquet_frequency(connection: Any, source: ParquetInput, raw: str, link: str, column: str) -> int:
     """Check a Parquet input's frequency weights (the rule of :func:`frequency_values`); its rows, as DuckDB
     read them."""
@@ -513,7 +549,7 @@ def aggregate_parquet(
                 query = counts_query(columns, counted, count_column=count_column, frequency_weight=frequency_weight)
                 table = _to_pandas(connection, query)
         except duckdb.Error as exc:
-            raise AggregationError(f"{source.path}: DuckDB could not aggregate it ({brief(str(exc), 300)})") from exc
+            raise AggregationError(_duckdb_failure(source, farm, str(exc), wanted)) from exc
         finally:
             connection.close()
     if n_read is None:
