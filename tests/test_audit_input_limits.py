@@ -498,13 +498,13 @@ def test_frequency_weights_follow_one_rule_on_the_csv_parquet_frame_and_dask_pat
         )
         with pytest.raises(AggregationError, match=rule) as error:
             aggregate_parquet(parquet, ["g"], frequency_weight="w")
-        assert f"got values {shown} in 1 row (first at row 7 of {parquet})" in str(error.value)
+        assert f"got values {shown} in 1 row (first at row 8 of {parquet})" in str(error.value)
         with pytest.raises(AuditInputError, match=rule):  # the frame's path: the same rule and message
             audit(broken, label="y", scores=["pred"], groups=["g"], frequency_weight="w", **FAST)
     numeric = _log(60, 8).astype({"w": float})
     numeric.loc[3, "w"] = np.inf
     numeric.to_parquet(parquet)
-    with pytest.raises(AggregationError, match=r"got values \{inf\} in 1 row \(first at row 3 of"):
+    with pytest.raises(AggregationError, match=r"got values \{inf\} in 1 row \(first at row 4 of"):
         aggregate_parquet(parquet, ["g"], frequency_weight="w")
 
 

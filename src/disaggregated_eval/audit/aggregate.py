@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..validation import brief, format_values, repeated
+from ..validation import brief, format_values, repeated, rows_text
 from .parquet_files import (
     ParquetInput,
     ParquetInputError,
@@ -287,7 +287,7 @@ def frequency_values(series: pd.Series, column: str) -> np.ndarray:
     bad = ~_whole(values)
     if bad.any():
         rows = np.flatnonzero(bad)
-        where = f"in {rows.size:,} row{'s' if rows.size != 1 else ''} (first at row {int(rows[0])})"
+        where = rows_text(rows.size, int(rows[0]))
         raise AggregationError(_frequency_message(column, format_values(series.to_numpy()[bad]), where))
     _check_frequency_sum(column, float(values.max(initial=0.0)), float(values.sum()))
     return values
@@ -469,8 +469,7 @@ def _check_parquet_frequency(connection: Any, source: ParquetInput, raw: str, li
             f"ORDER BY 1, 2 LIMIT 1"
         ).fetchall()[0]
         file = source.files[int(Path(name).stem)].path
-        at = f"at row {row} of" if row is not None else "in"
-        where = f"in {n_bad:,} row{'s' if n_bad != 1 else ''} (first {at} {file})"
+        where = rows_text(int(n_bad), None if row is None else int(row), of=file)
         raise AggregationError(_frequency_message(column, format_values(shown), where))
     _check_frequency_sum(column, float(largest or 0.0), float(total or 0.0))
     return int(n_rows)
@@ -629,7 +628,7 @@ def aggregate_dask(
         n_bad, largest, total = dask.compute(bad.sum(), values[~bad].max(), values[~bad].sum())
         if n_bad:
             shown = format_values(raw[bad].head(6, npartitions=-1).to_numpy())
-            where = f"in {int(n_bad):,} row{'s' if n_bad != 1 else ''}"
+            where = rows_text(int(n_bad))
             raise AggregationError(_frequency_message(frequency_weight, shown, where))
         _check_frequency_sum(frequency_weight, float(0.0 if pd.isna(largest) else largest), float(total))
         grouped = (part.assign(**{frequency_weight: values}).groupby(columns, dropna=False)[frequency_weight]
