@@ -161,7 +161,7 @@ def test_a_weight_whose_square_underflows_beside_the_others_is_refused():
     data = frame()
     data.loc[3, "w"] = 5e-324  # a denormal beside weights of 1 to 2
     with pytest.raises(AuditInputError, match=r"sample_weight column 'w' has positive weights below 1e-150 of the "
-                                              r"largest .*\{5e-324\} in 1 row \(first at row 3\).*set such weights to 0"):  # fmt: skip
+                                              r"largest .*\{5e-324\} in 1 row \(first at row 4\).*set such weights to 0"):  # fmt: skip
         audit(data, label="y", scores=["s"], groups=["g"], sample_weight="w", **FAST)
 
 
@@ -175,7 +175,7 @@ def test_a_slice_whose_weights_square_to_zero_beside_weights_of_1_is_refused(tin
     rows = np.flatnonzero(data["g"] == "b")
     assert np.sum(data.loc[data["g"] == "b", "w"].to_numpy() ** 2) == 0.0  # the case under test
     message = (rf"sample_weight column 'w' has positive weights below 1e-150 of the largest \(1\): \{{{tiny!r}\}} "
-               rf"in {len(rows)} rows \(first at row {rows[0]}\).*set such weights to 0")  # fmt: skip
+               rf"in {len(rows)} rows \(first at row {rows[0] + 1}\).*set such weights to 0")  # fmt: skip
     with pytest.raises(AuditInputError, match=message):
         audit(data, label="y", scores=["s"], groups=["g"], sample_weight="w", **FAST)
 

@@ -137,6 +137,29 @@ def test_bad_frequency_weights_are_refused_before_any_work(values, shown):
     assert "frequency_weight column 'n'" in message and shown in message
 
 
+def test_row_numbers_in_messages_count_data_rows_from_1_on_every_path(tmp_path, capsys):
+    """One convention (``validation.row_number``): row N is the N-th data row, the header not counted, as
+    the margins file's messages count; row 5 of the CSV file is its line 6. Before, the counts' messages
+    counted from 0 (hostile trials 2 and 3, C1-C9: "first at row 0" for the first data row)."""
+    frame = pd.DataFrame({"y": [0, 1] * 5, "r": np.linspace(0.1, 0.9, 10), "g": ["a", "b"] * 5, "n": ["1"] * 10})
+    frame.loc[4, "n"] = "½"
+    csv, parquet, margins = tmp_path / "c.csv", tmp_path / "c.parquet", tmp_path / "m.csv"
+    frame.to_csv(csv, index=False)
+    frame.to_parquet(parquet)
+    assert csv.read_text(encoding="utf-8").splitlines()[5].endswith(",½")  # line 6: the header is line 1
+    common = ["--label", "y", "--score", "r", "--group", "g", "--frequency-weight", "n", "--quiet"]
+    capsys.readouterr()
+    assert main(["audit", str(csv), *common]) == 2
+    assert "got values {'½'} in 1 row (first at row 5)" in capsys.readouterr().err
+    assert main(["audit", str(parquet), "--aggregate", "yes", *common]) == 2
+    assert f"got values {{'½'}} in 1 row (first at row 5 of {parquet})" in capsys.readouterr().err
+    with pytest.raises(AuditInputError, match=r"got values \{'½'\} in 1 row \(first at row 5\)"):
+        audit(frame, label="y", scores=["r"], groups=["g"], frequency_weight="n")
+    margins.write_text("g,share\na,0.5\nb,0.25\na,0.25\n")  # the margins file's rows 1 and 3
+    assert main(["audit", str(csv), *common[:6], "--population-margins", str(margins)]) == 2
+    assert "gives g=a more than once (rows 1, 3)" in capsys.readouterr().err
+
+
 def test_frequency_weight_option_and_roles_are_checked():
     frame = pd.DataFrame({"y": [0, 1], "r": [0.2, 0.7], "g": ["a", "b"], "n": [1, 2]})
     with pytest.raises(AuditInputError, match="frequency_weight must name a column"):

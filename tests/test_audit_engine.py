@@ -575,12 +575,20 @@ def test_bad_inputs_stop_with_clear_messages():
     _bad(df, ["no column(s) ['nope']", "its columns are"], scores=["nope"])
     _bad(
         df.assign(y=df["y"].where(df.index != 7, 2)),
-        ["label column 'y' must hold 0/1 values", "{2}", "first at row 7", "positive_label"],
+        ["label column 'y' must hold 0/1 values", "{2}", "first at row 8", "positive_label"],
     )
     _bad(df.assign(y=df["y"].astype(float).where(df.index != 3, np.nan)), ["label column 'y'", "'nan'"])
-    _bad(df.assign(p=df["p"].where(df.index != 5, 1.5)), ["score column 'p'", "[0, 1]", "{1.5}", "first at row 5"])
-    _bad(df.assign(p=df["p"].where(df.index != 9, np.nan)), ["score column 'p'", "'nan'", "first at row 9"])
+    _bad(df.assign(p=df["p"].where(df.index != 5, 1.5)), ["score column 'p'", "[0, 1]", "{1.5}", "first at row 6"])
+    _bad(df.assign(p=df["p"].where(df.index != 9, np.nan)), ["score column 'p'", "'nan'", "first at row 10"])
     _bad(df.assign(p="high"), ["score column 'p'", "non-numeric values {'high'}"])
+    dropped = df.assign(race=df["race"].where(df.index != 0), f=np.where(df.index == 6, np.inf, 1.0))
+    _bad(
+        dropped,
+        ["feature column 'f'", "{inf} in 1 row (first at row 7)"],
+        controls=["X"],
+        features=["f"],
+        missing_group="drop",
+    )  # row 1 dropped: the message counts the rows given
     _bad(
         df.assign(w=np.where(df.index == 2, -1.0, 1.0)),
         ["sample_weight column 'w'", "{-1.0}", ">= 0"],

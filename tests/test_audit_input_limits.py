@@ -109,6 +109,68 @@ def test_rows_counted_by_duckdb_must_equal_the_rows_of_the_footers(tmp_path):
         aggregate_parquet(tampered, ["g"], frequency_weight="w")
 
 
+def _corrupt_data_pages(path: Path) -> None:
+    """Flip every 97th byte between the magic and the footer: the footer reads, the data pages do not."""
+    data = bytearray(path.read_bytes())
+    footer = int.from_bytes(data[-8:-4], "little")
+    for i in range(4, len(data) - 8 - footer, 97):
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("compression", ["snappy", "none"])
+def test_a_file_duckdb_cannot_read_is_named_as_the_users_file(tmp_path, compression):
+    big = tmp_path / "BIG"
+    big.mkdir()
+    _log(3000, 1).to_parquet(big / "part-0.parquet")
+    _log(3000, 2).to_parquet(big / "part-9.parquet", compression=compression)
+    _corrupt_data_pages(big / "part-9.parquet")
+    for weight in (None, "w"):
+        with pytest.raises(AggregationError) as error:
+            aggregate_parquet(big, COLUMNS, frequency_weight=weight)
+        message = str(error.value)
+        assert message.startswith(f"{big / 'part-9.parquet'}: "), message
+        assert f"DuckDB could not aggregate the folder {big} (" in message
+        assert "disagg-eval-duckdb" not in message
+
+
+def test_a_duckdb_error_naming_a_link_of_the_farm_names_the_file_it_links_to(tmp_path, monkeypatch):
+    import re
+
+    import duckdb
+
+    from disaggregated_eval.audit import aggregate
+
+    big = tmp_path / "BIG"
+    big.mkdir()
+    for k in range(11):
+        _log(20, k).to_parquet(big / f"part-{k}.parquet")  # part-10 sorts before part-2: link 02 is part-10
+
+    def swapped(connection, query):  # DuckDB's words for a file swapped while it was read (hostile trial 3, CH1-2)
+        farm = re.search(r"read_parquet\('([^']*)/\*\.parquet'", query).group(1)
+        raise duckdb.IOException(f"IO Error: Prefetch registered for bytes outside file: {farm}/02.parquet, "
+                                 f"attempted range: [100, 200), file size: 50")  # fmt: skip
+
+    monkeypatch.setattr(aggregate, "_to_pandas", swapped)
+    with pytest.raises(AggregationError) as error:
+        aggregate_parquet(big, COLUMNS)
+    assert str(error.value) == (
+        f"{big / 'part-10.parquet'}: DuckDB could not aggregate the folder {big} ('IO Error: Prefetch registered for bytes "
+        f"outside file: {big / 'part-10.parquet'}, attempted range: [100, 200), file size: 50')"
+    )
+
+    def out_of_memory(connection, query):
+        raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block of size 256.0 KiB")
+
+    monkeypatch.setattr(aggregate, "_to_pandas", out_of_memory)
+    with pytest.raises(AggregationError) as error:
+        aggregate_parquet(big, COLUMNS)
+    assert str(error.value) == (
+        f"{big}: DuckDB could not aggregate it ('Out of Memory Error: could not allocate block of size 256.0 KiB'); a "
+        f"file may be unreadable, but pyarrow read the audited columns of all 11 files without error"
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # Item 2: the folder's walk ends on any folder
 # ----------------------------------------------------------------------------------------------
@@ -436,13 +498,13 @@ def test_frequency_weights_follow_one_rule_on_the_csv_parquet_frame_and_dask_pat
         )
         with pytest.raises(AggregationError, match=rule) as error:
             aggregate_parquet(parquet, ["g"], frequency_weight="w")
-        assert f"got values {shown} in 1 row (first at row 7 of {parquet})" in str(error.value)
+        assert f"got values {shown} in 1 row (first at row 8 of {parquet})" in str(error.value)
         with pytest.raises(AuditInputError, match=rule):  # the frame's path: the same rule and message
             audit(broken, label="y", scores=["pred"], groups=["g"], frequency_weight="w", **FAST)
     numeric = _log(60, 8).astype({"w": float})
     numeric.loc[3, "w"] = np.inf
     numeric.to_parquet(parquet)
-    with pytest.raises(AggregationError, match=r"got values \{inf\} in 1 row \(first at row 3 of"):
+    with pytest.raises(AggregationError, match=r"got values \{inf\} in 1 row \(first at row 4 of"):
         aggregate_parquet(parquet, ["g"], frequency_weight="w")
 
 

@@ -227,6 +227,61 @@ def test_an_edited_margins_file_reruns_the_audit(tmp_path):
     assert "margins.csv" in output_of(after)
 
 
+def _parquet_folder_run(path: Path) -> dict:
+    """A run whose file is a folder of Parquet files (hive partitions ``half=1``, ``half=2``, and a README.txt
+    that is not read), written in ``path`` (the working directory)."""
+    rows = pd.DataFrame({"y": [1, 0, 1, 0] * 5, "s": [0.7, 0.2, 0.6, 0.4] * 5, "g": ["x", "x", "z", "z"] * 5})
+    for half, part in (("1", rows.iloc[:10]), ("2", rows.iloc[10:])):
+        (path / "cpq" / f"half={half}").mkdir(parents=True)
+        part.to_parquet(path / "cpq" / f"half={half}" / "part-0.parquet")
+    (path / "cpq" / "README.txt").write_text("not read")
+    return {"file": "cpq", "label": "y", "scores": ["s"], "groups": ["g", "half"]}
+
+
+def test_a_folder_of_parquet_files_is_a_runs_file_as_on_the_command_line(tmp_path, monkeypatch):
+    """The command line reads a folder of Parquet files; the workflow's parse-time check read it as a file
+    and refused it as an "unknown file type" (hostile trial 3, W0). Its files are inputs of the job: an edit
+    of one reruns it. A folder the command line refuses is refused for the command line's reason."""
+    monkeypatch.chdir(tmp_path)
+    run = _parquet_folder_run(tmp_path)
+    jobs = audit_runs({"runs": {"pq": run}})
+    assert jobs["pq/s"]["file"] == "cpq"
+    assert jobs["pq/s"]["data_files"] == ["cpq/half=1/part-0.parquet", "cpq/half=2/part-0.parquet"]
+    with pytest.raises(UsageError, match=r"^audit\.runs\.pq: cpq: no column\(s\) \['sex'\]; its columns are"):
+        audit_runs({"runs": {"pq": {**run, "groups": ["g", "sex"]}}})
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UsageError, match=r"^audit\.runs\.pq: empty: a folder without Parquet files"):
+        audit_runs({"runs": {"pq": {**run, "file": "empty"}}})
+    csv = {**run, "file": "d.csv", "groups": ["g"]}
+    (tmp_path / "d.csv").write_text("y,s,g\n1,0.5,x\n")
+    assert audit_runs({"runs": {"c": csv}})["c/s"]["data_files"] == []
+
+
+def test_an_edited_file_of_a_parquet_folder_reruns_the_audit(tmp_path):
+    workdir = make_workdir(tmp_path / "wd")
+    config = write_config(workdir / "pq.yaml", {"out_dir": "res", "runs": {"pq": _parquet_folder_run(workdir)}})
+    args = ("--dry-run", "--cores", "1", "audit", "--configfile", config, "--rerun-triggers", "mtime")
+    planned = snakemake(workdir, *args)
+    assert planned.returncode == 0, output_of(planned)
+    assert "input: cpq, cpq/half=1/part-0.parquet, cpq/half=2/part-0.parquet," in output_of(planned)
+    out = workdir / "res" / "pq" / "s"
+    out.mkdir(parents=True)
+    (out / "manifest.json").write_text('{"tool": "disagg-eval audit"}')
+    (workdir / "res" / "pq" / "s.manifest.json").write_text('{"tool": "disagg-eval audit"}')
+    (workdir / "res" / "pq" / "s.report.html").write_text("<html></html>")
+    now = time.time()
+    for path in (out / "manifest.json", out, workdir / "res" / "pq" / "s.report.html",
+                 workdir / "res" / "pq" / "s.manifest.json"):  # fmt: skip
+        os.utime(path, (now + 1000, now + 1000))
+    before = snakemake(workdir, *args)
+    assert before.returncode == 0, output_of(before)
+    assert "Nothing to be done" in output_of(before)
+    os.utime(workdir / "cpq" / "half=2" / "part-0.parquet", (now + 2000, now + 2000))  # the folders' times unchanged
+    after = snakemake(workdir, *args)
+    assert after.returncode == 0, output_of(after)
+    assert "reason: Updated input files: cpq/half=2/part-0.parquet" in output_of(after)
+
+
 CANCEL_STOPS_JOBS = """
 import signal, subprocess, sys, time, types
 from concurrent.futures import ThreadPoolExecutor

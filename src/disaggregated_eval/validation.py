@@ -29,6 +29,8 @@ __all__ = [
     "MAX_NESTED_ITEMS",
     "MAX_NESTING_DEPTH",
     "format_values",
+    "row_number",
+    "rows_text",
     "show_value",
     "check_1d",
     "check_length",
@@ -232,6 +234,53 @@ def format_values(values: Iterable[Any], limit: int = 5) -> str:
     shown = ", ".join(brief(v) for v in distinct[:limit])
     more = f", ... ({len(distinct)} distinct)" if len(distinct) > limit else ""
     return "{" + shown + more + "}"
+
+
+def row_number(position: int) -> int:
+    """The number messages give the data row at 0-based ``position``: data rows count from 1.
+
+    The one convention of every message about a row of the user's data (a CSV or Parquet file, a
+    frame, a margins file): "row N" is the N-th data row, the header not counted, so that row N of a
+    CSV file is its line N + 1 when no field holds a line break and no line is blank ("line N" counts
+    the file's lines, the header included, and is used only for the file's text).
+
+    Examples
+    --------
+    >>> row_number(0)
+    1
+    """
+    return int(position) + 1
+
+
+def rows_text(n_rows: int, first: int | None = None, of: Any = None) -> str:
+    """Where offending values are, for messages: ``in 3 rows (first at row 8)`` (:func:`row_number`).
+
+    Parameters
+    ----------
+    n_rows : int
+        How many rows hold one.
+    first : int, optional
+        0-based position of the first of them (None: not known).
+    of : path-like, optional
+        The file the position counts in (a file of a folder).
+
+    Returns
+    -------
+    str
+
+    Examples
+    --------
+    >>> rows_text(3, 7)
+    'in 3 rows (first at row 8)'
+    >>> rows_text(1, 0, of="b.parquet")
+    'in 1 row (first at row 1 of b.parquet)'
+    >>> rows_text(1200, None, of="b.parquet"), rows_text(2)
+    ('in 1,200 rows (first in b.parquet)', 'in 2 rows')
+    """
+    text = f"in {n_rows:,} row{'s' if n_rows != 1 else ''}"
+    if first is not None:
+        return f"{text} (first at row {row_number(first)}{f' of {of}' if of is not None else ''})"
+    return f"{text} (first in {of})" if of is not None else text
 
 
 # ----------------------------------------------------------------------------------------------

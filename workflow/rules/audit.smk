@@ -35,6 +35,7 @@ rule run_audit:
     input:
         data=job_param(AUDIT_RUNS, "file"),
         option_files=job_param(AUDIT_RUNS, "option_files"),
+        data_files=job_param(AUDIT_RUNS, "data_files"),
         code=audit_code_files(REPO, workdir=Path.cwd()),
     output:
         record=output_pattern(config["audit"]),

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -41,8 +42,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..validation import brief, format_values, repeated
-from .parquet_files import ParquetInput, ParquetInputError, check_schema, find_parquet, partition_values
+from ..validation import brief, format_values, repeated, rows_text
+from .parquet_files import (
+    ParquetInput,
+    ParquetInputError,
+    check_schema,
+    find_parquet,
+    first_unreadable,
+    partition_values,
+)
 
 __all__ = [
     "COUNT_COLUMN",
@@ -279,7 +287,7 @@ def frequency_values(series: pd.Series, column: str) -> np.ndarray:
     bad = ~_whole(values)
     if bad.any():
         rows = np.flatnonzero(bad)
-        where = f"in {rows.size:,} row{'s' if rows.size != 1 else ''} (first at row {int(rows[0])})"
+        where = rows_text(rows.size, int(rows[0]))
         raise AggregationError(_frequency_message(column, format_values(series.to_numpy()[bad]), where))
     _check_frequency_sum(column, float(values.max(initial=0.0)), float(values.sum()))
     return values
@@ -416,6 +424,34 @@ def _link_farm(source: ParquetInput, farm: Path) -> None:
         os.symlink(os.path.abspath(f.path), farm / f"{i:0{width}d}.parquet")
 
 
+def _duckdb_failure(source: ParquetInput, farm: Path, message: str, wanted: list[str]) -> str:
+    """The message of a failed DuckDB read, naming the user's file: each link of ``farm`` in DuckDB's
+    message is replaced by the file it links to (DuckDB reads the links, :func:`_link_farm`); when it
+    names no file, the files are read with pyarrow to find one that fails (the footers were readable)."""
+    named: dict[str, None] = {}
+
+    def user_path(match: re.Match) -> str:
+        path = str(source.files[int(match.group(1))].path)
+        named.setdefault(path)
+        return path
+
+    text = re.sub(re.escape(str(farm)) + r"/(\d+)\.parquet", user_path, message)
+    text = text.replace(str(farm), str(source.path))
+    said = brief(text, 300)
+    of = f" the folder {source.path}" if source.path.is_dir() else " it"
+    if named:
+        return f"{next(iter(named))}: DuckDB could not aggregate{of} ({said})"
+    found, checked = first_unreadable(source, [c for c in wanted if c not in source.files[0].partitions])
+    if found is not None:
+        return f"{found[0]}: not a readable Parquet file ({found[1]}); DuckDB could not aggregate{of} ({said})"
+    total = len(source.files)
+    read = f"all {total:,} files" if checked == total else f"the first {checked:,} of its {total:,} files"
+    return (
+        f"{source.path}: DuckDB could not aggregate it ({said}); a file may be unreadable, but pyarrow read the "
+        f"audited columns of {read} without error"
+    )
+
+
 def _check_parquet_frequency(connection: Any, source: ParquetInput, raw: str, link: str, column: str) -> int:
     """Check a Parquet input's frequency weights (the rule of :func:`frequency_values`); its rows, as DuckDB
     read them."""
@@ -433,8 +469,7 @@ def _check_parquet_frequency(connection: Any, source: ParquetInput, raw: str, li
             f"ORDER BY 1, 2 LIMIT 1"
         ).fetchall()[0]
         file = source.files[int(Path(name).stem)].path
-        at = f"at row {row} of" if row is not None else "in"
-        where = f"in {n_bad:,} row{'s' if n_bad != 1 else ''} (first {at} {file})"
+        where = rows_text(int(n_bad), None if row is None else int(row), of=file)
         raise AggregationError(_frequency_message(column, format_values(shown), where))
     _check_frequency_sum(column, float(largest or 0.0), float(total or 0.0))
     return int(n_rows)
@@ -513,7 +548,7 @@ def aggregate_parquet(
                 query = counts_query(columns, counted, count_column=count_column, frequency_weight=frequency_weight)
                 table = _to_pandas(connection, query)
         except duckdb.Error as exc:
-            raise AggregationError(f"{source.path}: DuckDB could not aggregate it ({brief(str(exc), 300)})") from exc
+            raise AggregationError(_duckdb_failure(source, farm, str(exc), wanted)) from exc
         finally:
             connection.close()
     if n_read is None:
@@ -593,7 +628,7 @@ def aggregate_dask(
         n_bad, largest, total = dask.compute(bad.sum(), values[~bad].max(), values[~bad].sum())
         if n_bad:
             shown = format_values(raw[bad].head(6, npartitions=-1).to_numpy())
-            where = f"in {int(n_bad):,} row{'s' if n_bad != 1 else ''}"
+            where = rows_text(int(n_bad))
             raise AggregationError(_frequency_message(frequency_weight, shown, where))
         _check_frequency_sum(frequency_weight, float(0.0 if pd.isna(largest) else largest), float(total))
         grouped = (part.assign(**{frequency_weight: values}).groupby(columns, dropna=False)[frequency_weight]

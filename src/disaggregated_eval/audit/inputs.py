@@ -40,7 +40,7 @@ import pandas as pd
 
 from .. import vocabulary
 from ..model_fitting import MAX_CATEGORY_CODE
-from ..validation import brief, format_values, repeated, show_value
+from ..validation import brief, format_values, repeated, rows_text, show_value
 from .aggregate import AggregationError, frequency_values
 from .errors import AuditInputError
 from .loading import required_columns
@@ -255,9 +255,11 @@ def _show(values: np.ndarray) -> str:
     return format_values(values, limit=_SHOW)
 
 
-def _where(bad: np.ndarray) -> str:
+def _where(bad: np.ndarray, positions: np.ndarray | None = None) -> str:
+    """Where a mask's rows are (:func:`~disaggregated_eval.validation.rows_text`); ``positions``: the
+    frame's position of each row of the mask, when rows were left out before."""
     rows = np.flatnonzero(bad)
-    return f"in {rows.size} row{'s' if rows.size != 1 else ''} (first at row {int(rows[0])})"
+    return rows_text(rows.size, int(rows[0] if positions is None else positions[rows[0]]))
 
 
 def _numeric(series: pd.Series, what: str, expected: str) -> np.ndarray:
@@ -619,8 +621,11 @@ def _all_missing_feature(column: str) -> str:
     )
 
 
-def _features(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, tuple[str, ...], list[str]]:
-    """Numeric features as float64; others integer-coded categorical (NaN stays missing)."""
+def _features(
+    frame: pd.DataFrame, columns: list[str], positions: np.ndarray
+) -> tuple[pd.DataFrame, tuple[str, ...], list[str]]:
+    """Numeric features as float64; others integer-coded categorical (NaN stays missing). ``positions``:
+    each row's position in the frame given (for messages)."""
     out: dict[str, np.ndarray] = {}
     categorical: list[str] = []
     notes: list[str] = []
@@ -636,7 +641,7 @@ def _features(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, tu
             if bad.any():
                 raise AuditInputError(
                     f"feature column {brief(column)} must hold finite numbers (NaN for missing); got "
-                    f"{_show(values[bad])} {_where(bad)}"
+                    f"{_show(values[bad])} {_where(bad, positions)}"
                 )
             out[column] = values
             continue
@@ -796,7 +801,7 @@ def prepare_input(data: Any, spec: InputSpec) -> AuditInput:
     check_reference_levels(spec.reference, attributes)
     features, categorical = None, ()
     if "X" in spec.controls:
-        features, categorical, feature_notes = _features(sub, spec.features)
+        features, categorical, feature_notes = _features(sub, spec.features, row)
         notes += feature_notes
     elif spec.features:
         notes.append(f"features {spec.features!r} are used only by the control X, which was not requested")

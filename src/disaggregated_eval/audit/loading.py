@@ -410,25 +410,44 @@ def _check_columns(path: Path, header: Sequence[str], columns: Sequence[str]) ->
 
 def check_file_columns(path: str | os.PathLike[str], columns: Sequence[str]) -> list[str]:
     """Check, reading only the file's header, that the table holds ``columns`` (the workflow's check of
-    an audit before any job starts; :func:`load_table` makes the same checks and reads the rows).
+    an audit before any job starts; :func:`load_input` makes the same checks and reads the rows).
 
     Parameters
     ----------
     path : path-like
-        The table (any format of :data:`SUFFIXES`).
-    columns : sequence of str
+        The table (any format of :data:`SUFFIXES`), or a folder of Parquet files, read as
+        :func:`load_input` reads it (:mod:`.parquet_files`: which files, the folder's one schema rule).
 
     Returns
     -------
     list of str
-        The header.
+        The header (of a folder: its files' columns and partition keys).
 
     Raises
     ------
     InputFileError
-        As :func:`read_header`, or naming the missing columns (close names suggested).
+        As :func:`read_header`, or naming the missing columns (close names suggested); for a folder as
+        :func:`.parquet_files.find_parquet` and :func:`.parquet_files.check_schema` (naming the file).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp()) / "log"
+    >>> (folder / "day=1").mkdir(parents=True)
+    >>> pd.DataFrame({"y": [0, 1], "p": [0.2, 0.9]}).to_parquet(folder / "day=1" / "part-0.parquet")
+    >>> check_file_columns(folder, ["y", "p", "day"])
+    ['y', 'p', 'day']
     """
     path = Path(path)
+    if path.is_dir():
+        from .parquet_files import ParquetInputError, check_schema, find_parquet
+
+        try:
+            source = find_parquet(path)
+            check_schema(source, columns)
+        except ParquetInputError as exc:
+            raise InputFileError(str(exc)) from None
+        return source.columns
     header = read_header(path)
     _check_columns(path, header, list(columns))
     return header

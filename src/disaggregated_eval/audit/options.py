@@ -66,6 +66,7 @@ from ..validation import (
     check_open_unit,
     check_seed,
     repeated,
+    row_number,
 )
 from .aggregate import AUTO_AGGREGATE_ROWS
 from .errors import AuditInputError, AuditWarning, UsageError
@@ -984,7 +985,7 @@ def read_margins(path: str | Path, groups: list[str], *, strip_levels: bool = Tr
     if empty.any():
         row, col = (int(i[0]) for i in np.nonzero(empty))
         raise AuditInputError(
-            f"{source}: row {row + 1} gives {attributes[col]!r} an empty level ({brief(written.iat[row, col])}); "
+            f"{source}: row {row_number(row)} gives {attributes[col]!r} an empty level ({brief(written.iat[row, col])}); "
             f"name every level (the data's missing values form the level {vocabulary.MISSING_LEVEL!r})"
         )
     rows = list(zip(*(frame[c].tolist() for c in attributes), strict=True))
@@ -995,7 +996,7 @@ def read_margins(path: str | Path, groups: list[str], *, strip_levels: bool = Tr
         spellings = dict.fromkeys(shown_slice_name(attributes, written.iloc[i].tolist()) for i in lines)
         raise AuditInputError(
             f"{source} gives {shown_slice_name(attributes, rows[lines[0]])} more than once (rows "
-            f"{', '.join(str(i + 1) for i in lines)}{': ' + ' and '.join(spellings) if len(spellings) > 1 else ''}); "
+            f"{', '.join(str(row_number(i)) for i in lines)}{': ' + ' and '.join(spellings) if len(spellings) > 1 else ''}); "
             f"give each combination once"
         )
 

@@ -38,6 +38,7 @@ import io
 import itertools
 import os
 import stat
+import time
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,6 +61,7 @@ __all__ = [
     "parquet_paths",
     "check_schema",
     "partition_values",
+    "first_unreadable",
 ]
 
 #: Names of the files read in a folder (compared in lower case).
@@ -457,3 +459,50 @@ def partition_values(source: ParquetInput, keys: Sequence[str]) -> pd.DataFrame:
     typed = pd.read_csv(io.StringIO(text.getvalue()), low_memory=False)
     typed.columns = keys
     return typed
+
+
+def first_unreadable(
+    source: ParquetInput, columns: Sequence[str], *, seconds: float = 60.0
+) -> tuple[tuple[Path, str] | None, int]:
+    """The first file whose ``columns`` pyarrow cannot read, row group by row group (for a message
+    after a failed read: the footers were readable, a data page is not).
+
+    Parameters
+    ----------
+    source : ParquetInput
+    columns : sequence of str
+        The columns read (partition keys are skipped: they are not in the files).
+    seconds : float, default 60
+        Time after which the search stops (a large folder is read in full otherwise).
+
+    Returns
+    -------
+    found : (path, reason) or None
+        The file and pyarrow's error; None when no file checked failed.
+    n_checked : int
+        Files read in full (``len(source.files)`` when every file was).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> pd.DataFrame({"y": [0, 1]}).to_parquet(folder / "a.parquet")
+    >>> first_unreadable(find_parquet(folder), ["y"])
+    (None, 1)
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    wanted = list(dict.fromkeys(columns))
+    start = time.monotonic()
+    for i, f in enumerate(source.files):
+        if i and time.monotonic() - start > seconds:
+            return None, i
+        present = [c for c in wanted if c in f.kinds]
+        try:
+            with pq.ParquetFile(f.path) as reader:
+                for group in range(reader.metadata.num_row_groups):
+                    reader.read_row_group(group, columns=present)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            return (f.path, brief(str(exc), 200)), i
+    return None, len(source.files)

@@ -25,7 +25,8 @@ the same code as the command line and :func:`disaggregated_eval.audit.audit`: th
 :func:`disaggregated_eval.audit.options.options_from_mapping`, their ranges and cross-option rules by
 :func:`disaggregated_eval.audit.options.resolve_options` (one home for the option rules), and the
 file's header for every column named (:func:`disaggregated_eval.audit.loading.check_file_columns`,
-which reads the header only). So a bad value stops the workflow before any job starts, naming the
+which reads the header only; of a folder of Parquet files, as the command line reads it, every file's
+footer). So a bad value stops the workflow before any job starts, naming the
 run and the key. The structure (keys of the section, resources) is checked by
 ``workflow/schemas/audit.schema.yaml``.
 
@@ -140,11 +141,14 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     Returns
     -------
     dict
-        ``"<run>/<model>"`` -> ``{"run", "model", "file", "option_files", "out", "record", "options"}``
+        ``"<run>/<model>"`` -> ``{"run", "model", "file", "option_files", "data_files", "out", "record",
+        "options"}``
         where ``out`` is the output folder, ``record`` the job's record (the rule's declared output, module
         docstring), ``options`` the checked keyword arguments of :func:`disaggregated_eval.audit.audit`
         (``scores`` is the one model, or all of them with ``compare_models``) and ``option_files`` the
-        files its :data:`FILE_OPTIONS` name (inputs of the job besides ``file``).
+        files its :data:`FILE_OPTIONS` name (inputs of the job besides ``file``); ``data_files`` the
+        Parquet files of a folder ``file`` (inputs too: Snakemake dates a folder by its own time, which
+        an edit of a file inside does not change), empty for a file.
 
     Raises
     ------
@@ -185,6 +189,7 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
         ]:
             _printable_path(f"{where}.{key}", path)
         _check_run(where, str(file), merged)
+        data_files = _data_files(where, str(file))
         for model in models:
             options = dict(merged)
             if not compare:
@@ -194,6 +199,7 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
                 "model": model,
                 "file": str(file),
                 "option_files": option_files,
+                "data_files": data_files,
                 "out": f"{out_dir}/{run}/{model}",
                 "record": f"{out_dir}/{run}/{model}{RECORD_SUFFIX}",
                 "options": options,
@@ -209,6 +215,18 @@ def _printable_path(where: str, path: str) -> None:
             f"{where} {brief(path)}: holds control or invisible characters, which Snakemake would print raw on the "
             "terminal; rename the file"
         )
+
+
+def _data_files(where: str, file: str) -> list[str]:
+    """The Parquet files a folder's audit reads (none for a file), each printable (:func:`_printable_path`)."""
+    if not os.path.isdir(file):
+        return []
+    from disaggregated_eval.audit.parquet_files import parquet_paths
+
+    paths = [str(p) for p in parquet_paths(file)]  # walked already by _check_run: no error left to name
+    for path in paths:
+        _printable_path(f"{where}.file", path)
+    return paths
 
 
 def _check_run(where: str, file: str, options: Mapping[str, Any]) -> None:
