@@ -777,6 +777,24 @@ def test_controlled_weights_follow_the_control_variable_and_report_diagnostics()
     assert any("cross-fitted cell frequency over the 2 distinct value(s)" in note for note in res.notes)
 
 
+def test_every_family_and_control_share_one_outer_split(monkeypatch):
+    """The weights of race, sex and race x sex for V = Y and V = R (a score of 10 values) are cross-fitted on
+    one split of the rows: rows alike in cell, label and score get the same weights in every fit, so the
+    bootstrap merges them into at most cells x labels x scores x folds units (before: one split per fit,
+    and no two rows alike)."""
+    from disaggregated_eval.audit import estimates
+
+    seen = []
+    real = estimates.find_units
+    monkeypatch.setattr(estimates, "find_units", lambda keys: seen.append(real(keys)) or seen[-1])
+    df = _frame(n=3_000)
+    df["q"] = np.round(df["p"], 1)
+    res = audit(df, label="y", scores=["q"], groups=["race", "sex"], controls=["none", "Y", "R"], **FAST)
+    assert set(res.controlled.loc[res.controlled["control"] != "none", "weight_method"]) == {"cell_frequency"}
+    cells = df.groupby(["race", "sex"]).ngroups
+    assert seen[0] is not None and len(seen[0].first) <= cells * 2 * df["q"].nunique() * 5 < len(df)
+
+
 def test_controlled_weights_of_a_continuous_score_follow_its_bins_not_its_rows():
     """V = R of a continuous score on 8,000 rows: each family's spline is fitted on each level's row counts in
     at most 512 bins of the score (at most 512 x levels points for the 6,400 rows of each outer fold), and the

@@ -129,6 +129,57 @@ def test_a_fold_is_predicted_by_a_model_that_never_saw_it(method):
     assert not np.array_equal(after[others], before[others])
 
 
+def test_shared_fold_ids_spread_every_stratum_within_one_row_of_even():
+    rng = seeds.generator(SEED, "tests", "weight_models", "shared folds")
+    strata = rng.integers(0, 40, size=997)  # strata of 10-40 rows, and some of fewer rows than folds
+    strata[:3] = 1000 + np.arange(3)
+    folds = weight_models.shared_fold_ids(strata, crossfit_folds=5, random_state=3)
+    assert folds.dtype == np.int64 and set(folds.tolist()) == set(range(5))
+    for s in np.unique(strata):
+        counts = np.bincount(folds[strata == s], minlength=5)
+        assert counts.max() - counts.min() <= 1, (s, counts)
+    overall = np.bincount(folds, minlength=5)
+    assert overall.max() - overall.min() <= 1
+    np.testing.assert_array_equal(folds, weight_models.shared_fold_ids(strata, crossfit_folds=5, random_state=3))
+    assert not np.array_equal(folds, weight_models.shared_fold_ids(strata, crossfit_folds=5, random_state=4))
+    with pytest.raises(ValueError, match=r"crossfit_folds must be an integer >= 2; got 1"):
+        weight_models.shared_fold_ids(strata, crossfit_folds=1, random_state=3)
+
+
+@pytest.mark.parametrize("method", ["cell_frequency", "spline_logistic"])
+def test_a_given_split_is_used_where_it_serves_and_the_seed_split_otherwise(method):
+    """Two fits given one split hold out the same rows: rows alike in V and group get the same weights in
+    both (the units the audit's bootstrap merges). A split that leaves a group without training rows in a
+    fold is not used: the result is then the seed's split, as without one."""
+    rng = seeds.generator(SEED, "tests", "weight_models", "given split", method)
+    n = 1_200
+    v = rng.integers(0, 8, size=n).astype(float)
+    a = (rng.random(n) < 1 / (1 + np.exp(-0.4 * (v - 4)))).astype(np.int64)
+    b = rng.integers(0, 3, size=n)
+    shared = weight_models.shared_fold_ids(a * 3 + b, crossfit_folds=5, random_state=1)
+    args = dict(method=method, crossfit_folds=5, fold_ids=shared)
+    pa = weight_models.group_proba_for_control(pd.DataFrame({"v": v}), a, n_groups=2, seed=1, **args).proba
+    pb = weight_models.group_proba_for_control(pd.DataFrame({"v": v}), b, n_groups=3, seed=2, **args).proba
+    key = pd.DataFrame({"v": v, "a": a, "b": b, "fold": shared})
+    for p in (pa, pb):
+        frame = pd.concat([key, pd.DataFrame(p)], axis=1)
+        assert frame.groupby(["v", "a", "b", "fold"]).nunique().drop(columns=[]).max().max() == 1
+    # the same weights without the split differ (each fit draws its own split from its seed)
+    own = weight_models.group_proba_for_control(pd.DataFrame({"v": v}), a, n_groups=2, seed=1, method=method).proba
+    assert not np.array_equal(own, pa)
+    # a split that puts every row of group 1 in fold 0 leaves fold 0's training part without it: not used
+    bad = shared.copy()
+    bad[a == 1] = 0
+    fallback = weight_models.group_proba_for_control(
+        pd.DataFrame({"v": v}), a, n_groups=2, seed=1, method=method, crossfit_folds=5, fold_ids=bad
+    ).proba
+    np.testing.assert_array_equal(fallback, own)
+    with pytest.raises(ValueError, match=r"fold_ids must hold integers in 0\.\.4"):
+        weight_models.group_proba_for_control(
+            pd.DataFrame({"v": v}), a, n_groups=2, seed=1, method=method, fold_ids=shared + 1
+        )
+
+
 def test_cell_frequency_validation():
     a = np.r_[np.zeros(50, dtype=int), np.ones(3, dtype=int)]
     v = np.arange(53) % 2

@@ -94,6 +94,7 @@ __all__ = [
     "logit_score",
     "score_frame",
     "crossfit_fold_ids",
+    "shared_fold_ids",
     "crossfit_group_proba",
     "fit_weight_models",
     "selected_max_leaf_nodes",
@@ -266,11 +267,15 @@ def _plan_crossfit(
     context: str,
     labels: Sequence[str] | None,
     inner: bool = True,
+    fold_ids: np.ndarray | None = None,
 ) -> _Crossfit:
     """Outer folds of ``groups``, checked before any fit: every group needs ``crossfit_folds`` rows,
     and (``inner``: models with an inner cross-validation) ``n_splits`` rows (2 with a given
     ``max_leaf_nodes``) in the training part of every outer fold. Errors name the group (with its
-    label), the fold and the control variable.
+    label), the fold and the control variable. A given split ``fold_ids`` (:func:`_check_fold_ids`) is
+    used where every group has those rows in the training part of every fold (also without ``inner``,
+    where the split of ``seed``, stratified by group, has them by construction); otherwise the split of
+    ``seed`` is drawn, as without it.
     """
     counts = np.bincount(groups, minlength=n_groups)
     for code in range(n_groups):
@@ -279,17 +284,90 @@ def _plan_crossfit(
                 f"{_group_name(code, labels)} has {counts[code]} rows in {where}, fewer than "
                 f"crossfit_folds={crossfit_folds}; P(A = {code} | {variable}) cannot be cross-fitted"
             )
-    fold_ids = _fold_ids(groups, crossfit_folds, seeds.sklearn_seed(seed))
     min_rows, need = row_requirement(n_splits, max_leaf_nodes is not None)
-    for k in range(crossfit_folds if inner else 0):
-        counts = np.bincount(groups[fold_ids != k], minlength=n_groups)
-        for code in range(n_groups):
-            if counts[code] < min_rows:
-                raise ValueError(
-                    f"{_group_name(code, labels)} has {counts[code]} rows in the training part of outer fold {k} "
-                    f"({context}), fewer than {need}; P(A = {code} | {variable}) cannot be estimated"
-                )
+    folds = crossfit_folds if inner else 0
+    if fold_ids is not None and _training_shortfall(groups, fold_ids, n_groups, crossfit_folds, min_rows) is None:
+        return _Crossfit(fold_ids=fold_ids, seed=seed)
+    fold_ids = _fold_ids(groups, crossfit_folds, seeds.sklearn_seed(seed))
+    short = _training_shortfall(groups, fold_ids, n_groups, folds, min_rows)
+    if short is not None:
+        code, k, count = short
+        raise ValueError(
+            f"{_group_name(code, labels)} has {count} rows in the training part of outer fold {k} "
+            f"({context}), fewer than {need}; P(A = {code} | {variable}) cannot be estimated"
+        )
     return _Crossfit(fold_ids=fold_ids, seed=seed)
+
+
+def _training_shortfall(
+    groups: np.ndarray, fold_ids: np.ndarray, n_groups: int, folds: int, min_rows: int
+) -> tuple[int, int, int] | None:
+    """The first ``(group, fold, rows)`` whose training part (the rows outside outer fold ``fold``, for
+    the first ``folds`` folds) holds fewer than ``min_rows`` rows of the group; None when none does."""
+    for k in range(folds):
+        counts = np.bincount(groups[fold_ids != k], minlength=n_groups)
+        short = np.flatnonzero(counts < min_rows)
+        if short.size:
+            return int(short[0]), k, int(counts[short[0]])
+    return None
+
+
+def shared_fold_ids(strata, *, crossfit_folds: int, random_state: int) -> np.ndarray:
+    """One outer split for several cross-fittings of the same rows, stratified by ``strata``.
+
+    The rows are put in the order of their stratum, in a random order within it, and dealt to the folds
+    in turn (``0, 1, ..., crossfit_folds - 1, 0, ...``) over that whole order: every stratum's rows,
+    and the rows as a whole, are spread over the folds within one row of even. Several fits given this
+    split (``fold_ids`` of :func:`group_proba_for_control`) hold out the same rows together, so rows that
+    agree in the strata and in ``V`` get the same weights in every fit (the audit passes the finest cell
+    of its attributes: its bootstrap then merges such rows into one unit, ``docs/method.md``, "Weights").
+    Unlike :class:`sklearn.model_selection.StratifiedKFold` it takes strata with fewer rows than folds
+    (many intersection cells are) without a warning.
+
+    Parameters
+    ----------
+    strata : array-like of shape (n_samples,), int
+        Stratum of each row (any integers).
+    crossfit_folds : int
+        Number of outer folds (>= 2).
+    random_state : int
+        Seed of the order within the strata.
+
+    Returns
+    -------
+    ndarray of shape (n_samples,), int64
+        Fold index ``0..crossfit_folds-1`` of every row.
+
+    Raises
+    ------
+    ValueError
+        If ``strata`` is not one-dimensional or ``crossfit_folds`` is not an integer >= 2.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> folds = shared_fold_ids(np.array([0, 0, 0, 0, 1, 1, 1, 1, 1, 1]), crossfit_folds=2, random_state=0)
+    >>> np.bincount(folds[:4]).tolist(), np.bincount(folds[4:]).tolist()
+    ([2, 2], [3, 3])
+    """
+    crossfit_folds = check_int(crossfit_folds, "crossfit_folds", minimum=2)
+    strata = check_1d(strata, "strata")
+    rng = np.random.default_rng(random_state)
+    order = np.lexsort((rng.random(strata.shape[0]), strata))
+    fold = np.empty(strata.shape[0], dtype=np.int64)
+    fold[order] = np.arange(strata.shape[0], dtype=np.int64) % crossfit_folds
+    return fold
+
+
+def _check_fold_ids(fold_ids, n_rows: int, crossfit_folds: int) -> np.ndarray | None:
+    """A given outer split: ``n_rows`` integers in ``0..crossfit_folds - 1`` (None stays None)."""
+    if fold_ids is None:
+        return None
+    fold_ids = check_1d(fold_ids, "fold_ids")
+    check_length(fold_ids, n_rows, "fold_ids", reference="V")
+    if fold_ids.dtype.kind not in "iu" or (fold_ids.size and (fold_ids.min() < 0 or fold_ids.max() >= crossfit_folds)):
+        raise ValueError(f"fold_ids must hold integers in 0..{crossfit_folds - 1} (crossfit_folds={crossfit_folds})")
+    return fold_ids.astype(np.int64, copy=False)
 
 
 def _crossfit(
@@ -346,6 +424,7 @@ def crossfit_group_proba(
     n_splits: int = 5,
     crossfit_folds: int = 5,
     seed: int | np.random.SeedSequence,
+    fold_ids: np.ndarray | None = None,
     group_labels: Sequence[str] | None = None,
     n_jobs: int = 1,
     n_threads: int | None = None,
@@ -387,6 +466,10 @@ def crossfit_group_proba(
         Outer folds.
     seed : int or numpy.random.SeedSequence
         Seed branch: a root seed, or (as in the pipeline) ``seeds.seed_sequence(root, *path)``.
+    fold_ids : ndarray of shape (n_samples,), int, optional
+        A given outer split (e.g. :func:`shared_fold_ids`, one split for several fits), used where every
+        group has the rows it needs in each fold's training part; otherwise (and by default) the
+        split of ``seed``.
     group_labels : sequence of str, optional
         Display labels of the ``n_groups`` groups, used in error messages.
     n_jobs : int, default=1
@@ -444,6 +527,7 @@ def crossfit_group_proba(
         variable=variable,
         context=context,
         labels=labels,
+        fold_ids=_check_fold_ids(fold_ids, len(V), crossfit_folds),
     )
     with openmp_threads(n_threads):
         return _crossfit(
@@ -1010,6 +1094,7 @@ def crossfit_cell_frequency(
     n_groups: int,
     crossfit_folds: int = 5,
     seed: int | np.random.SeedSequence,
+    fold_ids: np.ndarray | None = None,
     group_labels: Sequence[str] | None = None,
 ) -> tuple[np.ndarray, pd.DataFrame]:
     """Cross-fitted ``P(A = a | V)`` of a discrete control variable: the group shares of its cell.
@@ -1043,6 +1128,10 @@ def crossfit_cell_frequency(
     seed : int or numpy.random.SeedSequence
         Seed branch of the outer split (as in :func:`crossfit_group_proba`: a root seed, or
         ``seeds.seed_sequence(root, *path)``).
+    fold_ids : ndarray of shape (n_samples,), int, optional
+        A given outer split (e.g. :func:`shared_fold_ids`, one split for several fits), used where every
+        group has the rows it needs in each fold's training part; otherwise (and by default) the
+        split of ``seed``.
     group_labels : sequence of str, optional
         Display labels of the groups, used in error messages.
 
@@ -1080,6 +1169,7 @@ def crossfit_cell_frequency(
         context="cell frequency",
         labels=labels,
         inner=False,
+        fold_ids=_check_fold_ids(fold_ids, len(frame), crossfit_folds),
     )
     return _cell_frequency(codes, n_cells, a, plan.fold_ids, n_groups)
 
@@ -1321,6 +1411,7 @@ def crossfit_spline_logistic(
     n_splits: int = 5,
     crossfit_folds: int = 5,
     seed: int | np.random.SeedSequence,
+    fold_ids: np.ndarray | None = None,
     group_labels: Sequence[str] | None = None,
     n_jobs: int = 1,
     progress: Callable[[str], object] | None = None,
@@ -1379,6 +1470,10 @@ def crossfit_spline_logistic(
         Outer folds (>= 2).
     seed : int or numpy.random.SeedSequence
         Seed branch.
+    fold_ids : ndarray of shape (n_samples,), int, optional
+        A given outer split (e.g. :func:`shared_fold_ids`, one split for several fits), used where every
+        group has the rows it needs in each fold's training part; otherwise (and by default) the
+        split of ``seed``.
     group_labels : sequence of str, optional
         Display labels of the groups, used in error messages.
     n_jobs : int, default=1
@@ -1432,6 +1527,7 @@ def crossfit_spline_logistic(
         variable=variable,
         context=f"V = {variable}, spline logistic",
         labels=labels,
+        fold_ids=_check_fold_ids(fold_ids, len(frame), crossfit_folds),
     )
     return _crossfit_spline(
         v, a, plan, n_groups=n_groups, n_knots=n_knots, C_grid=C_grid, n_splits=n_splits, n_jobs=n_jobs,
@@ -1623,6 +1719,7 @@ def group_proba_for_control(
     n_splits: int = 5,
     crossfit_folds: int = 5,
     seed: int | np.random.SeedSequence,
+    fold_ids: np.ndarray | None = None,
     group_labels: Sequence[str] | None = None,
     n_jobs: int = 1,
     n_threads: int | None = None,
@@ -1660,6 +1757,10 @@ def group_proba_for_control(
         Outer folds.
     seed : int or numpy.random.SeedSequence
         Seed branch (outer split at the branch, fold ``k``'s inner search at ``branch + (k,)``).
+    fold_ids : ndarray of shape (n_samples,), int, optional
+        A given outer split (e.g. :func:`shared_fold_ids`, one split for several fits), used where every
+        group has the rows it needs in each fold's training part; otherwise (and by default) the
+        split of ``seed``.
     group_labels : sequence of str, optional
         Display labels of the groups, used in error messages.
     n_jobs, n_threads, progress
@@ -1683,7 +1784,13 @@ def group_proba_for_control(
         method = choose_weight_method(frame, categorical=categorical, max_cells=max_cells)
     if method == "cell_frequency":
         proba, table = crossfit_cell_frequency(
-            frame, groups, n_groups=n_groups, crossfit_folds=crossfit_folds, seed=seed, group_labels=group_labels
+            frame,
+            groups,
+            n_groups=n_groups,
+            crossfit_folds=crossfit_folds,
+            seed=seed,
+            group_labels=group_labels,
+            fold_ids=fold_ids,
         )
         for fold in table.itertuples():
             report_fit(
@@ -1704,13 +1811,13 @@ def group_proba_for_control(
         proba, table = crossfit_spline_logistic(
             frame, groups, n_groups=n_groups, n_knots=n_knots, C_grid=C_grid, n_splits=n_splits,
             crossfit_folds=crossfit_folds, seed=seed, group_labels=group_labels, n_jobs=n_jobs, progress=progress,
-            n_bins=n_bins,
+            n_bins=n_bins, fold_ids=fold_ids,
         )  # fmt: skip
         return GroupProba(proba, method, table, _spline_note(table))
     proba, table = crossfit_group_proba(
         frame, groups, n_groups=n_groups, categorical=categorical, grid=grid, max_leaf_nodes=max_leaf_nodes,
         n_splits=n_splits, crossfit_folds=crossfit_folds, seed=seed, group_labels=group_labels, n_jobs=n_jobs,
-        n_threads=n_threads, progress=progress,
+        n_threads=n_threads, progress=progress, fold_ids=fold_ids,
     )  # fmt: skip
     note = "P(A | V) is a cross-fitted, grid-searched gradient boosting classifier"
     return GroupProba(proba, method, table, note)
