@@ -22,7 +22,7 @@ import pytest
 import yaml
 from scipy import optimize
 
-from disaggregated_eval import evaluation, selection, selection_study, simulate, vocabulary
+from disaggregated_eval import evaluation, intervals, selection, selection_study, simulate, vocabulary
 from disaggregated_eval.engine import resample_counts
 from disaggregated_eval.metrics import compute_metrics
 from disaggregated_eval_workflow.config import ConfigError, validate_config
@@ -287,6 +287,78 @@ def test_bound_intervals_contain_the_bounds_and_breakdown_matches_them():
         row = diff[diff["gamma"] == gamma].iloc[0]
         reaches = row["bound_ci_low"] <= 0 <= row["bound_ci_high"]
         assert reaches == (gamma >= crossing)
+
+
+def test_a_one_sided_band_of_an_interval_with_equal_ends_is_the_two_sided_band():
+    reps = np.random.default_rng(5).normal(size=(2000, 6)) @ np.triu(np.ones((6, 6))) * 0.1  # correlated columns
+    every = np.ones(6, dtype=bool)
+    two_sided = intervals.band_level(reps, every, 0.95)
+    # each column as the lower end (checked from below) and the upper end (from above) of one interval
+    doubled = np.concatenate([reps, reps], axis=1)
+    sides = np.repeat([-1, 1], 6)
+    assert intervals.band_level(doubled, np.ones(12, dtype=bool), 0.95, sides=sides) == two_sided
+    assert 0.95 < two_sided < 1.0
+    # checking one end only leaves more replicates inside: a level no higher than the two-sided one
+    assert intervals.band_level(reps, every, 0.95, sides=np.ones(6)) <= two_sided
+    with pytest.raises(ValueError, match="sides must be -1, 0 or \\+1"):
+        intervals.band_level(reps, every, 0.95, sides=np.full(6, 2))
+
+
+def _null_slices(n=1200, k=8, seed=0):
+    """``n`` rows, ``k`` disjoint slices of one population (no difference from overall is real)."""
+    rng = np.random.default_rng(seed)
+    y = (rng.random(n) < 0.4).astype(float)
+    scores = np.clip(0.4 + 0.25 * (y - 0.4) + rng.normal(0, 0.2, n), 0.01, 0.99)
+    part = rng.integers(0, k, n)
+    return y, scores, {f"s{j}": part == j for j in range(k)}
+
+
+def test_family_wise_breakdown_claims_keep_their_error_per_analysis():
+    # 8 slices whose differences from overall are all 0: claimed one by one, some difference is claimed in about a
+    # third of the analyses; as one family, in at most about 5% of them
+    any_each, any_family = 0, 0
+    for seed in range(40):
+        y, scores, slices = _null_slices(seed=seed)
+        out = selection.selection_analysis(y, scores, slices, gammas=[1.5], metrics=["label_rate"], n_resamples=1000,
+                                           seed=seed, family_wise=True)  # fmt: skip
+        diff = out[(out["quantity"] == "difference") & (out["gamma"] == 1.0)]
+        assert diff["band_level"].nunique() == 1 and 0.99 < diff["band_level"].iloc[0] < 1.0
+        any_each += bool(((diff["ci_low"] > 0) | (diff["ci_high"] < 0)).any())  # each difference's own interval
+        any_family += bool(diff["breakdown_gamma"].notna().any())
+    assert any_each >= 10  # about 30% of 40 analyses (the differences share overall's rows: correlated)
+    assert any_family <= 6  # binomial(40, 0.05): P(more than 6) < 0.001
+
+
+def test_family_wise_band_is_the_common_level_of_the_members_and_sets_the_breakdown():
+    y, scores, a = _sample(n=1500, setting="selection_y")
+    slices = {GROUPS[0]: a == 0, GROUPS[1]: a == 1}
+    kwargs = dict(gammas=[1.02, 1.1, 1.5], metrics=["label_rate", "sensitivity", "precision"], n_resamples=400, seed=2)
+    each = selection.selection_analysis(y, scores, slices, **kwargs)
+    family = selection.selection_analysis(y, scores, slices, family_wise=True, **kwargs)
+    same = [c for c in selection.RESULT_COLUMNS if c not in ("bound_band_low", "bound_band_high", "band_level",
+                                                              "breakdown_gamma")]  # fmt: skip
+    pd.testing.assert_frame_equal(each[same], family[same])  # estimates, bounds and their own intervals unchanged
+    diff = family[family["quantity"] == "difference"]
+    levels = diff["band_level"].unique()
+    assert levels.size == 1 and 0.95 < levels[0] < 1.0  # one level for the 6 differences, above each one's own
+    assert family.loc[family["quantity"] == "metric", "band_level"].isna().all()
+    assert (diff["bound_band_low"] <= diff["bound_ci_low"] + 1e-12).all()
+    assert (diff["bound_band_high"] >= diff["bound_ci_high"] - 1e-12).all()
+    # one difference at a time: the band is its own interval at the analysis's confidence
+    own = each[each["quantity"] == "difference"]
+    assert (own["band_level"] == 0.95).all() and np.array_equal(own["bound_band_low"], own["bound_ci_low"])
+    # the breakdown is where the family's band reaches 0, never later than where the difference's own interval does
+    claimed = diff[diff["breakdown_gamma"].notna()]
+    assert len(claimed) > 0
+    for (name, metric), rows in claimed.groupby(["slice", "metric"]):
+        crossing = rows["breakdown_gamma"].iloc[0]
+        alone = own[(own["slice"] == name) & (own["metric"] == metric)]["breakdown_gamma"].iloc[0]
+        assert crossing <= alone
+        for row in rows.itertuples():
+            assert (row.bound_band_low <= 0 <= row.bound_band_high) == (row.gamma >= crossing)
+    # a difference whose slice has too few rows in the metric's denominator is not in the family
+    fewer = selection.selection_analysis(y, scores, slices, family_wise=True, min_denominator=10**6, **kwargs)
+    assert fewer["breakdown_gamma"].isna().all() and fewer["band_level"].isna().all()
 
 
 def test_bad_inputs_of_the_analysis_are_named():

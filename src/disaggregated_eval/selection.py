@@ -43,7 +43,11 @@ used when the slice is not inside the reference) is valid but gives the slice's 
 once, far wider. Bootstrap intervals of the bounds take the ``(1 - confidence)/2`` percentile of the lower
 bound and the ``(1 + confidence)/2`` percentile of the upper bound over the resamples (Zhao et al.
 2019, section 4); :func:`breakdown_gamma` is the smallest ``Gamma`` at which such an interval of a
-difference reaches 0.
+difference reaches 0. With ``family_wise`` (the audit), the differences of one analysis are one family:
+their intervals are taken at a common level, the sup-t level of a simultaneous band over their bounds
+(:func:`disaggregated_eval.intervals.band_level`, the lower bounds checked from below and the upper
+bounds from above, the largest level over ``Gamma = 1`` and the grid), so that the chance that any
+breakdown claim of the analysis is wrong is the ``1 - confidence`` of one interval.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ import pandas as pd
 from . import vocabulary
 from .engine.resampling import resample_counts
 from .engine.sums import PROPORTIONS, RATIOS_OF_SUMS, categories, ratio_of_sums_values
-from .intervals import effective_size, percentile_bounds
+from .intervals import band_level, degenerate, effective_size, percentile_bounds
 from .memory import MAX_GAMMAS
 from .metrics import check_metric_names
 from .validation import brief, check_int, check_open_unit
@@ -111,6 +115,9 @@ RESULT_COLUMNS: tuple[str, ...] = (
     "bound_high",
     "bound_ci_low",
     "bound_ci_high",
+    "bound_band_low",
+    "bound_band_high",
+    "band_level",
     "breakdown_gamma",
     "effective_n",
     "n_denominator",
@@ -613,6 +620,8 @@ def bounds_interval(low: np.ndarray, high: np.ndarray, *, confidence: float = 0.
     low, high : ndarray of shape (n_resamples, ...)
         Lower and upper bounds on every resample (NaN where undefined).
     confidence : float, default 0.95
+        In (0, 1]; 1 (a simultaneous band that needs every replicate, :func:`disaggregated_eval.intervals.
+        band_level`) gives the smallest lower bound and the largest upper bound.
 
     Returns
     -------
@@ -622,7 +631,8 @@ def bounds_interval(low: np.ndarray, high: np.ndarray, *, confidence: float = 0.
         :func:`disaggregated_eval.intervals.percentile_interval`); at ``Gamma = 1`` the percentile
         interval of the estimate.
     """
-    confidence = check_open_unit(confidence, "confidence")
+    if not (isinstance(confidence, (int, float, np.floating)) and confidence == 1.0):
+        confidence = check_open_unit(confidence, "confidence")
     lo = np.asarray(low, dtype=np.float64)
     hi = np.asarray(high, dtype=np.float64)
     shape = lo.shape[1:]
@@ -751,6 +761,8 @@ def selection_analysis(
     threshold: float = 0.5,
     preference_threshold: float = 0.5,
     breakdown: bool = True,
+    family_wise: bool = False,
+    min_denominator: int = 0,
     sample_weight: Any = None,
     strata: Any = None,
     frequency_weight: Any = None,
@@ -764,7 +776,11 @@ def selection_analysis(
     every ``Gamma`` (:func:`ratio_bounds`) and their interval (:func:`bounds_interval`). For every
     slice other than the reference, the same for the difference ``slice - reference``
     (:func:`difference_bounds`) and, if its interval at ``Gamma = 1`` excludes 0, its breakdown
-    ``Gamma`` (:func:`breakdown_gamma`). Resamples are the engine's
+    ``Gamma`` (:func:`breakdown_gamma`). With ``family_wise`` the breakdown reads the difference's
+    interval at the family's common level (``band_level``; ``docs/method.md``, "Evaluation under
+    selection"): the differences with at least ``min_denominator`` rows in the metric's denominator
+    and a bootstrap that varies, over every metric and slice of the call, are claimed together at
+    ``confidence``. Resamples are the engine's
     (:func:`disaggregated_eval.engine.resample_counts`, population scheme): with the same seed they
     are the resamples of :func:`disaggregated_eval.evaluation.controlled_evaluation`, so without
     margins the ``Gamma = 1`` rows reproduce its estimates and percentile intervals.
@@ -795,6 +811,12 @@ def selection_analysis(
         As in :func:`~disaggregated_eval.metrics.compute_metrics`.
     breakdown : bool, default True
         Compute the breakdown ``Gamma`` of flagged differences.
+    family_wise : bool, default False
+        Claim the breakdowns of the call's differences as one family at ``confidence`` (a simultaneous
+        band of their bounds) instead of each at ``confidence`` on its own.
+    min_denominator : int, default 0
+        With ``family_wise``: differences of slices with fewer rows in the metric's denominator are
+        left out of the family and get no breakdown ``Gamma``.
     sample_weight : array-like of shape (n,), optional
         Design weights of the rows (survey or frequency weights): every metric is weighted by them, and
         the margin weights multiply them (the sample's cell shares are the weighted ones).
@@ -812,7 +834,10 @@ def selection_analysis(
         ``"metric"`` or ``"difference"`` (slice minus reference). ``estimate``, ``ci_low``,
         ``ci_high``: the (corrected) estimate and its percentile interval (the same on every
         ``gamma`` row); ``bound_low``/``bound_high``: the bounds; ``bound_ci_low``/``_high``: their
-        interval; ``breakdown_gamma``: on difference rows (NaN if not flagged, ``inf`` beyond
+        interval; ``bound_band_low``/``_high`` and ``band_level``: on difference rows, the interval of the
+        bounds at the level that the breakdown reads (``confidence``, or with ``family_wise`` the family's
+        common level, NaN outside the family); ``breakdown_gamma``: on difference rows, where that
+        interval first reaches 0 (NaN if it contains 0 at ``Gamma = 1``, ``inf`` beyond
         :data:`GAMMA_MAX`); ``effective_n``: Kish's effective size of the slice's weights;
         ``n_denominator``: the slice's rows in the metric's denominator (``b > 0``; e.g. its predicted
         positives for the precision), also on its ``difference`` rows;
@@ -823,6 +848,19 @@ def selection_analysis(
     ValueError
         If a mask's length differs from ``y``, a slice is empty, a metric has no bounds, or the
         margins are invalid (:func:`check_target_shares`).
+
+    Examples
+    --------
+    Two slices whose label rates differ, their differences from overall claimed as one family:
+
+    >>> rng = np.random.default_rng(0)
+    >>> a = rng.random(1000) < 0.5
+    >>> y = (rng.random(1000) < np.where(a, 0.5, 0.2)).astype(float)
+    >>> out = selection_analysis(y, np.full(1000, 0.3), {"a": a, "b": ~a}, gammas=[1.5, 3.0],
+    ...                          metrics=["label_rate"], n_resamples=400, seed=1, family_wise=True)
+    >>> diff = out[(out["quantity"] == "difference") & (out["gamma"] == 1.0)]
+    >>> bool((diff["band_level"] > 0.95).all() and (diff["breakdown_gamma"] > 1.2).all())
+    True
     """
     y = np.asarray(y, dtype=np.float64)
     r = np.asarray(scores, dtype=np.float64)
@@ -831,6 +869,7 @@ def selection_analysis(
     if g[0] != 1.0:
         g = np.concatenate([[1.0], g])
     n_resamples = check_int(n_resamples, "n_resamples", minimum=2)
+    min_denominator = check_int(min_denominator, "min_denominator", minimum=0)
     metrics = list(check_metric_names(metrics))
     for m in metrics:
         if m not in BOUNDED_METRICS:
@@ -865,42 +904,104 @@ def selection_analysis(
         resample_weight = counts * resampled_cell_weights(codes, target_shares, counts)[:, codes]
     undefined_resample = ~np.isfinite(resample_weight).all(axis=1)
     resample_weight = np.where(undefined_resample[:, None], 0.0, resample_weight)
-    records = []
-    for metric in metrics:
+
+    def metric_sums(metric: str, names: Sequence[str] | None = None):
+        """Per slice (those of ``names`` and the reference; default all): the sample's and the resamples' sums,
+        and for each difference its bounds functions."""
         h, b = metric_row_values(metric, y, r, threshold=threshold, preference_threshold=preference_threshold)
-        sample, resampled, ess, denominators = {}, {}, {}, {}
-        for name, mask in masks.items():
+        sample, resampled, differences = {}, {}, {}
+        chosen = masks if names is None else {k: v for k, v in masks.items() if k in names or k == reference}
+        for name, mask in chosen.items():
             sel = mask & (b > 0)
             sample[name] = _SortedSums(h[sel], (row_weight * b)[sel])
             resampled[name] = _SortedSums(h[sel], (resample_weight * b)[:, sel])
             resampled[name].estimate[undefined_resample] = np.nan
-            ess[name] = effective_sample_size(row_weight[mask], None if frequency_weight is None else rows[mask])
-            denominators[name] = int(rows[mask & (b > 0)].sum())
+        for name, mask in chosen.items():
+            if name == reference:
+                continue
+            rest = None
+            if not (mask & ~masks[reference]).any():  # the slice lies in the reference: bound through the rest
+                sel = masks[reference] & ~mask & (b > 0)
+                rest = (
+                    _SortedSums(h[sel], (row_weight * b)[sel]),
+                    _SortedSums(h[sel], (resample_weight * b)[:, sel]),
+                )
+            differences[name] = (
+                _difference(sample[name], sample[reference], None if rest is None else rest[0]),
+                _difference(resampled[name], resampled[reference], None if rest is None else rest[1]),
+            )
+        return b, sample, resampled, differences
+
+    def crossing_at(rdiff, level: float) -> float:
+        return breakdown_gamma(lambda gamma: _interval(*rdiff(gamma), level))
+
+    # Pass 1: estimates, bounds and their intervals; the breakdown too when each difference is its own family.
+    quantities, family = [], []
+    for metric in metrics:
+        b, sample, resampled, differences = metric_sums(metric)
         for name, mask in masks.items():
-            quantities = [("metric", _bounds_of(sample[name], g), _bounds_of(resampled[name], g), math.nan)]
-            if name != reference:
-                rest = None
-                if not (mask & ~masks[reference]).any():  # the slice lies in the reference: bound through the rest
-                    sel = masks[reference] & ~mask & (b > 0)
-                    rest = (
-                        _SortedSums(h[sel], (row_weight * b)[sel]),
-                        _SortedSums(h[sel], (resample_weight * b)[:, sel]),
-                    )
-                diff = _difference(sample[name], sample[reference], None if rest is None else rest[0])
-                rdiff = _difference(resampled[name], resampled[reference], None if rest is None else rest[1])
+            ess = effective_sample_size(row_weight[mask], None if frequency_weight is None else rows[mask])
+            denominator = int(rows[mask & (b > 0)].sum())
+            items = [("metric", _bounds_of(sample[name], g), _bounds_of(resampled[name], g), math.nan)]
+            if name in differences:
+                diff, rdiff = differences[name]
+                point, reps = _bounds_of(diff, g), _bounds_of(rdiff, g)
                 crossing = math.nan
-                if breakdown:
-                    crossing = breakdown_gamma(lambda gamma, f=rdiff: _interval(*f(gamma), confidence))
-                quantities.append(("difference", _bounds_of(diff, g), _bounds_of(rdiff, g), crossing))
-            for quantity, (e, lo, hi), (re, rlo, rhi), crossing in quantities:
-                ci_low, ci_high = _interval(re, re, confidence)
-                n_undef = int((~np.isfinite(re)).sum())
-                for k, gamma in enumerate(g):
-                    b_lo, b_hi = _interval(rlo[k], rhi[k], confidence)
-                    records.append(
-                        (name, metric, quantity, float(gamma), float(e), ci_low, ci_high, float(lo[k]), float(hi[k]),
-                         b_lo, b_hi, crossing, ess[name], denominators[name], n_resamples, n_undef)
-                    )  # fmt: skip
+                if breakdown and not family_wise:
+                    crossing = crossing_at(rdiff, confidence)
+                elif (
+                    breakdown
+                    and denominator >= min_denominator
+                    and math.isfinite(float(point[0]))
+                    and not degenerate(reps[0][~undefined_resample])
+                ):
+                    family.append((metric, name, len(quantities) + 1, reps))
+                items.append(("difference", point, reps, crossing))
+            quantities += [(name, metric, *item, ess, denominator) for item in items]
+        del sample, resampled, differences
+    # The family's common level: the largest, over Gamma = 1 and the grid, of the one-sided sup-t level of the
+    # members' bounds (the lower bounds checked from below, the upper bounds from above; intervals.band_level).
+    level = confidence
+    if family:
+        defined = ~undefined_resample
+        for k in range(g.size):
+            lows = np.stack([reps[1][k][defined] for *_, reps in family], axis=1)
+            highs = np.stack([reps[2][k][defined] for *_, reps in family], axis=1)
+            sides = np.repeat([-1, 1], len(family))
+            columns = np.concatenate([lows, highs], axis=1)
+            level = max(level, band_level(columns, np.ones(columns.shape[1], dtype=bool), confidence, sides=sides))
+        # Pass 2: the breakdown of every member whose band excludes 0 at Gamma = 1 (the others have none), at
+        # that level (the sums rebuilt one metric at a time).
+        crossings = {}
+        claimed = [(m, name, index) for m, name, index, reps in family if _excludes_zero(reps, level)]
+        for metric in dict.fromkeys(m for m, *_ in claimed):
+            differences = metric_sums(metric, [name for m, name, _ in claimed if m == metric])[3]
+            for m, name, index in claimed:
+                if m == metric:
+                    crossings[index] = crossing_at(differences[name][1], level)
+            del differences
+        for index, crossing in crossings.items():
+            quantities[index] = quantities[index][:5] + (crossing,) + quantities[index][6:]
+    members = {index for *_, index, _ in family}
+    records = []
+    for index, (name, metric, quantity, (e, lo, hi), (re, rlo, rhi), crossing, ess, denominator) in enumerate(
+        quantities
+    ):
+        ci_low, ci_high = _interval(re, re, confidence)
+        n_undef = int((~np.isfinite(re)).sum())
+        # the band of the bounds: at the family's level for its members, each quantity's own interval otherwise
+        band = level if index in members else confidence
+        for k, gamma in enumerate(g):
+            b_lo, b_hi = _interval(rlo[k], rhi[k], confidence)
+            s_lo, s_hi = (b_lo, b_hi) if band == confidence else _interval(rlo[k], rhi[k], band)
+            if quantity == "metric" or (family_wise and index not in members):
+                s_lo, s_hi, shown_level = math.nan, math.nan, math.nan
+            else:
+                shown_level = band
+            records.append(
+                (name, metric, quantity, float(gamma), float(e), ci_low, ci_high, float(lo[k]), float(hi[k]),
+                 b_lo, b_hi, s_lo, s_hi, shown_level, crossing, ess, denominator, n_resamples, n_undef)
+            )  # fmt: skip
     return pd.DataFrame.from_records(records, columns=list(RESULT_COLUMNS))
 
 
@@ -931,6 +1032,13 @@ def _bounds_of(source, gammas: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     fn = source.bounds if isinstance(source, _SortedSums) else source
     pairs = [fn(float(gamma)) for gamma in gammas]
     return pairs[0][0], np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+
+def _excludes_zero(reps: tuple[np.ndarray, np.ndarray, np.ndarray], level: float) -> bool:
+    """Whether the interval at ``level`` of a difference's resampled bounds at ``Gamma = 1`` (the first of
+    :func:`_bounds_of`'s grid) excludes 0, as :func:`breakdown_gamma` asks first."""
+    low, high = _interval(reps[1][0], reps[2][0], level)
+    return math.isfinite(low) and math.isfinite(high) and not low <= 0.0 <= high
 
 
 def _interval(low: np.ndarray, high: np.ndarray, confidence: float) -> tuple[float, float]:

@@ -282,6 +282,7 @@ def run_analyses(
         metrics=metrics,
         n_resamples=n_resamples,
         min_group_size=min_group_size,
+        min_denominator=min_denominator,
         seed=seed,
         confidence=confidence,
         threshold=threshold,

@@ -670,7 +670,8 @@ def _selection_section(result: Any) -> str:
         + "".join(f"<p>{html_text(line)}</p>" for line in lines)
         + "<p>Differences from overall per Gamma (all rows, also each slice's metric, in <code>selection.csv</code>; "
         "docs/audit.md, 'Evaluation under selection'). bound_low/bound_high: the bounds; bound_ci_low/high: their "
-        "interval; breakdown_gamma: where that interval first reaches 0.</p>"
+        "interval; bound_band_low/high: the bounds' interval at band_level, a simultaneous band over the model's "
+        "differences (one family at the audit's confidence); breakdown_gamma: where that band first reaches 0.</p>"
         + _html_table(shown, kind="selection", key="differences")
         + "</details>"
     )

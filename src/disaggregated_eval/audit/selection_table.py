@@ -10,7 +10,8 @@ the label rate of each group; read and checked with the other options, :func:`.o
   share a group of the data), before any work;
 * :func:`selection_table`: per model, slice (reported size) and metric with bounds, the corrected
   estimate, its bounds per Gamma, their intervals and, for each slice's difference from overall that
-  the corrected interval flags, the breakdown Gamma;
+  the simultaneous band over the model's differences flags, the breakdown Gamma (the claims of one model
+  hold together at the audit's confidence);
 * :func:`selection_lines`: what was assumed and what follows, in plain words, for the terminal and the
   report.
 """
@@ -173,6 +174,7 @@ def selection_table(
     n_resamples: int,
     min_group_size: int,
     seed: int,
+    min_denominator: int = 0,
     confidence: float,
     threshold: float,
     preference_threshold: float,
@@ -185,7 +187,10 @@ def selection_table(
     those of ``metrics`` that have bounds (not the AUC; a model of hard predictions also has no score
     metrics). The bootstrap (seed path ``("audit", "selection")`` of the root ``seed``, the audit's
     ``resampling`` scheme) has ``min(n_resamples, MAX_SELECTION_RESAMPLES)`` resamples, on which the margin
-    weights are re-estimated; ``overall`` is the reference of every difference.
+    weights are re-estimated; ``overall`` is the reference of every difference. The breakdown claims of one
+    model are one family (``selection_analysis(family_wise=True)``): its differences with at least
+    ``min_denominator`` rows in the metric's denominator, read from a simultaneous band of their bounds at the
+    common level ``band_level``.
 
     Parameters
     ----------
@@ -196,7 +201,7 @@ def selection_table(
     gammas : list of float
         The option ``selection_sensitivity`` (increasing; empty: the margins only).
     metrics : list of str
-    n_resamples, min_group_size, seed, confidence, threshold, preference_threshold, resampling
+    n_resamples, min_group_size, seed, confidence, threshold, preference_threshold, resampling, min_denominator
         The audit's options of the same names.
     """
     gammas = list(gammas or [])
@@ -235,6 +240,8 @@ def selection_table(
             sample_weight=prepared.weight,
             strata=strata_for(resampling, plan.cell_codes),
             frequency_weight=prepared.count,
+            family_wise=True,
+            min_denominator=min_denominator,
         )
         table.insert(0, "model", model)
         tables.append(table)
@@ -246,7 +253,8 @@ def selection_table(
     # predicted positives) has no interval: an interval of width 0 would claim certainty the sample lacks.
     fixed = zero_width(out["ci_low"], out["ci_high"]) & np.isfinite(out["estimate"])
     if fixed.any():
-        out.loc[fixed, ["ci_low", "ci_high", "breakdown_gamma"]] = np.nan
+        out.loc[fixed, ["ci_low", "ci_high", "breakdown_gamma", "band_level"]] = np.nan
+        out.loc[fixed, ["bound_band_low", "bound_band_high"]] = np.nan
         point = fixed & zero_width(out["bound_ci_low"], out["bound_ci_high"])
         out.loc[point, ["bound_ci_low", "bound_ci_high"]] = np.nan
         n_fixed = out.loc[fixed & (out["gamma"] == 1.0), ["model", "slice", "metric", "quantity"]].shape[0]
@@ -273,6 +281,15 @@ def _assumption(population_margins: str | None, margins: MarginCells | None, res
         f"weighted to the target's shares of {what} in {terminal_text(population_margins)}{n_eff}: exact if "
         f"selection into the data depends on {what} only"
     )
+
+
+def _level_text(level: float) -> str:
+    """A level as a percentage with enough digits not to round to 100% below it (``99.6%``, ``99.97%``)."""
+    for digits in (1, 2, 3):
+        text = f"{level:.{digits}%}"
+        if level >= 1.0 or not text.startswith("100"):
+            return text
+    return text
 
 
 def selection_lines(result: Any) -> list[str]:
@@ -303,14 +320,20 @@ def selection_lines(result: Any) -> list[str]:
     for model in pd.unique(table["model"]):
         rows = table[(table["model"] == model) & (table["quantity"] == "difference") & (table["gamma"] == 1.0)]
         rows = rows[rows["ci_low"].notna()]  # the differences with an interval (not those the margins fix)
-        flagged = rows[rows["breakdown_gamma"].notna() & (rows["n_denominator"] >= options.min_denominator)]
+        family = rows[rows["band_level"].notna()]  # the differences that may be claimed (min_denominator)
+        flagged = family[family["breakdown_gamma"].notna() & (family["n_denominator"] >= options.min_denominator)]
         flagged = flagged.sort_values("breakdown_gamma", ascending=False)
+        each = _level_text(float(family["band_level"].max())) if len(family) else level
+        small = len(rows) - len(family)
         lines.append(
-            f"{terminal_text(model)}: {len(flagged)} of {len(rows)} differences from overall exclude 0 at {level} "
-            f"{'after the weighting' if margins is not None else 'without weighting'} (each at {level} on its own, not adjusted for the {len(rows)}: about 1 in "
-            f"{round(1 / (1 - options.confidence)):d} differences that are 0 would be listed)"
+            f"{terminal_text(model)}: {len(flagged)} of {len(family)} differences from overall exclude 0 "
+            f"{'after the weighting' if margins is not None else 'without weighting'}, family-wise at {level} over the "
+            f"{len(family)} (a simultaneous band, each interval at {each}: at most a {1 - options.confidence:.0%} "
+            f"chance that any claim below is wrong)"
+            + (f"; {small} more with fewer than {options.min_denominator} rows in the metric's denominator are not "
+               f"claimed" if small else "")
             + ("; how strong selection would have to be to explain each away:" if len(flagged) else "")
-        )
+        )  # fmt: skip
         for row in flagged.head(_SHOWN).itertuples():
             label = vocabulary.METRIC_LABELS.get(row.metric, row.metric)
             beyond = row.breakdown_gamma == math.inf
