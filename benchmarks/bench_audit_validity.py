@@ -1082,7 +1082,7 @@ def main(argv=None) -> int:
     if "f_family" in out:
         shown.append(("f5", table_f_family(out["f_family"])))
     if "g" in args.parts and "selection" in tables:
-        g_out, g_shown = vs.summarise(tables["selection"], args.counts["g"])
+        g_out, g_shown = vs.summarise(tables["selection"], args.counts["g"], tables.get("sections"))
         out.update(g_out)
         shown += g_shown
 
