@@ -372,7 +372,7 @@ def _table_g5(rows: pd.DataFrame) -> pd.DataFrame:
                 given = _given_by_margins(cell, metric)
                 per = [v.rate(g["covered"]) for _, g in m.groupby("slice")]
                 worst = min(per, key=lambda t: t[0])
-                p, se, r = v.rate(m["covered"])
+                p, se, _ = v.rate(m["covered"])
                 records.append({
                     "cell": name, "section": section, "metric": metric, "R": int(m["replicate"].nunique()),
                     "mean": v.pct(p, se), "worst slice": v.pct(worst[0], worst[1]),
