@@ -42,7 +42,11 @@ estimates' and differences' intervals (goal >= 93%); (g2) the coverage of the bo
 ``Gamma`` of the grid at or above ``Gamma*`` (goal >= 95%), and (g4) against every ``Gamma``; (g3) the
 ``Gamma = 1`` rows equal to the corrected estimate and its interval (bit for bit, goal: all) and the
 error rate of the claims: per audit (any wrong claim) and per difference whose truth is 0 (how often it is
-claimed), goal at most 5%.
+claimed), goal at most 5%; (g5) where the margins identify, every other section of the same audits against the
+target's truths (issue 33, item 1: under margins every section is weighted to the target): the coverage of the
+slices table's intervals of each slice's metric, of the comparisons' intervals of each group's difference from
+overall, and of the fairness summary's demographic parity and equalized odds differences (goal >= 93% in the
+worst slice).
 """
 
 from __future__ import annotations
@@ -251,7 +255,48 @@ def run_selection(task, audit) -> dict[str, pd.DataFrame]:
     out = table[["slice", "metric", "quantity", "gamma", "estimate", "ci_low", "ci_high", "bound_low", "bound_high",
                  "bound_ci_low", "bound_ci_high", "band_level", "breakdown_gamma", "n_denominator"]].copy()  # fmt: skip
     out["truth"] = [truths[k] for k in keys]
-    return {"selection": out.assign(cell=cell.name, replicate=task.replicate).reset_index(drop=True)}
+    tag = dict(cell=cell.name, replicate=task.replicate)
+    return {"selection": out.assign(**tag).reset_index(drop=True),
+            "sections": _sections(result, truths).assign(**tag)}  # fmt: skip
+
+
+#: The fairness summary's statistics checked against the target (issue 33, item 1): ranges over the groups.
+FAIRNESS_STATISTICS: dict[str, tuple[str, ...]] = {
+    "demographic_parity_difference": ("predicted_positive_rate",),
+    "equalized_odds_difference": ("sensitivity", "false_positive_rate"),
+}
+
+
+def _sections(result, truths: dict) -> pd.DataFrame:
+    """Every other section's rows with their truths (under margins every section estimates the target's
+    quantities): the slices table (each slice's metric), the comparisons (each group's difference from overall)
+    and the fairness summary (demographic parity and equalized odds differences over the groups), with the
+    interval of each (NaN where the audit gives none)."""
+    frames = []
+    slices = result.slices
+    frames.append(pd.DataFrame({
+        "section": "slices", "slice": slices["slice"], "metric": slices["metric"], "estimate": slices["raw_estimate"],
+        "ci_low": slices["ci_low"], "ci_high": slices["ci_high"],
+        "truth": [truths[(s, m, "metric")] for s, m in zip(slices["slice"], slices["metric"], strict=True)],
+    }))  # fmt: skip
+    c = result.comparisons
+    c = c[c["kind"] == "vs_overall"]
+    frames.append(pd.DataFrame({
+        "section": "comparisons", "slice": c["slice"], "metric": c["metric"], "estimate": c["difference"],
+        "ci_low": c["ci_low"], "ci_high": c["ci_high"],
+        "truth": [truths[(s, m, "difference")] for s, m in zip(c["slice"], c["metric"], strict=True)],
+    }))  # fmt: skip
+    fair = result.fairness
+    for statistic, metrics in FAIRNESS_STATISTICS.items():
+        row = fair[(fair["statistic"] == statistic) & (fair["attribute"] == _COLUMN)]
+        if len(row) != 1:
+            continue
+        truth = max(np.ptp([truths[(_slice_name(x), m, "metric")] for x in LEVELS]) for m in metrics)
+        frames.append(pd.DataFrame({
+            "section": "fairness", "slice": _COLUMN, "metric": statistic, "estimate": row["estimate"].to_numpy(),
+            "ci_low": row["ci_low"].to_numpy(), "ci_high": row["ci_high"].to_numpy(), "truth": [truth],
+        }))  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -263,6 +308,8 @@ TITLES = {
     "g3": "(g3) Gamma = 1 rows, and the breakdown claims ('survives selection up to Gamma = Gamma_b > Gamma*', one "
     "family per audit)",
     "g4": "(g4) Mean coverage of the bounds' interval against Gamma (%, over slices, metrics and quantities)",
+    "g5": "(g5) Every section under margins where they identify the target: coverage of the 95% intervals of the "
+    "slices table, the comparisons (difference from overall) and the fairness summary (%)",
 }
 #: Coverage goals: the corrected estimates where identified, the bounds from Gamma* on.
 ESTIMATE_GOAL, BOUNDS_GOAL = 0.93, 0.95
@@ -287,7 +334,7 @@ def _covered(frame: pd.DataFrame, low: str, high: str) -> pd.Series:
 
 
 def summarise(
-    selection_rows: pd.DataFrame, r_max: int
+    selection_rows: pd.DataFrame, r_max: int, section_rows: pd.DataFrame | None = None
 ) -> tuple[dict[str, pd.DataFrame], list[tuple[str, pd.DataFrame]]]:
     """Part (g)'s CSV tables and printed tables, from the rows of :func:`run_selection` of replicates ``< r_max``.
 
@@ -305,7 +352,39 @@ def summarise(
     claims = _claims(rows, strengths)
     identified, bounds = _table_g1(coverage), _table_g2(coverage)
     shown = [("g1", identified), ("g2", bounds), ("g3", _table_g3(claims)), ("g4", _table_g4(rows, strengths))]
-    return {"g_coverage": coverage, "g_claims": claims, "g_identified": identified, "g_bounds": bounds}, shown
+    out = {"g_coverage": coverage, "g_claims": claims, "g_identified": identified, "g_bounds": bounds}
+    if section_rows is not None and len(section_rows):
+        out["g_sections"] = _table_g5(section_rows[section_rows["replicate"] < r_max])
+        shown.append(("g5", out["g_sections"]))
+    return out, shown
+
+
+def _table_g5(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per identified cell, section and metric: the coverage of the section's intervals of the target's truths,
+    over the slices (or differences) that have an interval; the label rate under margins ``AY`` is the file's."""
+    rows = rows[rows["ci_low"].notna() & rows["ci_high"].notna()].copy()
+    rows["covered"] = _covered(rows, "ci_low", "ci_high")
+    records = []
+    for name, cell in CELLS.items():
+        if cell.margins != "AY" or any(x != 1.0 for x in cell.odds_ratio):
+            continue
+        for section in ("slices", "comparisons", "fairness"):
+            x = rows[(rows["cell"] == name) & (rows["section"] == section)]
+            for metric in pd.unique(x["metric"]):
+                m = x[x["metric"] == metric]
+                given = _given_by_margins(cell, metric)
+                per = [v.rate(g["covered"]) for _, g in m.groupby("slice")]
+                worst = min(per, key=lambda t: t[0])
+                p, se, _ = v.rate(m["covered"])
+                records.append({
+                    "cell": name, "section": section, "metric": metric, "R": int(m["replicate"].nunique()),
+                    "mean": v.pct(p, se), "worst slice": v.pct(worst[0], worst[1]),
+                    "mean width": f"{float((m['ci_high'] - m['ci_low']).mean()):.3f}",
+                    "verdict": "- (given by the margins)" if given else v.rate_verdict(worst[0], worst[2],
+                                                                                     low=ESTIMATE_GOAL, k=len(per)),
+                    "goal": ">=93%",
+                })  # fmt: skip
+    return pd.DataFrame(records)
 
 
 def _coverage(rows: pd.DataFrame, strengths: dict) -> pd.DataFrame:

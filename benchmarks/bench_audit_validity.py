@@ -68,7 +68,9 @@ below) is run on it as a practitioner runs it. Parts (issue 12, item 8):
     whole population's metrics: coverage of the corrected intervals where the margins identify (goal at
     least 93%), of the bounds' intervals from the true selection strength Gamma* on (goal at least 95%),
     the ``Gamma = 1`` rows against the estimate (equal, bit for bit), and the error rate of the claims
-    "survives selection up to Gamma_b" with ``Gamma_b > Gamma*`` (at most 5%).
+    "survives selection up to Gamma_b" with ``Gamma_b > Gamma*`` (at most 5%); (g5, issue 33) the slices
+    table, the comparisons and the fairness summary of the same audits, weighted to the margins, against the
+    whole population's truths where the margins identify (goal at least 93%).
 
 Goals (issue 12; part f: issue 21) and verdicts. Every cell shows its number of replicates ``R`` and its Monte-Carlo
 standard error (``sqrt(p (1 - p) / R)`` for a rate, ``1 / sqrt(R)`` for a bias in standard deviations).
@@ -1082,7 +1084,7 @@ def main(argv=None) -> int:
     if "f_family" in out:
         shown.append(("f5", table_f_family(out["f_family"])))
     if "g" in args.parts and "selection" in tables:
-        g_out, g_shown = vs.summarise(tables["selection"], args.counts["g"])
+        g_out, g_shown = vs.summarise(tables["selection"], args.counts["g"], tables.get("sections"))
         out.update(g_out)
         shown += g_shown
 

@@ -119,6 +119,92 @@ def test_terminal_and_report_say_what_was_assumed_and_what_follows(result, tmp_p
     assert 'id="selection"' in report and "survives selection up to Gamma" in report
 
 
+# ---- under margins every section estimates the target population's quantities (issue 33, item 1) ----------------
+def test_under_margins_the_slices_table_gives_the_selection_tables_corrected_estimates(result):
+    # before: the slices table stayed the sample's (overall label rate 0.455, the sample's) beside the selection
+    # table's corrected 0.388
+    ones = result.selection[(result.selection["gamma"] == 1.0) & (result.selection["quantity"] == "metric")]
+    merged = ones.merge(result.slices, on=["slice", "metric"], suffixes=("", "_slices"))
+    assert len(merged) == len(ones) == 12  # overall and 5 races (Native American left out) x 2 metrics
+    np.testing.assert_allclose(merged["estimate"], merged["raw_estimate"], rtol=0, atol=1e-12)
+    margins = pd.read_csv(MARGINS)
+    overall = result.slices.set_index(["slice", "metric"]).loc[("overall", "label_rate")]
+    assert overall["estimate"] == pytest.approx((margins["share"] * margins["label_rate"]).sum(), abs=1e-12)
+    # weighted: Kish's effective size beside n (the margin weights vary across (race, label) cells)
+    assert overall["n_effective"] == pytest.approx(5740.69, abs=0.01) and overall["n"] == 6172
+
+
+def test_under_margins_the_fairness_summary_and_comparisons_are_the_targets(result, compas):
+    # the comparisons' differences are those of the weighted slices table
+    slices = result.slices.set_index(["slice", "metric"])["raw_estimate"]
+    c = result.comparisons
+    vs = c[(c["kind"] == "vs_overall") & (c["metric"] == "label_rate") & c["reported"].astype(bool)]
+    assert len(vs) == 5
+    for row in vs.itertuples():
+        assert row.difference == pytest.approx(slices[(row.slice, "label_rate")] - slices[("overall", "label_rate")],
+                                               abs=1e-12)  # fmt: skip
+    # the fairness summary's selection rate of a race is the target-weighted one: weights P_t(a, y) / P_s(a, y)
+    y, r, race = compas["two_year_recid"].to_numpy(), compas["compas_score"].to_numpy(), compas["race"].to_numpy()
+    margins = pd.read_csv(MARGINS).set_index("race")
+    black = race == "African-American"
+    p1 = margins.loc["African-American", "label_rate"]
+    w = np.where(y[black] == 1, p1 / y[black].mean(), (1 - p1) / (1 - y[black].mean()))
+    expected = np.average(r[black] >= 0.5, weights=w)
+    assert expected != pytest.approx(np.mean(r[black] >= 0.5), abs=1e-3)  # the weighting moves it
+    fair = result.fairness
+    ratio = fair[(fair["statistic"] == "demographic_parity_difference") & (fair["attribute"] == "race")]
+    assert len(ratio) == 1
+    rates = {}
+    for a in margins.index:
+        rows = race == a
+        p = margins.loc[a, "label_rate"]
+        w = np.where(y[rows] == 1, p / y[rows].mean(), (1 - p) / (1 - y[rows].mean()))
+        rates[a] = np.average(r[rows] >= 0.5, weights=w)
+    members = {a: v for a, v in rates.items() if a != "Native American"}  # 11 rows: withheld
+    assert ratio["estimate"].iloc[0] == pytest.approx(max(members.values()) - min(members.values()), abs=1e-12)
+
+
+def test_under_margins_the_bootstrap_re_estimates_the_weights_on_every_resample(compas):
+    # weighted to P(race, Y), a race's label rate is the file's on every resample (up to the float32 counts of the
+    # engine's walk); with the weights held at their values on the sample it would vary like any proportion
+    from disaggregated_eval.audit.core import _plan
+    from disaggregated_eval.audit.estimates import estimate_all
+    from disaggregated_eval.audit.inputs import InputSpec, prepare_input
+    from disaggregated_eval.audit.options import resolve_options
+    from disaggregated_eval.audit.selection_table import margin_cells, margin_weights
+    from disaggregated_eval.engine.sums import metric_slots
+
+    opts = resolve_options(None, dict(label="two_year_recid", scores=["compas_score"], groups=["race"],
+                                      population_margins=str(MARGINS), n_resamples=50))  # fmt: skip
+    prepared = prepare_input(compas, InputSpec.from_options(opts))
+    plan = _plan(prepared, opts.intersections)
+    weights = margin_weights(prepared, margin_cells(prepared, opts.margins, source=str(MARGINS)))
+    common = dict(metrics=["label_rate"], slots=metric_slots(["label_rate"]), threshold=0.5, odds=1.0,
+                  n_resamples=50, seed=np.random.SeedSequence(1), strata=None, n_threads=1)  # fmt: skip
+    args = (plan, prepared.y, [prepared.scores["compas_score"]], weights.weight, [])
+    moving = estimate_all(*args, **common, margins=weights)
+    fixed = estimate_all(*args, **common)
+    black = plan.names.index("race=African-American")
+    rows = moving.slice_rows[0, [0, black], 0]
+    assert moving.point[rows, 0] == pytest.approx([0.40 * 0.47 + 0.45 * 0.34 + 0.09 * 0.32 + 0.05 * 0.31 + 0.007 * 0.21
+                                                   + 0.003 * 0.40, 0.47], abs=1e-12)  # fmt: skip
+    reps = moving.replicates[:, rows, 0]
+    defined = np.isfinite(reps).all(axis=1)
+    assert defined.sum() >= 45  # a resample without a Native American row of a label is undefined
+    assert np.abs(reps[defined] - moving.point[rows, 0]).max() < 1e-6
+    assert np.nanstd(fixed.replicates[:, rows, 0], axis=0).min() > 0.003
+
+
+def test_under_margins_the_first_screen_says_what_is_weighted(result, tmp_path):
+    text = summary_text(result, width=UNWRAPPED)
+    assert ("weighted to the target population: every table (slices, comparisons, fairness summary, controlled, "
+            "calibration, thresholds, selection) estimates the target's quantities") in text  # fmt: skip
+    assert "re-estimated on every bootstrap resample" in text and "(--population-margins)" in text
+    report = (result.write(tmp_path / "out") / "report.html").read_text()
+    head = report[: report.index('data-run="flags"')]
+    assert "weighted to the target population: every table" in head
+
+
 def test_without_the_options_the_table_is_empty(compas):
     plain = audit(compas.head(800), label="two_year_recid", scores=["compas_score"], groups=["sex"], **FAST)
     assert plain.selection.empty and list(plain.selection.columns) == table_columns(SELECTION_COLUMNS, ["sex"])

@@ -405,9 +405,11 @@ def resampled_cell_weights(cells: Any, target_shares: Any, counts: np.ndarray) -
     """
     target = np.asarray(target_shares, dtype=np.float64).ravel()
     codes = np.asarray(cells, dtype=np.int64)
-    onehot = np.zeros((codes.size, target.size))
-    onehot[np.arange(codes.size), codes] = 1.0
-    mass = counts @ onehot
+    counts = np.asarray(counts, dtype=np.float64)
+    batch = counts.shape[0]
+    # every resample's cell masses in one bincount (no (n, n_cells) indicator matrix: the audit's units may be many)
+    flat = (np.arange(batch, dtype=np.int64)[:, None] * target.size + codes[None, :]).ravel()
+    mass = np.bincount(flat, weights=counts.ravel(), minlength=batch * target.size).reshape(batch, target.size)
     share = mass / mass.sum(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         weight = np.where(share > 0, target / np.where(share > 0, share, 1.0), 0.0)

@@ -23,7 +23,7 @@ resolved options, :class:`.options.ResolvedOptions`), and hands each analysis th
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -48,7 +48,7 @@ from .fairness import (
     resolve_references,
 )
 from .inputs import AuditInput
-from .selection_table import MarginCells, selection_table
+from .selection_table import MarginCells, MarginWeights, selection_table
 from .slices import SlicePlan
 from .tallies import SliceTallies
 from .thresholds import thresholds_table
@@ -104,6 +104,7 @@ def run_analyses(
     reasons_for: Callable[[AuditEstimates, list[str]], np.ndarray],
     margins: MarginCells | None,
     max_bytes: float,
+    margin_weights: MarginWeights | None = None,
     progress: Progress | None = None,
     references: Sequence[str],
     metrics: Sequence[str],
@@ -139,6 +140,10 @@ def run_analyses(
         ``reasons_for(estimates, metrics)``: the withholding reasons of another bootstrap's metrics.
     margins : MarginCells or None
         The option ``population_margins`` mapped onto the rows (:func:`.selection_table.margin_cells`).
+    margin_weights : MarginWeights, optional
+        Under ``population_margins``, every section's weights (``prepared.weight`` is then their
+        :attr:`~.selection_table.MarginWeights.weight`): the fairness summary's own bootstrap re-estimates them
+        on every resample; the selection table weights by the margins itself, from the sample weights.
     max_bytes : float
         Largest size of a bootstrap's replicates.
     progress : callable, optional
@@ -198,6 +203,7 @@ def run_analyses(
             n_threads=n_threads,
             progress=_stage(progress, "fairness bootstrap"),
             count=prepared.count,
+            margins=margin_weights,
         )
         extra_reasons = reasons_for(extra, extra_metrics)
         for m in range(len(model_names)):
@@ -275,7 +281,7 @@ def run_analyses(
     # ---- evaluation under selection (population margins, sensitivity bounds) -------------------------
     selection, selection_notes = selection_table(
         plan,
-        prepared,
+        prepared if margin_weights is None else replace(prepared, weight=margin_weights.sample_weight),
         list(model_names),
         margins=margins,
         gammas=list(gammas),

@@ -48,7 +48,7 @@ from .inputs import PERMUTATION_WORK_WARNING, AuditInput, InputSpec, as_pandas, 
 from .interval_notes import log_loss_note, small_bootstrap_note
 from .options import AuditOptions, ResolvedOptions, min_resamples, resolve_options
 from .result import AuditResult
-from .selection_table import margin_cells
+from .selection_table import margin_cells, margin_notes, margin_weights
 from .slice_table import jackknife_accelerations, slice_table
 from .slices import SlicePlan, plan_slices
 from .tallies import SliceTallies, tally_slices
@@ -138,6 +138,12 @@ def audit(
     controlled_plan = plan_controlled(
         prepared, plan, controls=opts.controls, crossfit_folds=opts.crossfit_folds, cv_folds=opts.cv_folds
     )  # checks sizes before any work
+    # Under population margins every section weighs each row by its sample weight times its cell's margin weight,
+    # re-estimated on every resample of the bootstraps (selection_table.MarginWeights); the selection table
+    # weights by the margins itself, from the sample weights.
+    margin_w = margin_weights(prepared, margins)
+    if margin_w is not None:
+        prepared = replace(prepared, weight=margin_w.weight)
     sizes = dict(n_models=len(opts.scores), n_metrics=len(opts.metrics), n_resamples=opts.n_resamples,
                  n_outputs=n_outputs(plan, len(opts.scores), controlled_plan.weighted_levels()))  # fmt: skip
     _check_memory(**sizes, confidence=opts.confidence)
@@ -161,6 +167,7 @@ def audit(
     if n_permutations != opts.n_permutations:
         opts = replace(opts, n_permutations=n_permutations)  # the record of the options the audit ran with
     notes = list(prepared.notes) + peak_note + list(controlled_plan.notes) + raised
+    notes += margin_notes(margins, controlled_plan)
     _tell_plan(progress, size, controlled_plan, plan, model_names, test_plan, prepared, peak=peak, limit_mb=limit_mb)
 
     metrics = list(opts.metrics)
@@ -195,6 +202,7 @@ def audit(
         n_threads=opts.n_threads,
         progress=_stage(progress, "bootstrap"),
         count=count,
+        margins=margin_w,
     )
     point = _slice_point(estimates)
     rules = dict(min_group_size=opts.min_group_size, min_denominator=opts.min_denominator)
@@ -284,6 +292,7 @@ def audit(
         model_names=model_names,
         reasons_for=lambda other, names: _reasons(_slice_point(other), tallies, names, **rules)[0],
         margins=margins,
+        margin_weights=margin_w,
         max_bytes=MAX_REPLICATE_BYTES,
         progress=progress,
         references=opts.reference,

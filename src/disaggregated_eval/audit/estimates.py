@@ -32,6 +32,7 @@ from ..engine.sums import terms_for
 from ..engine.units import find_units, matrix_key, score_key, units_of_counts
 from ..engine.walk import ModelStreams, Stream, build_layout
 from ..evaluation import controlled_weight_columns
+from .selection_table import MarginWeights
 from .slices import SlicePlan
 
 __all__ = ["ControlledWeights", "AuditEstimates", "n_outputs", "family_parts", "estimate_all"]
@@ -163,6 +164,7 @@ def estimate_all(
     n_threads: int,
     progress: Callable[[int, int], None] | None = None,
     count: np.ndarray | None = None,
+    margins: MarginWeights | None = None,
 ) -> AuditEstimates:
     """One paired bootstrap of every slice, rest and weighted population of every model.
 
@@ -233,6 +235,7 @@ def estimate_all(
     keys += [matrix_key(model.weights) for model in models]
     units = find_units(keys) if count is None else units_of_counts(keys, count)
     multiplicity = None
+    reweight = None if margins is None else margins.reweight(None if units is None else units.first)
     if units is not None:
         first = units.first
         models = [
@@ -259,6 +262,7 @@ def estimate_all(
         n_threads=n_threads,
         progress=progress,
         multiplicity=multiplicity,
+        reweight=reweight,
     )
     index = layout.output_index
     slice_rows = np.full((len(scores), plan.n_slices, 2), -1, dtype=np.int64)

@@ -268,6 +268,11 @@ def _meta_table(result: Any, manifest: Mapping[str, Any] | None, input_path: Any
     rows.append(("attributes", html_text(", ".join(options.groups))))
     weighted = weight_note(sample_weight=options.sample_weight, frequency_weight=options.frequency_weight)
     rows.append(("row weights", f"<b>{html_text(weighted)}</b>" if weighted else "none (every row counts once)"))
+    from .selection_table import margins_line  # as the report's selection section imports it
+
+    margined = margins_line(options)
+    if margined:
+        rows.append(("population margins", f"<b>{html_text(margined)}</b>"))
     rows.append(("seed", str(options.seed)))
     body = "".join(f'<tr><th class="text">{k}</th><td class="text">{v}</td></tr>' for k, v in rows)
     return _scroll(f'<table class="meta" data-table="run" data-key="run">{body}</table>')
@@ -317,6 +322,11 @@ def _run_line(result: Any, input_path: Any) -> str:
             f"{options.n_resamples:,} paired bootstrap resamples, seed {options.seed}")  # fmt: skip
     if weighted:
         text += f"; <b>{html_text(weighted)}</b>"
+    from .selection_table import margins_line
+
+    margined = margins_line(options)
+    if margined:
+        text += f"; <b>{html_text(margined)}</b>"
     flags = flags_family_line(getattr(result, "comparisons", None), adjust=options.adjust,
                               adjust_scope=options.adjust_scope, alpha=1.0 - float(options.confidence))  # fmt: skip
     # one paragraph: the flags' family is part of the run's line (the first screen keeps its height)

@@ -40,6 +40,10 @@ __all__ = [
     "MAX_SELECTION_RESAMPLES",
     "MarginCells",
     "margin_cells",
+    "MarginWeights",
+    "margin_weights",
+    "margin_notes",
+    "margins_line",
     "selection_table",
     "selection_lines",
 ]
@@ -138,6 +142,150 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
             )
         return MarginCells(codes, target, attributes, True)
     return MarginCells(codes, target, attributes, False)
+
+
+@dataclass(frozen=True)
+class MarginWeights:
+    """Every section's row weights under population margins: the sample weight times the cell's margin weight.
+
+    The margin weight of a row of cell ``c`` is ``P_target(c) / P_sample(c)`` (post-stratification,
+    :func:`disaggregated_eval.selection.poststratification_weights`; the sample's shares weighted by the sample
+    weights and counted with the frequency weights). In a bootstrap the shares are the resample's own
+    (:meth:`reweight`), so every interval carries the uncertainty of the weighting, as the selection table's do.
+
+    Attributes
+    ----------
+    cells : ndarray of shape (n,), int64
+        Each audited row's margin cell (:attr:`MarginCells.cells`).
+    target : ndarray of shape (n_cells,)
+        The target's shares of the cells.
+    base : ndarray of shape (n,)
+        Each row's sample weight (1 without the option ``sample_weight``).
+    factor : ndarray of shape (n_cells,)
+        The margin weight of each cell on the sample itself.
+    sample_weight : ndarray of shape (n,) or None
+        The option ``sample_weight``'s column as the audit read it (for the selection table, which weights by
+        the margins itself).
+    """
+
+    cells: np.ndarray
+    target: np.ndarray
+    base: np.ndarray
+    factor: np.ndarray
+    sample_weight: np.ndarray | None
+
+    @property
+    def weight(self) -> np.ndarray:
+        """Each row's weight in every section: ``base * factor[cells]``, shape (n,)."""
+        return self.base * self.factor[self.cells]
+
+    def reweight(self, rows: np.ndarray | None = None):
+        """The engine's hook (:func:`disaggregated_eval.engine.bootstrap.bootstrap_layout`, ``reweight``) for
+        the audit's rows, or for the units whose first rows are ``rows``.
+
+        ``counts`` (B, n) -> ``(counts * factor_b[c] / factor[c], undefined)``, with ``factor_b`` the margin
+        weights of resample ``b`` (:func:`disaggregated_eval.selection.resampled_cell_weights`); a resample
+        that drew no row of a cell with a target share has no margin weights (``undefined``; its replicates are
+        NaN, counted in ``n_undefined``).
+        """
+        cells = self.cells if rows is None else self.cells[rows]
+        base = self.base if rows is None else self.base[rows]
+        factor = self.factor
+
+        def hook(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            cell_weight = selection.resampled_cell_weights(cells, self.target, counts * base)
+            undefined = ~np.isfinite(cell_weight).all(axis=1)
+            relative = np.where(undefined[:, None], 0.0, cell_weight) / factor
+            return counts * relative[:, cells], undefined
+
+        return hook
+
+
+def margin_weights(prepared: AuditInput, margins: MarginCells | None) -> MarginWeights | None:
+    """The row weights of every section under the option ``population_margins`` (:class:`MarginWeights`).
+
+    Parameters
+    ----------
+    prepared : AuditInput
+        The audit's coded input (its sample weights and frequency weights).
+    margins : MarginCells or None
+        :func:`margin_cells` of the option; None: no margins (the result is None).
+
+    Returns
+    -------
+    MarginWeights or None
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace
+    >>> rows = SimpleNamespace(n=4, weight=None, count=None)
+    >>> cells = MarginCells(np.array([0, 0, 0, 1]), np.array([0.5, 0.5]), ("A",), False)
+    >>> margin_weights(rows, cells).weight.tolist()  # 3 rows stand for half the target, 1 row for the other half
+    [0.6666666666666666, 0.6666666666666666, 0.6666666666666666, 2.0]
+    """
+    if margins is None:
+        return None
+    base = np.ones(prepared.n) if prepared.weight is None else np.asarray(prepared.weight, dtype=np.float64)
+    design = base if prepared.count is None else base * prepared.count
+    mass = np.bincount(margins.cells, weights=design, minlength=margins.target.size)
+    empty = (mass <= 0) & (margins.target > 0)
+    if empty.any():
+        raise AuditInputError(
+            f"population_margins: cell {int(np.flatnonzero(empty)[0])} of the margins file has a share of "
+            f"{float(margins.target[empty][0]):g} but its rows have no positive sample weight; no row can carry it"
+        )
+    share = mass / mass.sum()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        factor = np.where(share > 0, margins.target / np.where(share > 0, share, 1.0), 0.0)
+    return MarginWeights(margins.cells, margins.target, base, factor, prepared.weight)
+
+
+def margin_notes(margins: MarginCells | None, controlled_plan: Any = None) -> list[str]:
+    """The notes of an audit under population margins: what is weighted to the target and how.
+
+    Parameters
+    ----------
+    margins : MarginCells or None
+    controlled_plan : ControlledPlan, optional
+        The audit's plan of the controlled evaluation (its weight models are fitted without the margin weights).
+
+    Returns
+    -------
+    list of str
+        Empty without margins.
+    """
+    if margins is None:
+        return []
+    what = " x ".join(margins.attributes) + (" and the label" if margins.with_label else "")
+    notes = [
+        f"population margins: every row weighs its sample weight times P_target(c) / P_sample(c) of its cell c of "
+        f"{what} (post-stratification), in every table; the bootstraps of the slices, comparisons, fairness summary "
+        f"and controlled tables re-estimate P_sample(c) on every resample (a resample without a row of a cell is "
+        f"undefined, counted in n_undefined); the permutation tests, the calibration bins and the thresholds' "
+        f"intervals hold the weights at their values on the sample"
+    ]
+    if controlled_plan is not None and getattr(controlled_plan, "weighted", ()):
+        notes.append(
+            "controlled evaluation under population margins: the weight models P(A | V) are fitted on the sample "
+            "without the margin weights; every metric (subgroup, M_a, T_a, shared-space) is weighted to the margins"
+        )
+    return notes
+
+
+def margins_line(options: Any) -> str | None:
+    """The first screen's statement of what the population margins weight (the terminal and the report's top),
+    or None without the option ``population_margins``; plain text (the caller escapes it for its medium)."""
+    if options.population_margins is None or options.margins is None:
+        return None
+    frame = options.margins
+    attributes = [c for c in frame.columns if c not in (SHARE_COLUMN, LABEL_RATE_COLUMN)]
+    what = " x ".join(attributes) + (" and the label" if LABEL_RATE_COLUMN in frame.columns else "")
+    return (
+        f"weighted to the target population: every table (slices, comparisons, fairness summary, controlled, "
+        f"calibration, thresholds, selection) estimates the target's quantities, each row weighted to the target's "
+        f"shares of {what} in {options.population_margins} (post-stratification, re-estimated on "
+        f"every bootstrap resample); exact if selection into the data depends on {what} only"
+    )
 
 
 def _unmatched_hint(attributes, levels, file_rows, file_names, present) -> str:

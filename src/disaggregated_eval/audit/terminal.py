@@ -851,7 +851,8 @@ def summary_text(
     )
     seed_note = " (the default; change it with --seed)" if seed_is_default else ""
     tests = _adjust_text(n_permutations=options.n_permutations, adjust=options.adjust,
-                         adjust_scope=options.adjust_scope, sample_weight=options.sample_weight,
+                         adjust_scope=options.adjust_scope,
+                         sample_weight=options.sample_weight or options.population_margins,
                          comparisons=result.comparisons)  # fmt: skip
     lines.append(
         f"seed {options.seed}{seed_note}; {options.n_resamples:,} bootstrap resamples ({options.resampling}), "
@@ -863,6 +864,11 @@ def summary_text(
     if weighted:
         flags = [flag_of(field) for field in ("sample_weight", "frequency_weight") if getattr(options, field)]
         lines.append(f"{weighted} ({', '.join(flags)}); n counts rows")
+    from .selection_table import margins_line  # the population margins weight every table
+
+    margined = margins_line(options)
+    if margined:
+        lines.append(f"{t(margined)} ({flag_of('population_margins')}); n counts rows")
     for note in result.notes:
         lines.append(f"note: {t(note)}")
     if metric is None:

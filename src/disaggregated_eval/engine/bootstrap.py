@@ -85,6 +85,7 @@ def bootstrap_layout(
     n_threads: int = 1,
     progress: Callable[[int, int], None] | None = None,
     multiplicity: np.ndarray | None = None,
+    reweight: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> LayoutBootstrap:
     """Point estimates and paired bootstrap replicates of every output of ``layout``.
 
@@ -111,6 +112,12 @@ def bootstrap_layout(
     multiplicity : ndarray of shape (n,), int, optional
         When the layout's rows are units (:mod:`.units`), the rows each stands for: the resamples are
         then multinomial unit counts (the row bootstrap in distribution) and ``strata`` are the units'.
+    reweight : callable, optional
+        Weights re-estimated on every resample (the audit's population margins, :mod:`disaggregated_eval.audit.
+        selection_table`): ``reweight(counts)`` takes each row's (or unit's) count in each resample of a batch,
+        float64 of shape (B, n), and returns ``(factors, undefined)``: the counts times each row's weight on that
+        resample relative to its weight in the layout, shape (B, n), and a bool (B,) of resamples on which the
+        weights are undefined (their replicates are NaN). The point estimates keep the layout's weights.
 
     Returns
     -------
@@ -125,15 +132,21 @@ def bootstrap_layout(
     counts = multiplicity is not None
 
     def kernel(draws: np.ndarray, start: int, stop: int) -> None:
+        undefined = None
+        if reweight is not None:  # each resample's counts times its own weights (float counts)
+            tallied = draws.astype(np.float64) if counts else _tallies(draws, n)
+            draws, undefined = reweight(tallied)
         run_kernel(
             layout,
             draws,
-            from_counts=counts,
+            from_counts=counts or reweight is not None,
             slots=slots,
             odds=odds,
             n_threads=n_threads,
             out=replicates[start:stop],
         )
+        if undefined is not None and undefined.any():
+            replicates[start:stop][undefined] = np.nan
 
     if batch_size is None:
         batch_size = default_batch_size(n, n_out * n_thr * n_q)
@@ -149,6 +162,13 @@ def bootstrap_layout(
         multiplicity=multiplicity,
     )
     return LayoutBootstrap(point=point, replicates=replicates)
+
+
+def _tallies(draws: np.ndarray, n: int) -> np.ndarray:
+    """How often each of ``n`` rows is drawn in each resample of a batch of drawn row indices (B, m): (B, n)."""
+    batch = draws.shape[0]
+    flat = (np.arange(batch, dtype=np.int64)[:, None] * n + draws).ravel()
+    return np.bincount(flat, minlength=batch * n).reshape(batch, n).astype(np.float64)
 
 
 # ----------------------------------------------------------------------------------------------

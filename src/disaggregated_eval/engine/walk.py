@@ -1017,9 +1017,9 @@ def _kernel(draws, from_counts, order, identity, y, tv, term_slots, seg_starts, 
                 if from_counts:
                     for i in range(n):
                         row[i] = draws[b0 + lane, i]
-                else:
+                else:  # drawn row indices (the cast types the branch for float counts too, never taken then)
                     for i in range(n):
-                        row[draws[b0 + lane, i]] += 1.0
+                        row[np.int64(draws[b0 + lane, i])] += 1.0
             for m in range(n_models):
                 if identity[m]:
                     walked = counts.T
@@ -1103,7 +1103,8 @@ def run_kernel(
     layout : WalkLayout
     draws : ndarray of shape (B, n), int
         Drawn row indices of each resample, or (``from_counts``) each row's or unit's count (a
-        permutation's 0/1 membership, a unit's multiplicity for the point estimates).
+        permutation's 0/1 membership, a unit's multiplicity for the point estimates; float64 counts times
+        weights re-estimated on the resample, :func:`.bootstrap.bootstrap_layout`'s ``reweight``).
     from_counts : bool
     slots : ndarray of shape (n_metrics,), int64
         :func:`.sums.metric_slots` of the requested metrics.
