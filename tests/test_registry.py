@@ -172,6 +172,22 @@ def test_the_engine_check_names_a_record_without_formula_and_a_slot_without_reco
     sums.check_engine_records(METRIC_RECORDS)
 
 
+@pytest.mark.parametrize(
+    "name, proportion",
+    [
+        ("precision", (("FP",), ("FP", "TP"))),  # the false discovery rate's record over precision's formula
+        ("sensitivity", (("TN",), ("TN", "FP"))),  # specificity's categories
+        ("false_positive_rate", (("FP",), ("TN", "FP", "FN", "TP"))),  # a share of all rows
+    ],
+)
+def test_a_proportion_whose_record_and_formula_disagree_fails_the_check(name, proportion):
+    """A metric's record (its categories: its Wilson interval, exact test and size rule) and its formula in
+    metrics_from_sums define one proportion; a record over other categories than the formula's is refused,
+    naming the metric, the two values and the tallies."""
+    with pytest.raises(RegistryError, match=rf"metric record '{name}' is the share of .* but its formula"):
+        sums.check_engine_records(_replaced(name, proportion=proportion))
+
+
 def _import_edited_registry(old: str, new: str) -> None:
     """Run the registry's source with ``old`` replaced by ``new``, as an import of the edited file would."""
     assert REGISTRY_SOURCE.count(old) == 1, old

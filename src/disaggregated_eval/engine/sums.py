@@ -380,6 +380,9 @@ def metrics_from_sums(wp, wn, fn, tn, auc_numerator, terms, odds, out):
 
 #: Sums at which :func:`check_engine_records` runs the formulas: every metric defined, then none.
 _PROBES: tuple[tuple[float, ...], ...] = ((3.0, 5.0, 1.0, 2.0, 7.5), (0.0, 0.0, 0.0, 0.0, 0.0))
+#: Tallies (TN, FP, FN, TP) at which every proportion's formula must equal its record's share: no two
+#: sums of categories are equal, so a formula over other categories than its record's cannot agree.
+_PROPORTION_PROBES: tuple[tuple[float, float, float, float], ...] = ((1.0, 2.0, 4.0, 8.0), (1.0, 3.0, 9.0, 27.0))
 
 
 def check_engine_records(records: Sequence[MetricRecord], slots: dict[str, int] | None = None) -> None:
@@ -427,6 +430,7 @@ def check_engine_records(records: Sequence[MetricRecord], slots: dict[str, int] 
                                 "every metric needs its formula, and NaN where it is undefined")  # fmt: skip
         if out[-1] != sentinel:
             raise RegistryError("metrics_from_sums writes beyond the last metric slot")
+    _check_proportion_formulas(records, slots)
     for record in records:
         unknown = [t for t in record.terms if t not in ROW_TERMS]
         if unknown:
@@ -436,6 +440,29 @@ def check_engine_records(records: Sequence[MetricRecord], slots: dict[str, int] 
         if unknown:
             raise RegistryError(f"metric record {record.name!r}: ratio_of_sums names {unknown}, which are not row "
                                 f"values of engine/sums.py (ROW_VALUES: {tuple(ROW_VALUES)})")  # fmt: skip
+
+
+
+def _check_proportion_formulas(records: Sequence[MetricRecord], slots: dict[str, int]) -> None:
+    """Every proportion's formula in :func:`metrics_from_sums` equals its record's share of categories
+    (the share its Wilson interval, Newcombe difference, exact test and minimum-denominator rule read) on
+    :data:`_PROPORTION_PROBES`, so that the two definitions cannot disagree (:func:`check_engine_records`)."""
+    for tallies in _PROPORTION_PROBES:
+        tn, fp, fn, tp = (tallies[CATEGORIES.index(c)] for c in ("TN", "FP", "FN", "TP"))
+        out = np.full(len(slots), np.nan)
+        metrics_from_sums.py_func(fn + tp, tn + fp, fn, tn, 0.5, np.full(N_TERMS, 1.0), 1.0, out)
+        for record in records:
+            if record.proportion is None:
+                continue
+            numerator, denominator = (sum(tallies[c] for c in _codes(part)) for part in record.proportion)
+            share, value = numerator / denominator, float(out[slots[record.name]])
+            if not abs(value - share) <= 1e-12 * abs(share):
+                raise RegistryError(
+                    f"metric record {record.name!r} is the share of {'+'.join(record.proportion[0])} among "
+                    f"{'+'.join(record.proportion[1])} ({share:.6g} at TN, FP, FN, TP = {tallies}), but its formula "
+                    f"in metrics_from_sums gives {value:.6g}: the record (read by its interval, test and size rule) "
+                    "and the formula must define the same proportion"
+                )
 
 
 check_engine_records(METRIC_RECORDS)
