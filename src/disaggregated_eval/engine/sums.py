@@ -442,7 +442,6 @@ def check_engine_records(records: Sequence[MetricRecord], slots: dict[str, int] 
                                 f"values of engine/sums.py (ROW_VALUES: {tuple(ROW_VALUES)})")  # fmt: skip
 
 
-
 def _check_proportion_formulas(records: Sequence[MetricRecord], slots: dict[str, int]) -> None:
     """Every proportion's formula in :func:`metrics_from_sums` equals its record's share of categories
     (the share its Wilson interval, Newcombe difference, exact test and minimum-denominator rule read) on
