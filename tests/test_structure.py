@@ -1,5 +1,5 @@
-"""The package's import structure (docs/design.md, "Layers"): no import circle, no upward import, no
-private name used across modules.
+"""The package's import structure (docs/design.md, "Library API", the item "Import layers of these modules"):
+no import circle, no upward import, no private name used across modules.
 
 Read from the source with :mod:`ast` (nothing is imported): an arrow from module A to module B is an
 ``import`` of B written anywhere in A, at the top or inside a function (a lazy import is an arrow all
