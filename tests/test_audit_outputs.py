@@ -204,6 +204,29 @@ def test_a_killed_audit_leaves_its_temporary_folder_and_the_next_audit_removes_i
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "t.csv"]
 
 
+@pytest.mark.slow
+def test_a_closed_standard_output_after_writing_is_not_a_failure(tmp_path):
+    """``disagg-eval audit ... | head -1``: the pipe closes while the summary is printed, after the output was
+    written; the audit exits 0 with one line on standard error, not a BrokenPipeError traceback and status 1
+    (hostile trial 4, S1)."""
+    data = tmp_path / "t.csv"
+    frame().to_csv(data, index=False)
+    argv = ["audit", str(data), "--label", "y", "--score", "p", "--group", "g", "--metrics", "accuracy",
+            "--n-resamples", "200", "--n-permutations", "0", "--out", str(tmp_path / "out")]  # fmt: skip
+    reader, writer = os.pipe()
+    os.close(reader)  # nobody reads: the first write of the summary meets a closed pipe
+    done = subprocess.run([sys.executable, "-m", "disaggregated_eval.audit.cli", *argv], stdout=writer,
+                          stderr=subprocess.PIPE, text=True, check=False)  # fmt: skip
+    os.close(writer)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"disagg-eval: standard output was closed while the summary was printed; the audit's output in "
+        f"{tmp_path / 'out'} is complete"
+    )
+    assert (tmp_path / "out" / "manifest.json").is_file()
+
+
 KILLED_BETWEEN_RENAMES = """
 import os, signal, sys
 from disaggregated_eval.audit.cli import main

@@ -383,7 +383,13 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
     finally:
         progress.close()
     if not quiet:
-        print("\n".join(terminal_text(line) for line in text.split("\n")))
+        try:
+            print("\n".join(terminal_text(line) for line in text.split("\n")))
+            sys.stdout.flush()
+        except BrokenPipeError:  # e.g. `| head -1`: the output is complete; only the summary was cut
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            print(f"{PROG}: standard output was closed while the summary was printed; the audit's output in {out} "
+                  "is complete", file=sys.stderr)  # fmt: skip
     return EXIT_OK
 
 
