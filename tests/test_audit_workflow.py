@@ -131,6 +131,9 @@ def test_runs_reject_names_that_cannot_be_folders():
         audit_runs({"runs": {"r": {"file": "f.csv", "label": "y", "scores": ["my score"], "groups": ["g"]}}})
     with pytest.raises(UsageError, match="run name 'a/b'"):
         audit_runs({"runs": {"a/b": {"file": "f.csv", "label": "y", "scores": ["s"], "groups": ["g"]}}})
+    # a trailing newline is not a folder name either (a pattern's '$' would accept it: hostile trial 4, W16)
+    with pytest.raises(UsageError, match=r"run name 'race\\n'"):
+        audit_runs({"runs": {"race\n": {"file": "f.csv", "label": "y", "scores": ["s"], "groups": ["g"]}}})
 
 
 @pytest.mark.parametrize("out_dir", ["/tmp/elsewhere", "../outside", "results/../../outside", "  "])

@@ -95,11 +95,11 @@ RECORD_SUFFIX = ".manifest.json"
 REPORT_SUFFIX = ".report.html"
 #: Run and model names (folder names): also the wildcard constraints of rule ``run_audit``.
 SEGMENT_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
-_SEGMENT = re.compile(rf"^{SEGMENT_PATTERN}$")
+_SEGMENT = re.compile(SEGMENT_PATTERN)  # whole names only (fullmatch: "$" would take a trailing newline)
 
 
 def _segment(value: str, what: str) -> str:
-    if not _SEGMENT.match(value) or (value == ALL_MODELS and what.startswith("score")):
+    if not _SEGMENT.fullmatch(value) or (value == ALL_MODELS and what.startswith("score")):
         raise UsageError(
             f"{what} {value!r} is used as a folder name: use letters, digits, '_', '-' and '.' only "
             "(rename the column, or set compare_models: true)"
