@@ -691,6 +691,8 @@ def test_all_missing_feature_for_control_x(tmp_path, capsys):
         (["--n-resamples", "200", "--confidence", "0.999999"],
          ["n_resamples 200 is too few for 0.999999 intervals", "bounds would be the extreme replicates",
           "n_resamples >= 10,000,000"]),
+        # the level as given, not rounded to '1' (hostile trial 4, NO20)
+        (["--n-resamples", "200", "--confidence", "0.9999999999"], ["too few for 0.9999999999 intervals"]),
     ],
 )  # fmt: skip
 def test_absurd_work_is_refused_with_the_limit(tmp_path, capsys, flags, needles):

@@ -710,7 +710,7 @@ def check_resample_count(n_resamples: int, confidence: float) -> None:
         return
     beyond = n_resamples * (1.0 - confidence) / 2.0
     text = (
-        f"n_resamples {n_resamples:,} is too few for {confidence:g} intervals: {beyond:.3g} resamples lie beyond "
+        f"n_resamples {n_resamples:,} is too few for {float(confidence)!r} intervals: {beyond:.3g} resamples lie beyond "
         f"each bound of a percentile interval"
     )
     advice = f"give n_resamples >= {need:,} (--n-resamples {need}) or a lower confidence"
