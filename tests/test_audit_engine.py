@@ -15,6 +15,8 @@ Tolerances:
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -1043,6 +1045,20 @@ def test_a_slice_with_one_positive_weight_is_withheld_by_its_effective_size():
         small_rows = table[table["slice"] == "g=small"]
         assert len(small_rows) and not small_rows["reported"].any()
         assert small_rows["reason"].str.startswith("effective size 1.0 of the slice's 300 rows").all()
+
+
+def test_one_weighted_row_in_the_whole_file_gives_no_numpy_warning():
+    """Every weight 0 but one row's, a positive: the false positive rate's denominator has no weight anywhere;
+    every estimate is withheld with its reason, and numpy's "invalid value encountered in divide" does not
+    reach the user (hostile trial 4, N6: it came from the detectability table's share of the denominator)."""
+    df = _sized(300, 150).assign(w=0.0)
+    df.loc[np.flatnonzero(df["y"] == 1)[0], "w"] = 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        res = audit(df, label="y", scores=["p"], groups=["g"], sample_weight="w", metrics=["false_positive_rate"],
+                    **FAST)  # fmt: skip
+    assert not res.slices["reported"].any()
+    assert res.detectability["mdd_above"].isna().all()
 
 
 def test_a_denominator_of_small_effective_size_is_withheld():

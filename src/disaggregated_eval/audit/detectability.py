@@ -317,7 +317,8 @@ def detectability_table(
                 den = list(PROPORTIONS[metric][1])
                 den_w = tallies.sum_w[m][:, den].sum(-1)
                 p0 = p_all[m, 0]
-                share = den_w[slices] / den_w[0]
+                with np.errstate(invalid="ignore", divide="ignore"):  # no weight in the denominator: undefined
+                    share = den_w[slices] / den_w[0]
                 ns, nr = n_eff[m, slices], n_rest[m, slices]
                 above = minimum_detectable_difference(p0, ns, nr, share, alpha=level, power=power, direction=1)
                 below = minimum_detectable_difference(p0, ns, nr, share, alpha=level, power=power, direction=-1)
