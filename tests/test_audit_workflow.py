@@ -6,6 +6,7 @@ tests/test_workflow.py), through ``python -m snakemake``, so nothing is written 
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -23,7 +24,7 @@ import yaml
 
 from disaggregated_eval.audit.errors import UsageError
 from disaggregated_eval.audit.text import terminal_text
-from disaggregated_eval_workflow.audit_runs import audit_runs, remove_stale_records
+from disaggregated_eval_workflow.audit_runs import audit_runs, check_job_outputs, remove_stale_records
 
 REPO = Path(__file__).resolve().parents[1]
 LINKED = ("Snakefile", "workflow", "config", "src", "profiles", "examples")
@@ -189,6 +190,80 @@ def test_records_that_no_longer_describe_their_folder_are_removed(tmp_path, monk
         "mine.manifest.json", "new", "other", "same", "same.manifest.json", "touched", "touched.manifest.json"]  # fmt: skip
 
 
+REPORT = b"<html>an audit's report</html>"
+
+
+def fake_output(folder: Path, report: bytes = REPORT) -> tuple[Path, Path]:
+    """An audit's folder (its manifest listing ``report``'s SHA-256) with the job's record and report copy
+    beside it, as rule run_audit writes them; returns (record, report copy)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    manifest = json.dumps({"tool": "disagg-eval audit", "files": {"report.html": hashlib.sha256(report).hexdigest()}})
+    (folder / "manifest.json").write_text(manifest)
+    (folder / "report.html").write_bytes(report)
+    record, copy = Path(f"{folder}.manifest.json"), Path(f"{folder}.report.html")
+    record.write_text(manifest)
+    copy.write_bytes(report)
+    return record, copy
+
+
+def _job(folder: Path) -> dict:
+    return {"run": folder.parent.name, "out": str(folder), "record": f"{folder}.manifest.json",
+            "report": f"{folder}.report.html"}  # fmt: skip
+
+
+def test_a_file_of_the_users_at_a_jobs_output_path_refuses_the_run(tmp_path, monkeypatch):
+    """Snakemake deletes a job's declared outputs before it runs (issue 32 item 5, hostile trials W14/W15):
+    a file at the record's or report copy's path that the workflow did not write refuses the run, naming it;
+    the workflow's own (current, touched, stale, half-written) pass, and nothing is deleted."""
+    monkeypatch.chdir(tmp_path)
+    ok = {}
+    ok["current"] = fake_output(Path("res", "r", "current"))
+    record, copy = ok["touched"] = fake_output(Path("res", "r", "touched"))
+    record.write_bytes(b"")  # snakemake --touch
+    copy.write_bytes(b"")
+    ok["gone"] = fake_output(Path("res", "r", "gone"))
+    shutil.rmtree(Path("res", "r", "gone"))  # its record is stale: the report copy still is the workflow's
+    ok["rewritten"] = fake_output(Path("res", "r", "rewritten"))
+    other = json.dumps({"tool": "disagg-eval audit", "files": {"report.html": hashlib.sha256(b"new").hexdigest()}})
+    Path("res", "r", "rewritten", "manifest.json").write_text(other)  # another audit wrote the folder since
+    record, _ = ok["half"] = fake_output(Path("res", "r", "half"))
+    record.unlink()  # the job stopped between its report copy and its record
+    ok["none"] = (Path("res", "r", "none.manifest.json"), Path("res", "r", "none.report.html"))
+    jobs = {f"r/{name}": _job(Path("res", "r", name)) for name in ok}
+    check_job_outputs(jobs)
+    for name, (record, copy) in ok.items():
+        assert record.exists() == (name not in ("half", "none")) and copy.exists() == (name != "none"), name
+
+    for name, user_record, user_report, bad in [
+        ("mine_record", b'{"mine": true}', None, "mine_record.manifest.json"),
+        ("notes_record", b"my own notes", None, "notes_record.manifest.json"),
+        ("mine_report", None, b"my own report", "mine_report.report.html"),  # beside the workflow's record
+        ("both", b'{"mine": true}', b"my own report", "both.manifest.json"),
+    ]:
+        record, copy = fake_output(Path("res", "u", name))
+        for path, content in ((record, user_record), (copy, user_report)):
+            if content is not None:
+                path.write_bytes(content)
+        with pytest.raises(UsageError) as caught:
+            check_job_outputs({**jobs, f"u/{name}": _job(Path("res", "u", name))})
+        assert str(caught.value) == (
+            f"audit.runs.u: res/u/{bad} holds a file this workflow did not write ("
+            + ("not an audit's manifest" if bad.endswith(".json") else "not the report.html that res/u/mine_report/ "
+               "or its record lists")
+            + "); Snakemake deletes a job's declared outputs before it runs, so the run is refused: move the file, "
+            "or choose another audit.out_dir or run name"
+        )  # fmt: skip
+        assert (user_record is None or record.read_bytes() == user_record) and (
+            user_report is None or copy.read_bytes() == user_report)  # fmt: skip
+        shutil.rmtree(Path("res", "u"))
+    # a report copy without any record or folder (W14: the folder refused, the user's report beside it)
+    Path("res", "w").mkdir()
+    Path("res", "w", "m.report.html").write_text("mine")
+    with pytest.raises(UsageError, match=r"res/w/m\.report\.html holds a file this workflow did not write"):
+        check_job_outputs({"w/m": _job(Path("res", "w", "m"))})
+    assert Path("res", "w", "m.report.html").read_text() == "mine"
+
+
 def _margins_run(path: Path) -> dict:
     """A run with a margins file, written in ``path`` (the working directory)."""
     (path / "data.csv").write_text("y,s,g\n" + "1,0.7,x\n0,0.2,x\n1,0.6,z\n0,0.4,z\n" * 5)
@@ -210,12 +285,7 @@ def test_an_edited_margins_file_reruns_the_audit(tmp_path):
     workdir = make_workdir(tmp_path / "wd")
     config = write_config(workdir / "m.yaml", {"out_dir": "res", "runs": {"m": _margins_run(workdir)}})
     out = workdir / "res" / "m" / "s"
-    out.mkdir(parents=True)
-    (out / "manifest.json").write_text('{"tool": "disagg-eval audit"}')
-    record = workdir / "res" / "m" / "s.manifest.json"  # the job's declared output: a copy of the manifest
-    record.write_text('{"tool": "disagg-eval audit"}')
-    report = workdir / "res" / "m" / "s.report.html"  # its other declared output: a copy of the report
-    report.write_text("<html></html>")
+    record, report = fake_output(out)  # the job's declared outputs: copies of the manifest and report
     now = time.time()
     for path in (out / "manifest.json", out, report, record):
         os.utime(path, (now + 1000, now + 1000))
@@ -228,6 +298,29 @@ def test_an_edited_margins_file_reruns_the_audit(tmp_path):
     assert after.returncode == 0, output_of(after)
     assert "run_audit        1" in output_of(after)
     assert "margins.csv" in output_of(after)
+
+
+def test_a_rerun_never_deletes_a_file_of_the_users_at_a_jobs_output_path(tmp_path):
+    # Hostile trials W14/W15: files of the user's at the record's and report copy's paths; Snakemake would
+    # delete them before the job runs. The run is refused when the workflow is parsed; both are kept.
+    workdir = make_workdir(tmp_path / "wd")
+    config = write_config(
+        workdir / "m.yaml", {"out_dir": "res", "runs": {"m": {**_margins_run(workdir), **TINY_OPTIONS}}}
+    )
+    mine = {
+        workdir / "res" / "m" / "s.report.html": b"my own report",
+        workdir / "res" / "m" / "s.manifest.json": b'{"mine": true}',
+    }
+    for path, content in mine.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        result = snakemake(workdir, "--cores", "1", "audit", "--configfile", config)
+        text = output_of(result)
+        assert result.returncode != 0, text
+        assert f"audit.runs.m: res/m/{path.name} holds a file this workflow did not write" in text, text
+        assert "move the file, or choose another audit.out_dir or run name" in text and "Job stats" not in text, text
+        assert all(p.read_bytes() == c for p, c in mine.items() if p.exists())
+    assert sorted(p.name for p in (workdir / "res" / "m").iterdir()) == ["s.manifest.json", "s.report.html"]
 
 
 def _parquet_folder_run(path: Path) -> dict:
@@ -268,13 +361,9 @@ def test_an_edited_file_of_a_parquet_folder_reruns_the_audit(tmp_path):
     assert planned.returncode == 0, output_of(planned)
     assert "input: cpq, cpq/half=1/part-0.parquet, cpq/half=2/part-0.parquet," in output_of(planned)
     out = workdir / "res" / "pq" / "s"
-    out.mkdir(parents=True)
-    (out / "manifest.json").write_text('{"tool": "disagg-eval audit"}')
-    (workdir / "res" / "pq" / "s.manifest.json").write_text('{"tool": "disagg-eval audit"}')
-    (workdir / "res" / "pq" / "s.report.html").write_text("<html></html>")
+    record, report = fake_output(out)
     now = time.time()
-    for path in (out / "manifest.json", out, workdir / "res" / "pq" / "s.report.html",
-                 workdir / "res" / "pq" / "s.manifest.json"):  # fmt: skip
+    for path in (out / "manifest.json", out, report, record):
         os.utime(path, (now + 1000, now + 1000))
     before = snakemake(workdir, *args)
     assert before.returncode == 0, output_of(before)

@@ -16,6 +16,7 @@ from disaggregated_eval_workflow.audit_runs import (
     audit_code_files,
     audit_runs,
     audit_targets,
+    check_job_outputs,
     folder_pattern,
     job_param,
     output_pattern,
@@ -26,6 +27,8 @@ from disaggregated_eval_workflow.audit_runs import (
 config.setdefault("audit", {})
 validate(config["audit"], "../schemas/audit.schema.yaml")
 AUDIT_RUNS = audit_runs(config["audit"])
+# A file of the user's at a job's record or report path would be deleted by Snakemake: the run is refused.
+check_job_outputs(AUDIT_RUNS)
 # A record whose folder was deleted or rewritten no longer describes it: deleted, so its job runs again.
 for line in remove_stale_records(AUDIT_RUNS):
     print(line, file=sys.stderr)

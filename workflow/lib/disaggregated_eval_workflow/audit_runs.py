@@ -40,7 +40,8 @@ the folder, so an error found in the data, a forced or edited rerun, an interrup
 a folder holding the user's own files (refused, as by the command line) leave the earlier output
 byte for byte as it was. A record whose folder is gone, or holds another audit's manifest, no longer
 describes it: :func:`remove_stale_records` deletes it when the workflow is parsed, so the job runs
-again. ``out_dir`` is a relative path inside the workflow's working directory (no ``..``).
+again; before that, :func:`check_job_outputs` refuses a run whose record or report copy path holds a
+file the workflow did not write (Snakemake would delete it). ``out_dir`` is a relative path inside the workflow's working directory (no ``..``).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from typing import Any
 
 from disaggregated_eval.audit.errors import UsageError
 from disaggregated_eval.audit.options import option_fields, options_from_mapping, read_config_file
-from disaggregated_eval.audit.outputs import TOOL
+from disaggregated_eval.audit.outputs import TOOL, file_sha256
 from disaggregated_eval.audit.text import terminal_text
 from disaggregated_eval.validation import brief
 
@@ -75,6 +76,7 @@ __all__ = [
     "output_pattern",
     "report_pattern",
     "folder_pattern",
+    "check_job_outputs",
     "remove_stale_records",
 ]
 
@@ -142,9 +144,9 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
     -------
     dict
         ``"<run>/<model>"`` -> ``{"run", "model", "file", "option_files", "data_files", "out", "record",
-        "options"}``
-        where ``out`` is the output folder, ``record`` the job's record (the rule's declared output, module
-        docstring), ``options`` the checked keyword arguments of :func:`disaggregated_eval.audit.audit`
+        "report", "options"}``
+        where ``out`` is the output folder, ``record`` the job's record and ``report`` its copy of the
+        folder's report (the rule's declared outputs, module docstring), ``options`` the checked keyword arguments of :func:`disaggregated_eval.audit.audit`
         (``scores`` is the one model, or all of them with ``compare_models``) and ``option_files`` the
         files its :data:`FILE_OPTIONS` name (inputs of the job besides ``file``); ``data_files`` the
         Parquet files of a folder ``file`` (inputs too: Snakemake dates a folder by its own time, which
@@ -202,6 +204,7 @@ def audit_runs(section: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
                 "data_files": data_files,
                 "out": f"{out_dir}/{run}/{model}",
                 "record": f"{out_dir}/{run}/{model}{RECORD_SUFFIX}",
+                "report": f"{out_dir}/{run}/{model}{REPORT_SUFFIX}",
                 "options": options,
             }
     return jobs
@@ -326,6 +329,77 @@ def report_pattern(section: Mapping[str, Any] | None) -> str:
 def folder_pattern(section: Mapping[str, Any] | None) -> str:
     """The output folder of rule ``run_audit``, written by the job itself: ``<out_dir>/{run}/{model}``."""
     return f"{_out_dir(section or {})}/{{run}}/{{model}}"
+
+
+def check_job_outputs(jobs: Mapping[str, Mapping[str, Any]]) -> None:
+    """Refuse a run whose declared output paths hold a file this workflow did not write.
+
+    Snakemake deletes a job's declared outputs (its record and report copy) before the job runs, so a
+    file of the user's at either path would be deleted by a rerun. A file at the record's path is the
+    workflow's when it is empty (``snakemake --touch``) or an audit's manifest; one at the report copy's
+    path when it is empty or its SHA-256 is that of ``report.html`` in the record at the record's path or
+    in the folder's ``manifest.json`` (the folder's report, or the one the record was copied with). Called
+    by ``workflow/rules/audit.smk`` each time the workflow is parsed, before :func:`remove_stale_records`
+    (which deletes a record that no longer describes its folder; the report copy is still recognised by
+    it).
+
+    Parameters
+    ----------
+    jobs : mapping
+        :func:`audit_runs`'s result.
+
+    Raises
+    ------
+    UsageError
+        Naming the run and the file, and what to do: move the file, or choose another ``out_dir`` or
+        run name.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> _ = (root / "m.report.html").write_text("my own report")
+    >>> job = {"run": "r", "out": str(root / "m"), "record": str(root / "m.manifest.json"),
+    ...        "report": str(root / "m.report.html")}
+    >>> try:
+    ...     check_job_outputs({"r/m": job})
+    ... except UsageError as exc:
+    ...     print(str(exc).split(":")[0])
+    audit.runs.r
+    """
+    for job in jobs.values():
+        record, report, folder = Path(job["record"]), Path(job["report"]), Path(job["out"])
+        kept = _read_bounded(record)
+        if os.path.lexists(record) and (record.is_symlink() or kept is None or (kept and not _is_record(kept))):
+            _refuse_foreign(job["run"], record, "not an audit's manifest")
+        if not os.path.lexists(report):
+            continue
+        if report.is_symlink() or not report.is_file():
+            _refuse_foreign(job["run"], report, "not a regular file")
+        if report.stat().st_size == 0:
+            continue
+        digest = file_sha256(report)
+        listed = {_report_sha256(kept), _report_sha256(_read_bounded(folder / "manifest.json"))}
+        if digest not in listed:
+            _refuse_foreign(job["run"], report, f"not the report.html that {folder}/ or its record lists")
+
+
+def _refuse_foreign(run: str, path: Path, why: str) -> None:
+    raise UsageError(
+        f"audit.runs.{run}: {path} holds a file this workflow did not write ({why}); Snakemake deletes a job's "
+        "declared outputs before it runs, so the run is refused: move the file, or choose another audit.out_dir "
+        "or run name"
+    )
+
+
+def _report_sha256(manifest: bytes | None) -> str | None:
+    """The SHA-256 of ``report.html`` that an audit's manifest lists, or None."""
+    try:
+        files = json.loads(manifest).get("files") if manifest else None
+    except (ValueError, AttributeError):
+        return None
+    digest = files.get("report.html") if isinstance(files, dict) else None
+    return digest if isinstance(digest, str) else None
 
 
 def remove_stale_records(jobs: Mapping[str, Mapping[str, Any]]) -> list[str]:
