@@ -262,6 +262,11 @@ def test_a_file_of_the_users_at_a_jobs_output_path_refuses_the_run(tmp_path, mon
     with pytest.raises(UsageError, match=r"res/w/m\.report\.html holds a file this workflow did not write"):
         check_job_outputs({"w/m": _job(Path("res", "w", "m"))})
     assert Path("res", "w", "m.report.html").read_text() == "mine"
+    # every read is bounded: a report copy larger than any audit's is refused without being read
+    with open(Path("res", "w", "m.report.html"), "r+b") as big:
+        big.truncate((1 << 30) + 1)  # sparse: no disk used
+    with pytest.raises(UsageError, match=r"m\.report\.html holds a file .* \(1,073,741,825 bytes, more than any"):
+        check_job_outputs({"w/m": _job(Path("res", "w", "m"))})
 
 
 def _margins_run(path: Path) -> dict:

@@ -376,8 +376,11 @@ def check_job_outputs(jobs: Mapping[str, Mapping[str, Any]]) -> None:
             continue
         if report.is_symlink() or not report.is_file():
             _refuse_foreign(job["run"], report, "not a regular file")
-        if report.stat().st_size == 0:
+        size = report.stat().st_size
+        if size == 0:
             continue
+        if size > MAX_REPORT_BYTES:  # every read is bounded: no report of an audit is this large
+            _refuse_foreign(job["run"], report, f"{size:,} bytes, more than any audit's report ({MAX_REPORT_BYTES:,})")
         digest = file_sha256(report)
         listed = {_report_sha256(kept), _report_sha256(_read_bounded(folder / "manifest.json"))}
         if digest not in listed:
@@ -455,6 +458,9 @@ def remove_stale_records(jobs: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 #: Largest record (or folder manifest) read when the workflow is parsed; an audit's manifest is a few KB.
 MAX_RECORD_BYTES = 1 << 24
+#: Largest report copy :func:`check_job_outputs` reads to compare with the record's hash (larger: not this
+#: workflow's; an audit's report with its figures embedded is a few MB).
+MAX_REPORT_BYTES = 1 << 30
 
 
 def _read_bounded(path: Path) -> bytes | None:
