@@ -100,7 +100,7 @@ def test_a_limit_below_the_estimate_refuses_with_its_parts_before_any_work():
     frame = _frame(2000)
     recorder = _Recorder()
     with pytest.raises(AuditInputError, match=r"would need about [\d,]+ MB of memory at its peak .* MB held now, "
-                       r"the work's parts in MB: fixed \d+, rows \d+, weights \d+, replicates [\d,]+\), more than "
+                       r"the work's parts in MB: fixed \d+, rows \d+, weights \d+, replicates [\d,]+, batches 0\), more than "
                        r"the limit of 500 MB"):  # fmt: skip
         audit(frame, label="y", scores=["p"], groups=["a", "b"], n_resamples=300_000, n_permutations=0,
               metrics=["false_positive_rate"], memory_limit_mb=500, progress=recorder)  # fmt: skip
