@@ -151,6 +151,11 @@ AUDIT_FIXED_BYTES = 100 * 2**20
 #: of a batch, e.g. the calibration table's float64 counts, are smaller).
 AUDIT_COUNT_BUFFER_BYTES = 4
 AUDIT_COUNT_DRAW_BYTES = 20
+#: Per slice and model, what writing the outputs (``disagg-eval audit``: the tables, the report, the figures this
+#: process draws) adds, after the work's arrays are freed (one model, one metric, 200 resamples: 1,501 slices peaked
+#: at 503 MB, 3,001 at 621 MB, 18,003 at 1,983 MB, with about 255 MB held before the work; the fixed part holds
+#: matplotlib): estimates 1.04, 1.11 and 1.18 times those peaks.
+AUDIT_OUTPUT_SLICE_BYTES = 110_000
 #: scikit-learn, loaded when a control variable needs a fitted weight model (X, R); the fits' own arrays are
 #: freed before the bootstrap lays out its larger ones.
 AUDIT_WEIGHT_MODEL_BYTES = 60 * 2**20
@@ -258,8 +263,11 @@ def audit_peak_parts(size: AuditSize) -> dict[str, int]:
         :data:`AUDIT_WEIGHT_COLUMN_BYTES`), ``replicates`` (the bootstrap's, times
         :data:`AUDIT_REPLICATE_COPIES`, the slices' per-resample arrays and the fairness summary's own
         bootstrap) and ``batches`` (with counted data, the batches of unit counts: ``n_units x`` (``count_batch x``
-        :data:`AUDIT_COUNT_BUFFER_BYTES` ``+ count_drawn x`` :data:`AUDIT_COUNT_DRAW_BYTES`)). The estimate of the peak is their sum plus the memory held before the work
-        (:func:`audit_peak_bytes`); ``benchmarks/bench_memory_estimate.py`` prints it beside the measured peak.
+        :data:`AUDIT_COUNT_BUFFER_BYTES` ``+ count_drawn x`` :data:`AUDIT_COUNT_DRAW_BYTES`)), and ``outputs``
+        (``n_slices x n_models x`` :data:`AUDIT_OUTPUT_SLICE_BYTES`: writing the outputs, after the work). The
+        estimate of the peak (:func:`audit_peak_bytes`) is the memory held before the work plus ``fixed`` plus the
+        larger of the work's parts' sum and ``outputs``; ``benchmarks/bench_memory_estimate.py`` prints it beside
+        the measured peak.
 
     Examples
     --------
@@ -282,6 +290,7 @@ def audit_peak_parts(size: AuditSize) -> dict[str, int]:
         "replicates": int(size.n_resamples * per_resample),
         "batches": size.n_units
         * (size.count_batch * AUDIT_COUNT_BUFFER_BYTES + size.count_drawn * AUDIT_COUNT_DRAW_BYTES),
+        "outputs": size.n_slices * size.n_models * AUDIT_OUTPUT_SLICE_BYTES,
     }
 
 
@@ -297,17 +306,22 @@ def audit_peak_bytes(size: AuditSize, *, resident: int | None = None) -> int:
     Returns
     -------
     int
-        ``resident`` plus the parts of :func:`audit_peak_parts`: what ``--memory-limit-mb`` is compared with.
+        ``resident`` plus the parts of :func:`audit_peak_parts`, the work's and the outputs' (written after the
+        work's arrays are freed) the larger: what ``--memory-limit-mb`` is compared with.
 
     Examples
     --------
     >>> size = AuditSize(n_rows=10**7, n_units=96, n_models=1, n_families=7, n_slices=64,
     ...                  n_resamples=1000, n_outputs=170, n_metrics=11)
-    >>> audit_peak_bytes(size, resident=0) == sum(audit_peak_parts(size).values())
+    >>> parts = audit_peak_parts(size)
+    >>> audit_peak_bytes(size, resident=0) == sum(parts.values()) - parts["outputs"]
     True
     """
     held = resident_bytes() if resident is None else int(resident)
-    return held + sum(audit_peak_parts(size).values())
+    parts = audit_peak_parts(size)
+    outputs = parts.pop("outputs")
+    fixed = parts.pop("fixed")
+    return held + fixed + max(sum(parts.values()), outputs)
 
 
 def evaluations_per_model(*, n_groups: int, n_controls: int, n_weight_sources: int, shared_space: bool = True) -> int:

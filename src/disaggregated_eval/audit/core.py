@@ -477,7 +477,7 @@ def _check_peak(
             f"{resident / 1e6:,.0f} MB held now, the work's parts in MB: {shown}), more than the limit of "
             f"{limit_mb:,.0f} MB; {advice}"
         )
-    work = sum(parts.values())
+    work = estimate - resident
     notes = [] if work < PEAK_NOTE_BYTES else [
         f"estimated memory of the audit's work {work / 1e6:,.0f} MB beyond what its process held before it "
         f"(it holds {held}; MB by part: {shown}; limit {limit_mb:,.0f} MB)"
