@@ -54,10 +54,10 @@ cpu = time.process_time() - cpu
 peak = status("VmHWM")
 estimate = None
 try:  # what the work adds to the memory held before it (the estimate's parts; the code of --base-src may lack them)
-    from disaggregated_eval.memory import AuditSize, audit_peak_parts
-    estimate = sum(audit_peak_parts(AuditSize(n_rows=n, n_units=256 if mode == "counts" else n, n_models=1,
-                                              n_families=7, n_slices=85, n_resamples=1000, n_outputs=2 * 85,
-                                              n_metrics=11)).values())
+    from disaggregated_eval.memory import AuditSize, audit_peak_bytes
+    estimate = audit_peak_bytes(AuditSize(n_rows=n, n_units=256 if mode == "counts" else n, n_models=1,
+                                          n_families=7, n_slices=85, n_resamples=1000, n_outputs=2 * 85,
+                                          n_metrics=11), resident=0)
 except ImportError:
     pass
 print(json.dumps({"per_row": (peak - before) / n, "frame_per_row": frame.memory_usage(deep=True).sum() / n,

@@ -761,3 +761,21 @@ def test_terminal_text_from_the_data_is_escaped_in_errors(tmp_path, capsys):
     code, out, err = run(["audit", tiny_csv(tmp_path / "t.csv"), *TINY, "--group", "\x1b]0;pwned\x07"], capsys)
     assert_usage_error(code, out, err, "\\x1b]0;pwned\\x07")
     assert "\x1b" not in err and "\x07" not in err
+
+
+def test_running_out_of_memory_during_the_work_is_exit_2_in_one_line(tmp_path, capsys, monkeypatch):
+    # M1 of hostile trial round 4: under an address-space limit a batch of unit counts raised MemoryError, which
+    # reached the catch-all (a traceback, exit 1)
+    from disaggregated_eval.audit import core
+
+    def fails(data, *, options, progress):
+        progress("calibration bootstrap", 0, 200)
+        raise MemoryError("Unable to allocate 638. MiB for an array with shape (64, 2612361) and data type int32")
+
+    monkeypatch.setattr(core, "audit", fails)
+    code, out, err = run(["audit", tiny_csv(tmp_path / "t.csv"), *TINY, "--out", tmp_path / "o"], capsys)
+    last = err.strip().splitlines()[-1]  # after the progress line
+    assert_usage_error(
+        code, out, last, "out of memory (Unable to allocate 638. MiB for an array", "fewer --n-resamples"
+    )
+    assert "Traceback" not in err and not (tmp_path / "o").exists()

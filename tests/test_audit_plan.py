@@ -100,7 +100,8 @@ def test_a_limit_below_the_estimate_refuses_with_its_parts_before_any_work():
     frame = _frame(2000)
     recorder = _Recorder()
     with pytest.raises(AuditInputError, match=r"would need about [\d,]+ MB of memory at its peak .* MB held now, "
-                       r"the work's parts in MB: fixed \d+, rows \d+, weights \d+, replicates [\d,]+\), more than "
+                       r"the work's parts in MB: fixed \d+, rows \d+, weights \d+, replicates [\d,]+, batches 0, outputs \d+\), "
+                       r"more than "
                        r"the limit of 500 MB"):  # fmt: skip
         audit(frame, label="y", scores=["p"], groups=["a", "b"], n_resamples=300_000, n_permutations=0,
               metrics=["false_positive_rate"], memory_limit_mb=500, progress=recorder)  # fmt: skip
@@ -142,3 +143,16 @@ def test_the_estimated_peak_is_a_cap_within_1_3_times_the_measured_peak():
     got = json.loads(done.stdout.strip().splitlines()[-1])
     ratio = got["estimate"] / got["peak"]
     assert 1.0 <= ratio <= 1.3, got
+
+
+def test_the_estimate_counts_the_outputs_of_many_slices():
+    # M2 of hostile trial round 4: 6,000 one-row levels of g (18,003 slices, one model, one metric, 200 resamples)
+    # were planned at 843 MB and peaked at 1,983 MB (1,936,560 KiB), while the outputs were written
+    from disaggregated_eval.memory import audit_peak_bytes
+
+    size = AuditSize(n_rows=6000, n_units=6000, n_models=1, n_families=4, n_slices=18_003, n_resamples=200,
+                     n_outputs=36_005, n_metrics=1, n_extra_values=144_020)  # fmt: skip
+    estimate = audit_peak_bytes(size, resident=262 * 10**6)  # held before the work, as measured
+    assert 1_983e6 <= estimate <= 1.3 * 1_983e6
+    parts = audit_peak_parts(size)
+    assert estimate == 262 * 10**6 + parts["fixed"] + parts["outputs"]  # written after the work's arrays are freed

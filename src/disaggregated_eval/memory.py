@@ -143,6 +143,19 @@ AUDIT_WEIGHT_COLUMN_BYTES = 20
 #: Working memory that does not grow with the data: the engine's compiled kernels and batch buffers, the
 #: tests' and tables' buffers, the libraries the outputs load (matplotlib).
 AUDIT_FIXED_BYTES = 100 * 2**20
+#: Per unit and resample of a batch of unit-count resamples (counted data: the distinct rows with their counts,
+#: ``engine.resampling.run_batches`` with ``multiplicity``), whose batches are whole blocks of 64 resamples however
+#: many units there are: the batch's buffer of counts (int32), held through the batch, and, per resample being drawn
+#: (a block per drawing thread), the block's int64 counts and the multinomial's int64 draws (16 bytes; 20 fits the
+#: measured peaks: 1.39 GB for 583,116 units and 4.46 GB for 2,612,361, one thread, where the kernels' own copies
+#: of a batch, e.g. the calibration table's float64 counts, are smaller).
+AUDIT_COUNT_BUFFER_BYTES = 4
+AUDIT_COUNT_DRAW_BYTES = 20
+#: Per slice and model, what writing the outputs (``disagg-eval audit``: the tables, the report, the figures this
+#: process draws) adds, after the work's arrays are freed (one model, one metric, 200 resamples: 1,501 slices peaked
+#: at 503 MB, 3,001 at 621 MB, 18,003 at 1,983 MB, with about 255 MB held before the work; the fixed part holds
+#: matplotlib): estimates 1.04, 1.11 and 1.18 times those peaks.
+AUDIT_OUTPUT_SLICE_BYTES = 110_000
 #: scikit-learn, loaded when a control variable needs a fitted weight model (X, R); the fits' own arrays are
 #: freed before the bootstrap lays out its larger ones.
 AUDIT_WEIGHT_MODEL_BYTES = 60 * 2**20
@@ -178,6 +191,11 @@ class AuditSize:
     n_extra_values : int, default 0
         Outputs times metrics of the fairness summary's own bootstrap (when the audit's metrics lack its
         metrics), held beside the audit's replicates.
+    count_batch : int, default 0
+        Resamples per batch when the resamples are unit counts (counted data; ``engine.resampling.
+        batch_resamples``), 0 when they are row indices (their batches, about 32 MB, are in the fixed part).
+    count_drawn : int, default 0
+        Of those, the resamples whose counts are drawn at once (a block of 64 per drawing thread).
 
     Examples
     --------
@@ -198,6 +216,8 @@ class AuditSize:
     n_weight_columns: int = 0
     fits_weight_models: bool = False
     n_extra_values: int = 0
+    count_batch: int = 0
+    count_drawn: int = 0
 
     def __post_init__(self) -> None:
         if self.n_units > self.n_rows:
@@ -240,10 +260,14 @@ def audit_peak_parts(size: AuditSize) -> dict[str, int]:
     dict of str to int
         ``fixed`` (:data:`AUDIT_FIXED_BYTES`, plus :data:`AUDIT_WEIGHT_MODEL_BYTES` with fitted weight
         models), ``rows`` (``n_units`` times the per-row bytes), ``weights`` (``n_units x n_weight_columns x``
-        :data:`AUDIT_WEIGHT_COLUMN_BYTES`) and ``replicates`` (the bootstrap's, times
+        :data:`AUDIT_WEIGHT_COLUMN_BYTES`), ``replicates`` (the bootstrap's, times
         :data:`AUDIT_REPLICATE_COPIES`, the slices' per-resample arrays and the fairness summary's own
-        bootstrap). The estimate of the peak is their sum plus the memory held before the work
-        (:func:`audit_peak_bytes`); ``benchmarks/bench_memory_estimate.py`` prints it beside the measured peak.
+        bootstrap) and ``batches`` (with counted data, the batches of unit counts: ``n_units x`` (``count_batch x``
+        :data:`AUDIT_COUNT_BUFFER_BYTES` ``+ count_drawn x`` :data:`AUDIT_COUNT_DRAW_BYTES`)), and ``outputs``
+        (``n_slices x n_models x`` :data:`AUDIT_OUTPUT_SLICE_BYTES`: writing the outputs, after the work). The
+        estimate of the peak (:func:`audit_peak_bytes`) is the memory held before the work plus ``fixed`` plus the
+        larger of the work's parts' sum and ``outputs``; ``benchmarks/bench_memory_estimate.py`` prints it beside
+        the measured peak.
 
     Examples
     --------
@@ -251,6 +275,10 @@ def audit_peak_parts(size: AuditSize) -> dict[str, int]:
     ...                  n_resamples=10_000, n_outputs=113, n_metrics=14)
     >>> round(audit_peak_parts(size)["replicates"] / 2**20)
     160
+    >>> counted = AuditSize(n_rows=3 * 10**6, n_units=2_612_361, n_models=1, n_families=4, n_slices=9,
+    ...                     n_resamples=200, n_outputs=17, n_metrics=1, count_batch=64, count_drawn=64)
+    >>> round(audit_peak_parts(counted)["batches"] / 1e6)
+    4013
     """
     per_unit = AUDIT_ROW_BYTES + size.n_models * AUDIT_MODEL_ROW_BYTES + size.n_families * AUDIT_FAMILY_ROW_BYTES
     held = AUDIT_REPLICATE_COPIES * size.n_outputs * size.n_metrics + size.n_extra_values
@@ -260,6 +288,9 @@ def audit_peak_parts(size: AuditSize) -> dict[str, int]:
         "rows": size.n_units * per_unit,
         "weights": size.n_units * size.n_weight_columns * AUDIT_WEIGHT_COLUMN_BYTES,
         "replicates": int(size.n_resamples * per_resample),
+        "batches": size.n_units
+        * (size.count_batch * AUDIT_COUNT_BUFFER_BYTES + size.count_drawn * AUDIT_COUNT_DRAW_BYTES),
+        "outputs": size.n_slices * size.n_models * AUDIT_OUTPUT_SLICE_BYTES,
     }
 
 
@@ -275,17 +306,22 @@ def audit_peak_bytes(size: AuditSize, *, resident: int | None = None) -> int:
     Returns
     -------
     int
-        ``resident`` plus the parts of :func:`audit_peak_parts`: what ``--memory-limit-mb`` is compared with.
+        ``resident`` plus the parts of :func:`audit_peak_parts`, the work's and the outputs' (written after the
+        work's arrays are freed) the larger: what ``--memory-limit-mb`` is compared with.
 
     Examples
     --------
     >>> size = AuditSize(n_rows=10**7, n_units=96, n_models=1, n_families=7, n_slices=64,
     ...                  n_resamples=1000, n_outputs=170, n_metrics=11)
-    >>> audit_peak_bytes(size, resident=0) == sum(audit_peak_parts(size).values())
+    >>> parts = audit_peak_parts(size)
+    >>> audit_peak_bytes(size, resident=0) == sum(parts.values()) - parts["outputs"]
     True
     """
     held = resident_bytes() if resident is None else int(resident)
-    return held + sum(audit_peak_parts(size).values())
+    parts = audit_peak_parts(size)
+    outputs = parts.pop("outputs")
+    fixed = parts.pop("fixed")
+    return held + fixed + max(sum(parts.values()), outputs)
 
 
 def evaluations_per_model(*, n_groups: int, n_controls: int, n_weight_sources: int, shared_space: bool = True) -> int:

@@ -336,6 +336,18 @@ def _exit_status(command: Callable[[], int]) -> int:
     except input_errors as exc:
         print(for_stream(f"{PROG} audit: error: {one_line(exc)}", sys.stderr), file=sys.stderr)
         return EXIT_USAGE
+    except MemoryError as exc:  # more than the process may hold (e.g. ulimit -v): one line, no traceback
+        detail = f" ({one_line(exc)})" if str(exc) else ""
+        print(
+            for_stream(
+                f"{PROG} audit: error: out of memory{detail}: this process may hold less than the audit needs "
+                "(its plan line states the estimated peak); run it where more memory is free (ulimit -v, the "
+                "machine), or with fewer --n-resamples, --intersections, --control or --metrics",
+                sys.stderr,
+            ),
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         print(for_stream(f"{PROG} audit: failed: {type(exc).__name__}: {one_line(exc)}", sys.stderr), file=sys.stderr)

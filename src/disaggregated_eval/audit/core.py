@@ -29,7 +29,7 @@ import pandas as pd
 
 from .. import seeds, vocabulary
 from ..engine.permutation import min_permutations
-from ..engine.resampling import strata_for
+from ..engine.resampling import UNIT_BLOCK, batch_resamples, strata_for
 from ..engine.sums import PROPORTIONS, metric_slots
 from ..memory import AuditSize, audit_peak_bytes, audit_peak_parts, check_bytes, default_memory_limit_mb, resident_bytes
 from .aggregate import compress_frame
@@ -147,7 +147,7 @@ def audit(
     sizes = dict(n_models=len(opts.scores), n_metrics=len(opts.metrics), n_resamples=opts.n_resamples,
                  n_outputs=n_outputs(plan, len(opts.scores), controlled_plan.weighted_levels()))  # fmt: skip
     _check_memory(**sizes, confidence=opts.confidence)
-    size = audit_size(prepared, plan, controlled_plan, **sizes, metrics=list(opts.metrics))
+    size = audit_size(prepared, plan, controlled_plan, **sizes, metrics=list(opts.metrics), n_threads=opts.n_threads)
     peak_note, peak, limit_mb = _check_peak(prepared, size, memory_limit_mb=opts.memory_limit_mb)
     model_names = list(opts.scores)
     scores = [prepared.scores[m] for m in model_names]
@@ -412,12 +412,16 @@ def audit_size(
     n_resamples: int,
     n_outputs: int,
     metrics: list[str] | None = None,
+    n_threads: int = 1,
 ) -> AuditSize:
     """What the audit's memory grows with (:class:`disaggregated_eval.memory.AuditSize`), before any work.
 
     ``metrics`` (default: ``n_metrics`` metrics that include the fairness summary's) decides whether the
-    fairness summary bootstraps its own metrics beside the audit's replicates.
+    fairness summary bootstraps its own metrics beside the audit's replicates. With counted data (a table of counts,
+    or a file aggregated by DuckDB) the bootstraps resample unit counts in batches of whole blocks of ``UNIT_BLOCK``
+    resamples, each block drawn whole by one of ``n_threads`` threads: their buffers grow with the units.
     """
+    batch = batch_resamples(prepared.n, n_resamples, counts=True) if prepared.count is not None else 0
     levels = controlled_plan.weighted_levels()
     extra = (
         n_outputs_of(plan, n_models, []) * len(FAIRNESS_METRICS) if metrics and missing_fairness_metrics(metrics) else 0
@@ -434,6 +438,8 @@ def audit_size(
         n_weight_columns=n_models * 2 * int(sum(levels)),
         fits_weight_models=bool(set(controlled_plan.weighted) & {"X", "R"}),
         n_extra_values=extra,
+        count_batch=batch,
+        count_drawn=min(n_threads, batch // UNIT_BLOCK) * UNIT_BLOCK,
     )
 
 
@@ -471,7 +477,7 @@ def _check_peak(
             f"{resident / 1e6:,.0f} MB held now, the work's parts in MB: {shown}), more than the limit of "
             f"{limit_mb:,.0f} MB; {advice}"
         )
-    work = sum(parts.values())
+    work = estimate - resident
     notes = [] if work < PEAK_NOTE_BYTES else [
         f"estimated memory of the audit's work {work / 1e6:,.0f} MB beyond what its process held before it "
         f"(it holds {held}; MB by part: {shown}; limit {limit_mb:,.0f} MB)"

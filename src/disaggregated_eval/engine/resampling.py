@@ -45,6 +45,7 @@ __all__ = [
     "count_dtype",
     "unit_blocks",
     "default_batch_size",
+    "batch_resamples",
     "run_batches",
     "numba_threads",
 ]
@@ -419,6 +420,34 @@ def default_batch_size(n: int, per_resample_out: int = 0) -> int:
     return max(1, min(preferred, BATCH_MEMORY_BYTES // per_resample))
 
 
+def batch_resamples(n: int, n_resamples: int, *, batch_size: int | None = None, counts: bool = False) -> int:
+    """Resamples per batch of :func:`run_batches` (the rows of its buffer): the one home of that rule.
+
+    Parameters
+    ----------
+    n : int
+        Rows (or units) per resample.
+    n_resamples : int
+        Resamples in all.
+    batch_size : int, optional
+        The batch size asked for (default :func:`default_batch_size` ``(n)``).
+    counts : bool, default False
+        Whether the resamples are unit counts: their batches are whole blocks of :data:`UNIT_BLOCK` resamples.
+
+    Returns
+    -------
+    int
+        ``min(batch_size, n_resamples)``, rounded up to a multiple of :data:`UNIT_BLOCK` with ``counts``.
+
+    Examples
+    --------
+    >>> batch_resamples(2_612_361, 200), batch_resamples(2_612_361, 200, counts=True)
+    (16, 64)
+    """
+    batch = min(batch_size or default_batch_size(n), n_resamples)
+    return -(-batch // UNIT_BLOCK) * UNIT_BLOCK if counts else batch
+
+
 class numba_threads:
     """Context manager: numba's thread count set to ``n`` inside, restored afterwards.
 
@@ -486,9 +515,8 @@ def run_batches(
         :func:`resample_seed` ``(seed, b)``), so that they still depend only on the seed and the index.
     """
     base = as_seed_sequence(seed)
-    batch = min(batch_size or default_batch_size(n), n_resamples)
-    if multiplicity is not None:  # whole blocks of unit-count resamples per batch (results do not change)
-        batch = -(-batch // UNIT_BLOCK) * UNIT_BLOCK
+    # whole blocks of unit-count resamples per batch with ``multiplicity`` (results do not change)
+    batch = batch_resamples(n, n_resamples, batch_size=batch_size, counts=multiplicity is not None)
     buffer = np.empty((batch, n), dtype=count_dtype(multiplicity))
     executor = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else None
     try:
