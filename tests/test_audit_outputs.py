@@ -91,6 +91,23 @@ def test_a_folder_with_other_or_modified_files_is_never_replaced(result, earlier
     assert leftovers(earlier.parent) == []
 
 
+def test_a_manifest_larger_than_any_audits_is_not_read_whole(result, earlier, monkeypatch):
+    """manifest.json is read to recognise an earlier audit only up to MAX_MANIFEST_BYTES: a larger one (3 GB of
+    it was read whole, 3.4 GB of memory, then 'out of memory'; hostile trial 5, BM) is not this tool's, and the
+    folder is refused and left as it was. Shown with the bound lowered and the real manifest padded past it."""
+    from disaggregated_eval.audit import outputs
+
+    manifest = earlier / "manifest.json"
+    manifest.write_bytes(manifest.read_bytes() + b" " * 4096)  # still valid JSON, still this tool's
+    before = snapshot(earlier)
+    monkeypatch.setattr(outputs, "MAX_MANIFEST_BYTES", manifest.stat().st_size - 1)
+    with pytest.raises(OutputDirError):
+        check_out_dir(earlier)
+    assert snapshot(earlier) == before
+    monkeypatch.setattr(outputs, "MAX_MANIFEST_BYTES", manifest.stat().st_size)
+    check_out_dir(earlier)  # at the bound: read, and the earlier audit's folder may be replaced
+
+
 def test_a_data_folder_with_a_copied_manifest_is_refused(result, earlier, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -225,6 +242,15 @@ def test_a_closed_standard_output_after_writing_is_not_a_failure(tmp_path):
         f"{tmp_path / 'out'} is complete"
     )
     assert (tmp_path / "out" / "manifest.json").is_file()
+    # a full device (`> /dev/full`, hostile trial 5, S1d): the same, naming the error
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "disaggregated_eval.audit.cli", *argv, "--seed", "12"],
+                              stdout=full, stderr=subprocess.PIPE, text=True, check=False)  # fmt: skip
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"disagg-eval: the summary could not be printed (No space left on device); the audit's output in "
+        f"{tmp_path / 'out'} is complete"
+    )
 
 
 KILLED_BETWEEN_RENAMES = """

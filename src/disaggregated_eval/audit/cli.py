@@ -20,6 +20,7 @@ that holds the options already (the workflow's rule ``run_audit``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import textwrap
@@ -398,10 +399,12 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
         try:
             print("\n".join(terminal_text(line) for line in text.split("\n")))
             sys.stdout.flush()
-        except BrokenPipeError:  # e.g. `| head -1`: the output is complete; only the summary was cut
+        except OSError as exc:  # `| head -1`, a full device: the output is complete; only the summary was cut
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-            print(f"{PROG}: standard output was closed while the summary was printed; the audit's output in {out} "
-                  "is complete", file=sys.stderr)  # fmt: skip
+            why = ("standard output was closed while the summary was printed" if isinstance(exc, BrokenPipeError)
+                   else f"the summary could not be printed ({exc.strerror or exc})")  # fmt: skip
+            with contextlib.suppress(OSError):  # standard error gone too: the exit status says it all
+                print(f"{PROG}: {why}; the audit's output in {out} is complete", file=sys.stderr)
     return EXIT_OK
 
 

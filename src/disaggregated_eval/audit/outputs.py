@@ -65,6 +65,7 @@ __all__ = [
     "FigureWarning",
     "OutputWarning",
     "TOOL",
+    "MAX_MANIFEST_BYTES",
     "TABLES",
     "FORMULA_PREFIXES",
     "check_out_dir",
@@ -79,6 +80,9 @@ __all__ = [
 
 #: Written into every manifest; marks a folder as an audit's output (safe to replace).
 TOOL = "disagg-eval audit"
+#: Largest manifest read to recognise an earlier audit's folder (an audit's manifest is a few KB): a larger file
+#: named manifest.json is not this tool's, and is never read whole (every read is bounded).
+MAX_MANIFEST_BYTES = 1 << 24
 #: Tables written (each an attribute of AuditResult): the three core tables, then the analyses'
 #: (``columns.ANALYSIS_TABLES``: fairness, calibration, calibration_summary, thresholds, detectability, selection).
 TABLES = ("slices", "comparisons", "controlled", *ANALYSIS_TABLES)
@@ -126,7 +130,11 @@ def _destination(out_dir: str | os.PathLike[str]) -> Path:
 def _listed_files(manifest: Path) -> dict[str, str] | None:
     """``files`` of an audit's manifest (relative path -> SHA-256), or None if not this tool's manifest."""
     try:
-        content = json.loads(manifest.read_text(encoding="utf-8"))
+        with open(manifest, "rb") as handle:
+            raw = handle.read(MAX_MANIFEST_BYTES + 1)
+        if len(raw) > MAX_MANIFEST_BYTES:
+            return None
+        content = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError):
         return None
     if not isinstance(content, dict) or content.get("tool") != TOOL:

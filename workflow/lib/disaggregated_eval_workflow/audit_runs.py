@@ -55,7 +55,7 @@ from typing import Any
 
 from disaggregated_eval.audit.errors import UsageError
 from disaggregated_eval.audit.options import option_fields, options_from_mapping, read_config_file
-from disaggregated_eval.audit.outputs import TOOL, file_sha256
+from disaggregated_eval.audit.outputs import MAX_MANIFEST_BYTES, TOOL, file_sha256
 from disaggregated_eval.audit.text import terminal_text
 from disaggregated_eval.validation import brief
 
@@ -457,7 +457,7 @@ def remove_stale_records(jobs: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 
 #: Largest record (or folder manifest) read when the workflow is parsed; an audit's manifest is a few KB.
-MAX_RECORD_BYTES = 1 << 24
+MAX_RECORD_BYTES = MAX_MANIFEST_BYTES
 #: Largest report copy :func:`check_job_outputs` reads to compare with the record's hash (larger: not this
 #: workflow's; an audit's report with its figures embedded is a few MB).
 MAX_REPORT_BYTES = 1 << 30
