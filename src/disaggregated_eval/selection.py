@@ -77,6 +77,7 @@ __all__ = [
     "check_target_shares",
     "metric_row_values",
     "poststratification_weights",
+    "poststratification_cell_weights",
     "raking_weights",
     "resampled_cell_weights",
     "effective_sample_size",
@@ -304,6 +305,22 @@ def poststratification_weights(
     ValueError
         As :func:`check_target_shares`, or for cell codes outside ``0 .. n_cells - 1``.
     """
+    codes = np.asarray(cells)
+    base = np.ones(codes.size) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    return base * poststratification_cell_weights(codes, target_shares, sample_weight=base, labels=labels)[codes]
+
+
+def poststratification_cell_weights(
+    cells: Any, target_shares: Any, *, sample_weight: Any = None, labels: Sequence[str] | None = None
+) -> np.ndarray:
+    """The weight ``P_target(c) / P_sample(c)`` of each cell (0 for a cell without rows), shape (n_cells,): the
+    factor :func:`poststratification_weights` gives each row of the cell; parameters and errors as there.
+
+    Examples
+    --------
+    >>> poststratification_cell_weights(np.array([0, 0, 0, 1]), [0.5, 0.5]).tolist()
+    [0.6666666666666666, 2.0]
+    """
     target = np.asarray(target_shares, dtype=np.float64).ravel()
     codes = np.asarray(cells)
     if codes.size and (codes.min() < 0 or codes.max() >= target.size):
@@ -313,8 +330,7 @@ def poststratification_weights(
     target = check_target_shares(target, mass > 0, labels=labels)
     share = mass / mass.sum()
     with np.errstate(invalid="ignore", divide="ignore"):
-        cell_weight = np.where(mass > 0, target / np.where(share > 0, share, 1.0), 0.0)
-    return base * cell_weight[codes]
+        return np.where(mass > 0, target / np.where(share > 0, share, 1.0), 0.0)
 
 
 def raking_weights(

@@ -234,9 +234,7 @@ def margin_weights(prepared: AuditInput, margins: MarginCells | None) -> MarginW
             f"population_margins: cell {int(np.flatnonzero(empty)[0])} of the margins file has a share of "
             f"{float(margins.target[empty][0]):g} but its rows have no positive sample weight; no row can carry it"
         )
-    share = mass / mass.sum()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        factor = np.where(share > 0, margins.target / np.where(share > 0, share, 1.0), 0.0)
+    factor = selection.poststratification_cell_weights(margins.cells, margins.target, sample_weight=design)
     return MarginWeights(margins.cells, margins.target, base, factor, prepared.weight)
 
 
