@@ -779,3 +779,64 @@ def test_running_out_of_memory_during_the_work_is_exit_2_in_one_line(tmp_path, c
         code, out, last, "out of memory (Unable to allocate 638. MiB for an array", "fewer --n-resamples"
     )
     assert "Traceback" not in err and not (tmp_path / "o").exists()
+
+
+def test_a_failed_allocation_inside_a_compiled_kernel_is_out_of_memory_too(tmp_path, capsys, monkeypatch):
+    # MAS3 of hostile trial round 5: under ulimit -v 900 MB the bootstrap's failed allocation surfaced as
+    # "SystemError: ... returned a result with an exception set" (a traceback, exit 1)
+    from disaggregated_eval.audit import core
+
+    def fails(data, *, options, progress):
+        try:
+            raise MemoryError("Unable to allocate 266. MiB for an array with shape (10000, 249, 1, 14)")
+        except MemoryError:
+            raise SystemError("<built-in function take> returned a result with an exception set") from None
+
+    monkeypatch.setattr(core, "audit", fails)
+    code, out, err = run(["audit", tiny_csv(tmp_path / "t.csv"), *TINY, "--out", tmp_path / "o", "--quiet"], capsys)
+    assert_usage_error(code, out, err, "out of memory (Unable to allocate 266. MiB", "fewer --n-resamples")
+    assert "Traceback" not in err and not (tmp_path / "o").exists()
+
+
+def test_a_system_error_of_another_cause_is_a_failure_with_its_traceback(tmp_path, capsys, monkeypatch):
+    from disaggregated_eval.audit import core
+
+    def fails(data, *, options, progress):
+        raise SystemError("error return without exception set")
+
+    monkeypatch.setattr(core, "audit", fails)
+    code, _out, err = run(["audit", tiny_csv(tmp_path / "t.csv"), *TINY, "--out", tmp_path / "o", "--quiet"], capsys)
+    assert code == 1 and "Traceback" in err
+    assert "failed: SystemError: error return without exception set" in err and "out of memory" not in err
+
+
+def test_the_default_memory_limit_leaves_room_under_an_address_space_limit(tmp_path):
+    # M1a of hostile trial round 5: under ulimit -v the default limit was 80% of the machine's memory, so an
+    # audit whose estimate exceeded the address space started its work and failed to allocate (MAS3); now the
+    # default limit is what the address-space limit leaves, and the audit is refused before any work, naming it
+    script = """
+import resource, sys
+import numpy as np, pandas as pd
+from disaggregated_eval.audit import AuditInputError, audit
+from disaggregated_eval.memory import default_memory_limit_mb, _status_bytes
+before = default_memory_limit_mb()
+mapped, resident = _status_bytes("VmSize:"), _status_bytes("VmRSS:")
+resource.setrlimit(resource.RLIMIT_AS, (mapped + 400 * 2**20, resource.RLIM_INFINITY))
+after = default_memory_limit_mb()
+print(round(before), round(after), round(resident / 1e6))
+rng = np.random.default_rng(0)
+frame = pd.DataFrame({"y": rng.integers(0, 2, 400), "p": rng.uniform(size=400), "g": rng.choice(["a", "b"], 400)})
+try:
+    audit(frame, label="y", scores=["p"], groups=["g"], n_resamples=200_000)
+except AuditInputError as exc:
+    print(exc)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    first, message = done.stdout.splitlines()[:2]
+    before, after, resident = (int(v) for v in first.split())
+    # 400 MiB beyond what is mapped, less the reserve for threads (256 MiB), plus what is resident (the room's
+    # definition, memory.address_space_room_bytes), within a few MB of what the imports map meanwhile
+    assert after < before
+    assert abs(after - (resident + (400 - 256) * 2**20 / 1e6)) < 30
+    assert "more than the limit of" in message and "address-space limit (ulimit -v)" in message

@@ -337,8 +337,11 @@ def _exit_status(command: Callable[[], int]) -> int:
     except input_errors as exc:
         print(for_stream(f"{PROG} audit: error: {one_line(exc)}", sys.stderr), file=sys.stderr)
         return EXIT_USAGE
-    except MemoryError as exc:  # more than the process may hold (e.g. ulimit -v): one line, no traceback
-        detail = f" ({one_line(exc)})" if str(exc) else ""
+    except (MemoryError, SystemError) as exc:  # more than the process may hold (e.g. ulimit -v): one line
+        failed = _allocation_failure(exc)
+        if failed is None:  # a SystemError of another cause: the traceback, as for any other failure
+            return _failed(exc)
+        detail = f" ({one_line(failed)})" if str(failed) else ""
         print(
             for_stream(
                 f"{PROG} audit: error: out of memory{detail}: this process may hold less than the audit needs "
@@ -350,11 +353,29 @@ def _exit_status(command: Callable[[], int]) -> int:
         )
         return EXIT_USAGE
     except Exception as exc:
-        traceback.print_exc(file=sys.stderr)
-        print(for_stream(f"{PROG} audit: failed: {type(exc).__name__}: {one_line(exc)}", sys.stderr), file=sys.stderr)
-        return EXIT_FAILURE
+        return _failed(exc)
     finally:
         warnings.showwarning = old_showwarning
+
+
+def _failed(exc: Exception) -> int:
+    """An unexpected failure: its traceback and one line naming it on standard error; the exit status 1."""
+    traceback.print_exc(file=sys.stderr)
+    print(for_stream(f"{PROG} audit: failed: {type(exc).__name__}: {one_line(exc)}", sys.stderr), file=sys.stderr)
+    return EXIT_FAILURE
+
+
+def _allocation_failure(exc: BaseException) -> BaseException | None:
+    """The failed allocation behind ``exc``: itself when it is a MemoryError, else the MemoryError it was raised
+    from or while handling (a compiled kernel that fails to allocate can surface as ``SystemError: ... returned
+    a result with an exception set``), else None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, MemoryError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_default: bool, *, quiet: bool,

@@ -31,7 +31,15 @@ from .. import seeds, vocabulary
 from ..engine.permutation import min_permutations
 from ..engine.resampling import UNIT_BLOCK, batch_resamples, strata_for
 from ..engine.sums import PROPORTIONS, metric_slots
-from ..memory import AuditSize, audit_peak_bytes, audit_peak_parts, check_bytes, default_memory_limit_mb, resident_bytes
+from ..memory import (
+    AuditSize,
+    audit_peak_bytes,
+    audit_peak_parts,
+    check_bytes,
+    default_memory_limit_mb,
+    memory_limit_origin,
+    resident_bytes,
+)
 from .aggregate import compress_frame
 from .analyses import run_analyses
 from .columns import LEVEL_TABLES, with_levels
@@ -475,7 +483,7 @@ def _check_peak(
         raise AuditInputError(
             f"the audit would need about {estimate / 1e6:,.0f} MB of memory at its peak (it holds {held}; "
             f"{resident / 1e6:,.0f} MB held now, the work's parts in MB: {shown}), more than the limit of "
-            f"{limit_mb:,.0f} MB; {advice}"
+            f"{limit_mb:,.0f} MB ({memory_limit_origin(memory_limit_mb)}); {advice}"
         )
     work = estimate - resident
     notes = [] if work < PEAK_NOTE_BYTES else [

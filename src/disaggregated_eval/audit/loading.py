@@ -653,8 +653,10 @@ def load_input(
                 f"to {len(table):,} distinct rows with their counts"
             )
             return table, count, message
+    from ..memory import memory_limit_origin
+
     limit = _memory_limit_bytes(memory_limit_mb)
-    _check_frame_memory(path, len(columns), limit)
+    _check_frame_memory(path, len(columns), limit, origin=memory_limit_origin(memory_limit_mb))
     data = load_table(path, columns=list(columns), max_text_chars=int(limit // (CSV_READ_FACTOR + 1)))
     return data, frequency_weight, f"read {path}: {len(data):,} rows, {len(columns)} columns"
 
@@ -666,13 +668,14 @@ CSV_READ_FACTOR = 3
 
 
 def _memory_limit_bytes(memory_limit_mb: float | None) -> float:
-    """The audit's memory limit in bytes (``--memory-limit-mb``, default 80% of the machine's memory)."""
+    """The audit's memory limit in bytes (``--memory-limit-mb``, default :func:`disaggregated_eval.memory.
+    default_memory_limit_mb`: 80% of the machine's memory, or less under an address-space limit)."""
     from ..memory import default_memory_limit_mb
 
     return (memory_limit_mb if memory_limit_mb is not None else default_memory_limit_mb()) * 1e6
 
 
-def _check_frame_memory(path: Path, n_columns: int, limit: float) -> None:
+def _check_frame_memory(path: Path, n_columns: int, limit: float, *, origin: str = "--memory-limit-mb") -> None:
     """Refuse, before reading it, a table whose rows alone would not fit in memory, with the estimate.
 
     Rows: a Parquet file's footer, or a text file's size over the mean length of its first lines. The
@@ -706,5 +709,5 @@ def _check_frame_memory(path: Path, n_columns: int, limit: float) -> None:
         raise InputFileError(
             f"{_name_of(path)}: its about {n_rows:,} rows of {n_columns} columns would need about "
             f"{estimate / 1e6:,.0f} MB of memory to read, more than the limit of {limit / 1e6:,.0f} MB "
-            f"(--memory-limit-mb); {advice}"
+            f"({origin}; --memory-limit-mb sets it); {advice}"
         )

@@ -360,7 +360,7 @@ class AuditOptions:
         None,
         "largest memory the audit may use, in MB: an audit whose estimated peak (of the process: libraries and data "
         "included) is larger is refused before any work, with advice (at least "
-        f"{MIN_MEMORY_LIMIT_MB:g}, at most 2^43; default: 80% of the machine's memory)",
+        f"{MIN_MEMORY_LIMIT_MB:g}, at most 2^43; default: 80% of the machine's memory, or what an address-space limit (ulimit -v) leaves)",
         section="computation",
         metavar="MB",
     )
