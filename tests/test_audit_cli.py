@@ -840,3 +840,33 @@ except AuditInputError as exc:
     assert after < before
     assert abs(after - (resident + (400 - 256) * 2**20 / 1e6)) < 30
     assert "more than the limit of" in message and "address-space limit (ulimit -v)" in message
+
+
+@pytest.mark.parametrize("earlier", [False, True])
+@pytest.mark.parametrize(("stop", "status", "name"), [("term", 143, "SIGTERM"), ("int", 130, "SIGINT")])
+def test_a_signal_after_the_new_output_is_in_place_says_it_is_complete(tmp_path, capsys, monkeypatch, earlier,
+                                                                       stop, status, name):  # fmt: skip
+    # G2/G3b of hostile trial round 5: SIGTERM or Ctrl-C just after the swap (while the summary was printed)
+    # exited 143/130 saying "nothing was written" although the new output was complete in --out
+    from disaggregated_eval.audit import terminal
+    from disaggregated_eval.audit.signals import Terminated
+
+    data, out_dir = tiny_csv(tmp_path / "t.csv"), tmp_path / "o"
+    if earlier:
+        assert run(["audit", data, *TINY, "--out", out_dir, "--quiet"], capsys)[0] == 0
+    shown = terminal.summary_text
+
+    def stopped(*args, **kwargs):
+        if "out_dir" in kwargs:  # the terminal's summary, after write_outputs swapped the output in
+            raise Terminated(15) if stop == "term" else KeyboardInterrupt
+        return shown(*args, **kwargs)
+
+    monkeypatch.setattr(terminal, "summary_text", stopped)
+    code, out, err = run(["audit", data, *TINY, "--out", out_dir, "--quiet", "--seed", "7"], capsys)
+    assert code == status and out == ""
+    assert (
+        err.strip().splitlines()[-1]
+        == f"disagg-eval: stopped ({name}) after the audit's output in {out_dir} was complete"
+    )
+    assert json.loads((out_dir / "manifest.json").read_text())["options"]["seed"] == 7
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o", "t.csv"]  # no .tmp, no .old

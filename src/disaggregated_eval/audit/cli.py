@@ -246,7 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     -------
     int
         0 success, 2 bad usage or input, 1 other failure, 130 interrupted (Ctrl-C), 143 terminated
-        (SIGTERM). On 1, 130 and 143 nothing is written to ``--out`` and no temporary is left behind.
+        (SIGTERM). On 1, 130 and 143 nothing is written to ``--out`` and no temporary is left behind, but for a
+        signal after the new output was in place, which a line on standard error states.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -378,8 +379,36 @@ def _allocation_failure(exc: BaseException) -> BaseException | None:
     return None
 
 
+def _folder_identity(path: Path) -> tuple[int, int] | None:
+    """The device and inode of the folder at ``path`` (links followed), or None where there is none: an audit's
+    swap puts a new folder there, so a different identity means that the new output is in place."""
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (found.st_dev, found.st_ino)
+
+
 def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_default: bool, *, quiet: bool,
                    aggregate: str = "auto") -> int:  # fmt: skip
+    """Run one audit of the command line (:func:`run_audit`). A signal after the new output is in place (while the
+    earlier one is removed, or the summary printed) exits 130 or 143 with a line saying that the output is
+    complete, not that nothing was written."""
+    before = _folder_identity(out)
+    try:
+        return _audit_and_print(file, out, options, seed_is_default, quiet=quiet, aggregate=aggregate)
+    except (KeyboardInterrupt, Terminated) as stop:
+        now = _folder_identity(out)
+        if now is None or now == before:
+            raise
+        name, status = ("SIGINT", EXIT_INTERRUPTED) if isinstance(stop, KeyboardInterrupt) else (stop.name, stop.status)
+        with contextlib.suppress(OSError):
+            print(f"{PROG}: stopped ({name}) after the audit's output in {out} was complete", file=sys.stderr)
+        return status
+
+
+def _audit_and_print(file: Path, out: Path, options: dict[str, Any], seed_is_default: bool, *, quiet: bool,
+                     aggregate: str) -> int:  # fmt: skip
     from dataclasses import replace
 
     from .core import audit
