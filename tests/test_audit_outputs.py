@@ -108,6 +108,16 @@ def test_a_manifest_larger_than_any_audits_is_not_read_whole(result, earlier, mo
     check_out_dir(earlier)  # at the bound: read, and the earlier audit's folder may be replaced
 
 
+@pytest.mark.parametrize("inner", ["sub", "figures/deeper/still"])
+def test_an_output_folder_inside_an_earlier_audits_output_is_refused(result, earlier, inner):
+    # WN of hostile trial round 5: --out inside an earlier audit's folder was written, so that folder then held
+    # files its audit did not write (a later audit writing it was refused)
+    before, paths = snapshot(earlier), sorted(earlier.rglob("*"))
+    with pytest.raises(OutputDirError, match=f"is inside {re.escape(str(earlier))}, an earlier audit's output"):
+        write_outputs(result, earlier / inner)
+    assert snapshot(earlier) == before and sorted(earlier.rglob("*")) == paths  # not even the parent folders
+
+
 def test_a_data_folder_with_a_copied_manifest_is_refused(result, earlier, tmp_path):
     data = tmp_path / "data"
     data.mkdir()

@@ -241,6 +241,18 @@ def _restore_interrupted_swap(out_dir: Any, dest: Path) -> Path | None:
     return None
 
 
+def _check_not_inside_an_output(out_dir: Any, dest: Path) -> None:
+    """Refuse an output folder inside an earlier audit's output: that folder would then hold files its audit did
+    not write, and a later audit writing it would be refused (or, were it not, would remove this one)."""
+    for folder in dest.parents:
+        manifest = folder / "manifest.json"
+        if manifest.is_file() and not manifest.is_symlink() and _listed_files(manifest):
+            raise OutputDirError(
+                f"{_where(out_dir)}: is inside {folder}, an earlier audit's output folder (its manifest.json lists its "
+                "files); the folder would then hold files its audit did not write: give a folder outside it"
+            )
+
+
 def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
     """Check that ``out_dir`` can receive an audit, before any work is done (module docstring).
 
@@ -256,14 +268,15 @@ def check_out_dir(out_dir: str | os.PathLike[str]) -> Path:
     Raises
     ------
     OutputDirError
-        If ``out_dir`` is empty, the current folder or one containing it, a file, a folder holding
-        anything but an earlier audit's unmodified outputs (the message names the other or modified
+        If ``out_dir`` is empty, the current folder or one containing it, a file, inside an earlier audit's
+        output folder, a folder holding anything but an earlier audit's unmodified outputs (the message names the other or modified
         files), or its parent folder cannot be created or written to.
     """
     dest = _destination(out_dir)
     target = Path(out_dir)
     if dest.exists() and not dest.is_dir():
         raise OutputDirError(f"{_where(out_dir)}: is a file; expected a folder for the audit's outputs")
+    _check_not_inside_an_output(out_dir, dest)
     parent = dest.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
