@@ -870,3 +870,21 @@ def test_a_signal_after_the_new_output_is_in_place_says_it_is_complete(tmp_path,
     )
     assert json.loads((out_dir / "manifest.json").read_text())["options"]["seed"] == 7
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o", "t.csv"]  # no .tmp, no .old
+
+
+@pytest.mark.parametrize("stderr", ["full", "closed"])
+def test_a_standard_error_that_cannot_be_written_does_not_fail_the_audit(tmp_path, stderr):
+    # Hostile trial round 5: with standard error on a full device (2>/dev/full) or closed (2>&-) the first progress
+    # line raised OSError, and the audit failed with exit 1 and no output; what is said there is only information
+    data, out_dir = tiny_csv(tmp_path / "t.csv"), tmp_path / "o"
+    argv = [sys.executable, "-c", "import sys; from disaggregated_eval.audit.cli import main; sys.exit(main())",
+            "audit", str(data), *TINY, "--out", str(out_dir)]  # fmt: skip
+    if stderr == "full":
+        with open("/dev/full", "w") as full:
+            done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=full, text=True, timeout=300)
+    else:
+        done = subprocess.run(["bash", "-c", 'exec "$@" 2>&-', "-", *argv], stdout=subprocess.PIPE, text=True,
+                              timeout=300)  # fmt: skip
+    assert done.returncode == 0 and "report.html" in done.stdout  # the summary, on standard output
+    assert "disagg-eval: read" not in done.stdout  # no progress line there instead
+    assert (out_dir / "manifest.json").is_file() and (out_dir / "slices.csv").is_file()

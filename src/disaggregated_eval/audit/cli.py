@@ -49,7 +49,7 @@ from .options import (
     read_config_file,
     split_list,
 )
-from .progress import PROG, StderrProgress, for_stream, one_line, show_warning
+from .progress import PROG, StderrProgress, one_line, show_warning, to_stderr
 from .signals import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Terminated, signals_unwind
 from .text import terminal_text
 
@@ -330,27 +330,23 @@ def _exit_status(command: Callable[[], int]) -> int:
         with signals_unwind():
             return command()
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted; nothing was written", file=sys.stderr)
+        to_stderr(f"{PROG}: interrupted; nothing was written")
         return EXIT_INTERRUPTED
     except Terminated as stop:
-        print(f"{PROG}: terminated ({stop.name}); nothing was written", file=sys.stderr)
+        to_stderr(f"{PROG}: terminated ({stop.name}); nothing was written")
         return stop.status
     except input_errors as exc:
-        print(for_stream(f"{PROG} audit: error: {one_line(exc)}", sys.stderr), file=sys.stderr)
+        to_stderr(f"{PROG} audit: error: {one_line(exc)}")
         return EXIT_USAGE
     except (MemoryError, SystemError) as exc:  # more than the process may hold (e.g. ulimit -v): one line
         failed = _allocation_failure(exc)
         if failed is None:  # a SystemError of another cause: the traceback, as for any other failure
             return _failed(exc)
         detail = f" ({one_line(failed)})" if str(failed) else ""
-        print(
-            for_stream(
-                f"{PROG} audit: error: out of memory{detail}: this process may hold less than the audit needs "
-                "(its plan line states the estimated peak); run it where more memory is free (ulimit -v, the "
-                "machine), or with fewer --n-resamples, --intersections, --control or --metrics",
-                sys.stderr,
-            ),
-            file=sys.stderr,
+        to_stderr(
+            f"{PROG} audit: error: out of memory{detail}: this process may hold less than the audit needs "
+            "(its plan line states the estimated peak); run it where more memory is free (ulimit -v, the "
+            "machine), or with fewer --n-resamples, --intersections, --control or --metrics"
         )
         return EXIT_USAGE
     except Exception as exc:
@@ -361,8 +357,9 @@ def _exit_status(command: Callable[[], int]) -> int:
 
 def _failed(exc: Exception) -> int:
     """An unexpected failure: its traceback and one line naming it on standard error; the exit status 1."""
-    traceback.print_exc(file=sys.stderr)
-    print(for_stream(f"{PROG} audit: failed: {type(exc).__name__}: {one_line(exc)}", sys.stderr), file=sys.stderr)
+    with contextlib.suppress(OSError, ValueError):  # standard error closed or full
+        traceback.print_exc(file=sys.stderr)
+    to_stderr(f"{PROG} audit: failed: {type(exc).__name__}: {one_line(exc)}")
     return EXIT_FAILURE
 
 
@@ -402,8 +399,7 @@ def _audit_command(file: Path, out: Path, options: dict[str, Any], seed_is_defau
         if now is None or now == before:
             raise
         name, status = ("SIGINT", EXIT_INTERRUPTED) if isinstance(stop, KeyboardInterrupt) else (stop.name, stop.status)
-        with contextlib.suppress(OSError):
-            print(f"{PROG}: stopped ({name}) after the audit's output in {out} was complete", file=sys.stderr)
+        to_stderr(f"{PROG}: stopped ({name}) after the audit's output in {out} was complete")
         return status
 
 
@@ -453,8 +449,7 @@ def _audit_and_print(file: Path, out: Path, options: dict[str, Any], seed_is_def
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
             why = ("standard output was closed while the summary was printed" if isinstance(exc, BrokenPipeError)
                    else f"the summary could not be printed ({exc.strerror or exc})")  # fmt: skip
-            with contextlib.suppress(OSError):  # standard error gone too: the exit status says it all
-                print(f"{PROG}: {why}; the audit's output in {out} is complete", file=sys.stderr)
+            to_stderr(f"{PROG}: {why}; the audit's output in {out} is complete")  # standard error may be gone too
     return EXIT_OK
 
 

@@ -11,6 +11,7 @@ continuation lines indented; written to a file or a pipe (a log) each message st
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
@@ -36,7 +37,7 @@ class StderrProgress:
 
     def __init__(self, stream, *, quiet: bool = False) -> None:
         self.stream = stream
-        self.quiet = quiet
+        self.quiet = quiet or stream is None  # None: Python started with standard error closed
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         if self.tty:
             try:
@@ -135,7 +136,10 @@ class StderrProgress:
 
             tqdm.write(text, file=self.stream)
         else:
-            print(text, file=self.stream, flush=True)
+            try:
+                print(text, file=self.stream, flush=True)
+            except (OSError, ValueError):  # standard error closed or full: the audit goes on, silently
+                self.quiet = True
 
     def close(self) -> None:
         """Close the bars still open (a stage that stopped early)."""
@@ -169,6 +173,15 @@ def one_line(exc: BaseException | str) -> str:
     return text or type(exc).__name__
 
 
+def to_stderr(text: str) -> None:
+    """Print a line of the command line's on standard error (escaped for it, :func:`for_stream`); a standard error
+    that cannot be written (closed, a full device) is ignored: what is said there never fails an audit."""
+    if sys.stderr is None:  # Python started with it closed (print would write to standard output instead)
+        return
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, full, or gone
+        print(for_stream(text, sys.stderr), file=sys.stderr, flush=True)
+
+
 def show_warning(message, category, filename, lineno, file=None, line=None) -> None:
     """``warnings.showwarning`` of the command line: ``disagg-eval: warning: <message on one line>``."""
-    print(for_stream(f"{PROG}: warning: {one_line(message)}", sys.stderr), file=sys.stderr, flush=True)
+    to_stderr(f"{PROG}: warning: {one_line(message)}")
