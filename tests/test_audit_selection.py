@@ -200,6 +200,8 @@ def test_under_margins_the_first_screen_says_what_is_weighted(result, tmp_path):
     assert ("weighted to the target population: every table (slices, comparisons, fairness summary, controlled, "
             "calibration, thresholds, selection) estimates the target's quantities") in text  # fmt: skip
     assert "re-estimated on every bootstrap resample" in text and "(--population-margins)" in text
+    # what holds the weights at the sample's values is said there too (issue 33, item 1)
+    assert "held at the sample's values in the permutation tests, the calibration bins and the thresholds" in text
     report = (result.write(tmp_path / "out") / "report.html").read_text()
     head = report[: report.index('data-run="flags"')]
     assert "weighted to the target population: every table" in head

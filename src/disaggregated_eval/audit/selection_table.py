@@ -282,7 +282,8 @@ def margins_line(options: Any) -> str | None:
         f"weighted to the target population: every table (slices, comparisons, fairness summary, controlled, "
         f"calibration, thresholds, selection) estimates the target's quantities, each row weighted to the target's "
         f"shares of {what} in {options.population_margins} (post-stratification, re-estimated on "
-        f"every bootstrap resample); exact if selection into the data depends on {what} only"
+        f"every bootstrap resample; held at the sample's values in the permutation tests, the calibration bins and "
+        f"the thresholds); exact if selection into the data depends on {what} only"
     )
 
 
