@@ -379,8 +379,8 @@ def degenerate(replicates: np.ndarray, *, axis: int = 0) -> np.ndarray:
     """
     values = np.moveaxis(_as_replicates(replicates), axis, 0)
     finite = np.isfinite(values)
-    hi = np.max(np.where(finite, values, -np.inf), axis=0)
-    lo = np.min(np.where(finite, values, np.inf), axis=0)
+    hi = np.max(np.where(finite, values, -np.inf), axis=0, initial=-np.inf)  # initial: no replicate at all
+    lo = np.min(np.where(finite, values, np.inf), axis=0, initial=np.inf)
     return finite.any(axis=0) & zero_width(lo, hi)
 
 

@@ -980,7 +980,7 @@ def selection_analysis(
     # The family's common level: the largest, over Gamma = 1 and the grid, of the one-sided sup-t level of the
     # members' bounds (the lower bounds checked from below, the upper bounds from above; intervals.band_level).
     level = confidence
-    if family:
+    if family and not undefined_resample.all():  # all undefined (margins' cells that most resamples miss): no band
         defined = ~undefined_resample
         for k in range(g.size):
             lows = np.stack([reps[1][k][defined] for *_, reps in family], axis=1)

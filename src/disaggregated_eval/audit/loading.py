@@ -32,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..io import FileReadError, check_regular_file
+from ..validation import brief
 
 __all__ = ["InputFileError", "SUFFIXES", "MAX_LINE_CHARS", "table_format", "read_header", "check_file_columns",
            "load_table", "required_columns", "load_input"]  # fmt: skip
@@ -249,7 +250,9 @@ def _check_header(path: Path, header: list[str], fmt: str) -> list[str]:
     return header
 
 
-def read_header(path: str | os.PathLike[str], *, default_format: str | None = None) -> list[str]:
+def read_header(
+    path: str | os.PathLike[str], *, default_format: str | None = None, max_columns: int | None = None
+) -> list[str]:
     """Column names of a table file, checked (no duplicates, no unnamed columns but an index).
 
     Parameters
@@ -257,6 +260,8 @@ def read_header(path: str | os.PathLike[str], *, default_format: str | None = No
     path : path-like
     default_format : str, optional
         The format of a name without a known suffix (:func:`table_format`).
+    max_columns : int, optional
+        Most columns a text table may have (checked before its names are).
 
     Raises
     ------
@@ -277,6 +282,11 @@ def read_header(path: str | os.PathLike[str], *, default_format: str | None = No
         raise _too_long(path, exc) from None
     except (UnicodeDecodeError, csv.Error, OSError, EOFError) as exc:
         raise _text_errors(path, exc) from exc
+    if max_columns is not None and len(header) > max_columns:
+        raise InputFileError(
+            f"{_name_of(path)}: its header has {len(header):,} columns; expected at most {max_columns:,} "
+            f"({brief(header[:_SHOW])}...)"
+        )
     return _check_header(path, header, fmt)
 
 

@@ -917,6 +917,24 @@ LABEL_RATE_COLUMN = "label_rate"
 MAX_MARGINS_BYTES = MAX_TEXT_FILE_BYTES
 
 
+def _check_margins_columns(columns: list[str], groups: list[str], source: str) -> list[str]:
+    """The margins file's attribute columns, checked: a ``share`` column, the rest group columns of the audit or
+    ``label_rate``, at least one group column (linear in the columns)."""
+    if SHARE_COLUMN not in columns:
+        raise AuditInputError(f"{source} has no column {SHARE_COLUMN!r}; its columns are {brief(columns)}")
+    attributes = [c for c in columns if c not in (SHARE_COLUMN, LABEL_RATE_COLUMN)]
+    known = set(groups)
+    unknown = [c for c in attributes if c not in known]
+    if unknown:
+        raise AuditInputError(
+            f"{source}: column(s) {brief(unknown)} are not group columns of the audit {brief(groups)}; a margins "
+            f"file holds group columns, {SHARE_COLUMN!r} and optionally {LABEL_RATE_COLUMN!r}"
+        )
+    if not attributes:
+        raise AuditInputError(f"{source} names no group column; give at least one of {brief(groups)}")
+    return attributes
+
+
 def read_margins(path: str | Path, groups: list[str], *, strip_levels: bool = True) -> pd.DataFrame:
     """Read and check the option ``population_margins``'s file (not yet against the data).
 
@@ -952,11 +970,15 @@ def read_margins(path: str | Path, groups: list[str], *, strip_levels: bool = Tr
         sum to 1, a label rate outside (0, 1).
     """
     from ..selection import MIN_SHARE, SHARE_TOLERANCE
-    from .loading import InputFileError, load_table
+    from .loading import InputFileError, load_table, read_header
 
     source = f"population_margins {brief(str(path), PATH_CHARS)}"
     try:
         check_regular_file(path, what=source, max_bytes=MAX_MARGINS_BYTES)
+        # the columns are checked from the header before the rows are read (a header of millions of names would
+        # otherwise be parsed into a frame of as many columns first: gigabytes)
+        header = read_header(path, default_format="csv", max_columns=len(groups) + 2)  # groups, share, label_rate
+        _check_margins_columns([str(c) for c in header], groups, source)
         frame = load_table(path, as_text=True, default_format="csv", max_read_chars=MAX_MARGINS_BYTES)
     except FileReadError as error:
         raise AuditInputError(str(error)) from None
@@ -964,18 +986,7 @@ def read_margins(path: str | Path, groups: list[str], *, strip_levels: bool = Tr
         text = str(error).removeprefix(f"{Path(path)}: ")
         raise AuditInputError(f"{source}: {text}") from None
     columns = [str(c) for c in frame.columns]
-    if SHARE_COLUMN not in columns:
-        raise AuditInputError(f"{source} has no column {SHARE_COLUMN!r}; its columns are {brief(columns)}")
-    attributes = [c for c in columns if c not in (SHARE_COLUMN, LABEL_RATE_COLUMN)]
-    known = set(groups)
-    unknown = [c for c in attributes if c not in known]
-    if unknown:
-        raise AuditInputError(
-            f"{source}: column(s) {brief(unknown)} are not group columns of the audit {brief(groups)}; a margins "
-            f"file holds group columns, {SHARE_COLUMN!r} and optionally {LABEL_RATE_COLUMN!r}"
-        )
-    if not attributes:
-        raise AuditInputError(f"{source} names no group column; give at least one of {brief(groups)}")
+    attributes = _check_margins_columns(columns, groups, source)
     frame.columns = columns
     written = frame[attributes].copy()
     if strip_levels:

@@ -140,8 +140,38 @@ def margin_cells(prepared: AuditInput, margins: pd.DataFrame | None, *, source: 
                 f"{source}: {shown_slice_name(attributes, file_rows[k // 2])} has no row with label {k % 2} in the data, "
                 f"but its label rate in the file puts a share of {target[k]:g} there; no row can carry it"
             )
-        return MarginCells(codes, target, attributes, True)
-    return MarginCells(codes, target, attributes, False)
+    _check_cells_resampled(codes, target, prepared.count, attributes, with_label, source)
+    return MarginCells(codes, target, attributes, with_label)
+
+
+#: Largest expected share of bootstrap resamples that miss a cell with a target share, which are undefined under the
+#: margins (the weights are re-estimated on each resample): beyond it the audit is refused before any work.
+MAX_UNDEFINED_RESAMPLE_SHARE = 0.5
+
+
+def _check_cells_resampled(codes, target, count, attributes, with_label, source) -> None:
+    """Refuse margins whose cells are so small that most bootstrap resamples miss one of them.
+
+    A resample of ``n`` rows misses a cell of ``n_c`` rows with probability ``(1 - n_c / n)^n`` (about
+    ``exp(-n_c)``); one that misses a cell with a target share is undefined (its margin weights cannot be
+    re-estimated). The expected share of such resamples is ``1 - prod_c (1 - (1 - n_c / n)^n)`` over the cells
+    with a target share (the population resampling; within strata it is smaller).
+    """
+    rows = np.bincount(codes, weights=count, minlength=target.size)
+    n = float(rows.sum())
+    kept = target > 0
+    with np.errstate(divide="ignore"):
+        missed = np.exp(n * np.log1p(-np.minimum(rows[kept] / n, 1.0)))
+        undefined = -np.expm1(np.sum(np.log1p(-np.minimum(missed, 1.0))))
+    if undefined > MAX_UNDEFINED_RESAMPLE_SHARE:
+        cells = " x ".join(attributes) + (" x label" if with_label else "")
+        small = int(rows[kept].min())
+        raise AuditInputError(
+            f"{source}: its {int(kept.sum()):,} cells of {cells} are too small for the bootstrap: a resample misses "
+            f"at least one of them (and is then undefined, its margin weights cannot be re-estimated) in about "
+            f"{undefined:.0%} of resamples (the smallest cell has {small:,} rows; a cell of 7 rows is missed in about "
+            f"1 resample of 1,000); give margins over fewer or coarser attributes, or more rows"
+        )
 
 
 @dataclass(frozen=True)
