@@ -888,3 +888,16 @@ def test_a_standard_error_that_cannot_be_written_does_not_fail_the_audit(tmp_pat
     assert done.returncode == 0 and "report.html" in done.stdout  # the summary, on standard output
     assert "disagg-eval: read" not in done.stdout  # no progress line there instead
     assert (out_dir / "manifest.json").is_file() and (out_dir / "slices.csv").is_file()
+
+
+def test_a_csv_group_level_named_like_a_missing_marker_is_a_level(tmp_path, capsys):
+    # F1 of hostile trial round 6, end to end: the command line reads its group columns with only an empty field
+    # missing, so 'NA' (a country code) is a level as in the Parquet path, not merged into 'missing'
+    data = tiny_csv(tmp_path / "t.csv")
+    frame = pd.read_csv(data)
+    frame["g"] = frame["g"].map({"a": "NA", "b": "None", "c": "c"})
+    frame.to_csv(data, index=False)
+    code, _, err = run(["audit", data, *TINY, "--out", tmp_path / "o", "--quiet"], capsys)
+    assert code == 0, err
+    slices = pd.read_csv(tmp_path / "o" / "slices.csv", keep_default_na=False)
+    assert set(slices["slice"]) == {"overall", "g=NA", "g=None", "g=c"}

@@ -62,6 +62,24 @@ def test_missing_values_stay_missing_and_blank_lines_are_skipped(tmp_path):
     assert got["race"].isna().tolist() == [True, False]
 
 
+@pytest.mark.parametrize("name", ["t.csv", "t.parquet"])
+def test_pandas_missing_markers_are_levels_in_group_columns_of_either_format(tmp_path, name):
+    # F1 of hostile trial round 6: 'NA', 'None', 'NULL' and 'nan' in a CSV's group column were merged into the
+    # level 'missing' (a country code NA, a category None), while the same table as Parquet kept them as levels
+    levels = ["NA", "None", "NULL", "nan", None, "A"]
+    frame = pd.DataFrame({"y": [1, 0, 1, 0, 1, 0], "score": [0.8, None, 0.6, 0.1, 0.3, 0.5], "g": levels})
+    path = tmp_path / name
+    frame.to_parquet(path, index=False) if name.endswith(".parquet") else frame.to_csv(path, index=False)
+    got = load_table(path, level_columns=["g"])
+    assert got["g"].tolist()[:4] == ["NA", "None", "NULL", "nan"] and got["g"].isna().tolist()[4:] == [True, False]
+    assert got["score"].isna().tolist() == [False, True, False, False, False, False]
+    if name.endswith(".csv"):  # in the other columns pandas' markers stay missing (R writes NA in numbers)
+        path.write_text("y,score,g\n1,NA,A\n0,0.5,NA\n")
+        got = load_table(path, level_columns=["g"])
+        assert got["score"].isna().tolist() == [True, False] and got["g"].tolist() == ["A", "NA"]
+        assert load_table(path)["g"].isna().tolist() == [False, True]  # without level_columns: pandas' reading
+
+
 def test_utf8_byte_order_mark_is_accepted(tmp_path):
     path = tmp_path / "bom.csv"
     path.write_bytes(b"\xef\xbb\xbf" + (HEADER + ROWS).encode())

@@ -428,7 +428,8 @@ def _audit_and_print(file: Path, out: Path, options: dict[str, Any], seed_is_def
         except (OSError, ValueError):
             read_as = None  # a missing file or a folder that cannot be read: load_input names the problem
         data, counts, read = load_input(file, columns, frequency_weight=resolved.frequency_weight,
-                                        memory_limit_mb=resolved.memory_limit_mb, aggregate=aggregate)  # fmt: skip
+                                        memory_limit_mb=resolved.memory_limit_mb, aggregate=aggregate,
+                                        level_columns=resolved.groups)  # fmt: skip
         if counts != resolved.frequency_weight:  # aggregated by DuckDB: its count column (checked by load_input)
             resolved = replace(resolved, frequency_weight=counts)
         progress.message(read, hold=True)

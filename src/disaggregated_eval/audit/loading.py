@@ -511,6 +511,7 @@ def load_table(
     default_format: str | None = None,
     max_text_chars: int | None = None,
     max_read_chars: int | None = None,
+    level_columns: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Read an audit's input table after checking the file; only ``columns`` if given.
 
@@ -519,7 +520,7 @@ def load_table(
     path : path-like
         A ``.csv``, ``.csv.gz``, ``.tsv``, ``.tsv.gz``, ``.parquet`` or ``.pq`` file. CSV files are
         UTF-8 text (a byte-order mark is allowed) with one header line; empty fields and pandas'
-        usual markers (``NA``, ``NaN``, ...) are missing values.
+        usual markers (``NA``, ``NaN``, ...) are missing values, but for ``level_columns``.
     columns : sequence of str, optional
         Columns to read (in this order); default all.
     as_text : bool, default False
@@ -535,6 +536,10 @@ def load_table(
         Most characters of a text table in all (every field, after decompression; default: any),
         checked as they are read: a small ``.csv.gz`` that expands to gigabytes, or a file that grows
         while it is read, is refused at the bound.
+    level_columns : sequence of str, default ()
+        Columns of levels (the audit's group columns) of a text table: only an empty field is missing there;
+        ``NA``, ``None``, ``NULL``, ``nan`` and pandas' other markers are levels as written, as they are in a
+        Parquet file's text column (a country code ``NA``, a category ``None``).
 
     Returns
     -------
@@ -573,7 +578,13 @@ def load_table(
         max_chars=max_text_chars,
         max_read_chars=max_read_chars,
     )
-    kind = {"dtype": str, "keep_default_na": False} if as_text else {}
+    kind: dict = {"dtype": str, "keep_default_na": False} if as_text else {}
+    levels = [c for c in wanted if c in set(level_columns)]
+    if levels and not as_text:  # pandas' markers stay missing in the other columns (R writes NA in numbers)
+        kind = {
+            "keep_default_na": False,
+            "na_values": {c: [""] if c in levels else sorted(_PANDAS_NA_MARKERS) for c in wanted},
+        }
     try:
         frame = pd.read_csv(io.StringIO(text), sep=",", low_memory=False, **kind)
     except (ValueError, OSError) as exc:
@@ -583,6 +594,13 @@ def load_table(
     return frame
 
 
+#: The text that pandas reads as missing by default (``pandas.read_csv``'s ``na_values``, as documented).
+_PANDAS_NA_MARKERS = frozenset(
+    {"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA",
+     "NULL", "NaN", "None", "n/a", "nan", "null"}
+)  # fmt: skip
+
+
 def load_input(
     path: str | os.PathLike[str],
     columns: Sequence[str],
@@ -590,6 +608,7 @@ def load_input(
     frequency_weight: str | None = None,
     memory_limit_mb: float | None = None,
     aggregate: str = "auto",
+    level_columns: Sequence[str] = (),
 ) -> tuple[pd.DataFrame, str | None, str]:
     """The command line's input: the rows of a table file, or the counts of a Parquet file or folder.
 
@@ -609,6 +628,8 @@ def load_input(
     memory_limit_mb : float, optional
         The audit's option of that name (default: 80% of the machine's memory).
     aggregate : {"auto", "yes", "no"}
+    level_columns : sequence of str, default ()
+        The audit's group columns: in a text table only an empty field is missing there (:func:`load_table`).
 
     Returns
     -------
@@ -667,7 +688,9 @@ def load_input(
 
     limit = _memory_limit_bytes(memory_limit_mb)
     _check_frame_memory(path, len(columns), limit, origin=memory_limit_origin(memory_limit_mb))
-    data = load_table(path, columns=list(columns), max_text_chars=int(limit // (CSV_READ_FACTOR + 1)))
+    data = load_table(
+        path, columns=list(columns), max_text_chars=int(limit // (CSV_READ_FACTOR + 1)), level_columns=level_columns
+    )
     return data, frequency_weight, f"read {path}: {len(data):,} rows, {len(columns)} columns"
 
 
