@@ -901,3 +901,39 @@ def test_a_csv_group_level_named_like_a_missing_marker_is_a_level(tmp_path, caps
     assert code == 0, err
     slices = pd.read_csv(tmp_path / "o" / "slices.csv", keep_default_na=False)
     assert set(slices["slice"]) == {"overall", "g=NA", "g=None", "g=c"}
+
+
+ENTRY = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[1]), resource.RLIM_INFINITY))
+from disaggregated_eval.audit.entry import main_with
+status = main_with(sys.argv[2:])
+if "--version" in sys.argv:
+    import pyarrow
+    print(pyarrow.default_memory_pool().backend_name)
+sys.exit(status)
+"""
+
+
+@pytest.mark.parametrize("limit_mb", [300, 700])
+def test_libraries_that_cannot_load_under_an_address_space_limit_are_one_line(tmp_path, limit_mb):
+    # F4 of hostile trial round 6: under ulimit -v of 300-700 MB the command line died at import (MemoryError,
+    # OSError ... libllvmlite.so, ImportError ... failed to map segment) with a traceback and exit 1
+    argv = ["audit", str(tiny_csv(tmp_path / "t.csv")), *TINY, "--out", str(tmp_path / "o")]
+    done = subprocess.run([sys.executable, "-c", ENTRY, str(limit_mb * 10**6), *argv], capture_output=True, text=True,
+                          timeout=300)  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith(
+        f"disagg-eval: error: its libraries could not be loaded under the address-space limit (ulimit -v) of "
+        f"{limit_mb} MB ("
+    )
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
+
+
+def test_under_an_address_space_limit_pyarrow_uses_the_system_allocator():
+    # M2 of hostile trial round 6: pyarrow's mimalloc reserved 1 GiB of address space where the limit let it, so
+    # the room left for the audit fell as the limit rose (the COMPAS example refused under 2 GB, run under 1.5 GB)
+    done = subprocess.run([sys.executable, "-c", ENTRY, str(8 * 10**9), "--version"], capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["disagg-eval", "0.1.0", "system"]

@@ -6,9 +6,25 @@ attribute, each intersection) with intervals, comparisons with p-values, and con
 ``T_a``. See ``docs/audit.md``.
 """
 
-from .core import audit
-from .errors import AuditInputError, AuditWarning
-from .options import AuditOptions
-from .result import AuditResult
+from typing import Any
 
 __all__ = ["audit", "AuditResult", "AuditOptions", "AuditInputError", "AuditWarning"]
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported when first asked for (PEP 562): the command line starts from :mod:`.entry`
+    without loading the engine's libraries, so that a failure to load them is one line, not a traceback."""
+    if name == "audit":
+        from .core import audit as value
+    elif name in ("AuditInputError", "AuditWarning"):
+        from . import errors
+
+        value = getattr(errors, name)
+    elif name == "AuditOptions":
+        from .options import AuditOptions as value
+    elif name == "AuditResult":
+        from .result import AuditResult as value
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value

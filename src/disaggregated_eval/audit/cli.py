@@ -50,7 +50,7 @@ from .options import (
     split_list,
 )
 from .progress import PROG, StderrProgress, one_line, show_warning, to_stderr
-from .signals import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Terminated, signals_unwind
+from .signals import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Terminated, signals_unwind, unloadable
 from .text import terminal_text
 
 __all__ = ["build_parser", "command_options", "main", "run_audit"]
@@ -350,6 +350,10 @@ def _exit_status(command: Callable[[], int]) -> int:
         )
         return EXIT_USAGE
     except Exception as exc:
+        unloaded = unloadable(exc)  # a library imported late (scipy) that an address-space limit leaves no room for
+        if unloaded is not None and isinstance(exc, ImportError | OSError):
+            to_stderr(unloaded)
+            return EXIT_USAGE
         return _failed(exc)
     finally:
         warnings.showwarning = old_showwarning

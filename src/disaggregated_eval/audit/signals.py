@@ -17,7 +17,11 @@ import signal
 import typing
 from collections.abc import Iterator
 
+from .progress import PROG, one_line
+
 __all__ = [
+    "address_space_limit",
+    "unloadable",
     "EXIT_OK",
     "EXIT_FAILURE",
     "EXIT_USAGE",
@@ -124,3 +128,51 @@ def signals_unwind() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+
+
+def address_space_limit() -> int | None:
+    """The process's address-space limit (``ulimit -v``, ``RLIMIT_AS``) in bytes, or None when there is none.
+
+    Examples
+    --------
+    >>> limit = address_space_limit()
+    >>> limit is None or limit > 0
+    True
+    """
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, AttributeError, ValueError, OSError):  # pragma: no cover - platforms without it
+        return None
+    return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
+
+
+def unloadable(exc: BaseException) -> str | None:
+    """The one-line message for a library that could not be loaded under an address-space limit, or None.
+
+    Parameters
+    ----------
+    exc : BaseException
+        An exception raised while importing (``MemoryError``, or an ``ImportError`` or ``OSError`` such as
+        "failed to map segment from shared object").
+
+    Returns
+    -------
+    str or None
+        The message naming the limit and the error, when an address-space limit is set and ``exc`` is one of
+        those; None otherwise (the failure is another one: a missing package is not hidden).
+
+    Examples
+    --------
+    >>> unloadable(ValueError("x")) is None
+    True
+    """
+    limit = address_space_limit()
+    if limit is None or not isinstance(exc, MemoryError | ImportError | OSError):
+        return None
+    return (
+        f"{PROG}: error: its libraries could not be loaded under the address-space limit (ulimit -v) of "
+        f"{limit / 1e6:,.0f} MB ({type(exc).__name__}: {one_line(exc)}); they alone map about 1,800 MB: run it "
+        "with a larger limit"
+    )
