@@ -937,3 +937,15 @@ def test_under_an_address_space_limit_pyarrow_uses_the_system_allocator():
                           text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["disagg-eval", "0.1.0", "system"]
+
+
+@pytest.mark.parametrize("inner", ["audit", "sub/audit", "."])
+def test_an_output_folder_inside_the_input_folder_is_refused(tmp_path, capsys, inner):
+    # O1 of hostile trial round 6: --out inside a Parquet folder was written, and every later audit of that folder
+    # then read the output's own Parquet tables as input
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    pd.read_csv(tiny_csv(tmp_path / "t.csv")).to_parquet(folder / "part-0.parquet", index=False)
+    code, out, err = run(["audit", folder, *TINY, "--out", folder / inner, "--quiet"], capsys)
+    assert_usage_error(code, out, err, f"is inside the input folder {folder}, whose Parquet files are the audit's rows")
+    assert sorted(p.name for p in folder.iterdir()) == ["part-0.parquet"]  # nothing made in it

@@ -380,6 +380,21 @@ def _allocation_failure(exc: BaseException) -> BaseException | None:
     return None
 
 
+def _check_out_not_in_input(out: Path, file: Path) -> None:
+    """Refuse an output folder inside the input folder (a folder of Parquet files): its tables would be read as
+    input by every later audit of that folder (which then refuses them or, worse, counts them)."""
+    from .outputs import OutputDirError
+
+    if not file.is_dir():
+        return
+    source, dest = Path(os.path.realpath(file)), Path(os.path.realpath(out))
+    if dest == source or source in dest.parents:
+        raise OutputDirError(
+            f"--out {out}: is inside the input folder {file}, whose Parquet files are the audit's rows: its tables "
+            "would be read as input by every later audit of that folder; give a folder outside it"
+        )
+
+
 def _folder_identity(path: Path) -> tuple[int, int] | None:
     """The device and inode of the folder at ``path`` (links followed), or None where there is none: an audit's
     swap puts a new folder there, so a different identity means that the new output is in place."""
@@ -423,6 +438,7 @@ def _audit_and_print(file: Path, out: Path, options: dict[str, Any], seed_is_def
     try:
         # Everything that needs no data is checked before the file is read: the output folder, then
         # every option value (once: the resolved options go to the engine as they are).
+        _check_out_not_in_input(out, file)  # before check_out_dir, which makes the parent folders
         check_out_dir(out)
         resolved = resolve_options(None, options)
         columns = InputSpec.from_options(resolved).columns
