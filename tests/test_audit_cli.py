@@ -949,3 +949,24 @@ def test_an_output_folder_inside_the_input_folder_is_refused(tmp_path, capsys, i
     code, out, err = run(["audit", folder, *TINY, "--out", folder / inner, "--quiet"], capsys)
     assert_usage_error(code, out, err, f"is inside the input folder {folder}, whose Parquet files are the audit's rows")
     assert sorted(p.name for p in folder.iterdir()) == ["part-0.parquet"]  # nothing made in it
+
+
+def test_ctrl_c_while_the_libraries_load_is_one_line(monkeypatch, capsys):
+    # K3 of hostile trial round 6: Ctrl-C in the first second or two (while numpy, pandas, numba load) printed a
+    # KeyboardInterrupt traceback
+    import builtins
+
+    from disaggregated_eval.audit import entry
+
+    real_import = builtins.__import__
+
+    def interrupted(name, *args, **kwargs):
+        if name == "cli" or name.endswith(".cli"):
+            raise KeyboardInterrupt
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", interrupted)
+    status = entry.main_with(["--version"])
+    monkeypatch.undo()
+    out, err = capsys.readouterr()
+    assert status == 130 and out == "" and err == "disagg-eval: interrupted; nothing was written\n"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
-from .progress import to_stderr
-from .signals import EXIT_USAGE, address_space_limit, unloadable
+from .progress import PROG, to_stderr
+from .signals import EXIT_INTERRUPTED, EXIT_USAGE, address_space_limit, unloadable
 
 __all__ = ["main"]
 
@@ -50,6 +50,9 @@ def main_with(argv: list[str]) -> int:
     try:
         from . import loading, outputs  # noqa: F401 - what every run of the command line imports first
         from .cli import main as command_line
+    except KeyboardInterrupt:  # Ctrl-C while the libraries load (the first second or two): as later, one line
+        to_stderr(f"{PROG}: interrupted; nothing was written")
+        return EXIT_INTERRUPTED
     except (MemoryError, ImportError, OSError) as exc:
         message = unloadable(exc)
         if message is None:
