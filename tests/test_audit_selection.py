@@ -257,6 +257,11 @@ def _write(tmp_path, text):
             "sex,share,label_rate\nMale,0.5,0.99999999999999\nFemale,0.5,0.3\n",
             r"the share of sex=Male with label 0 is 4\.996e-15 \(its share times 1 - label_rate 0\.99999999999999,",
         ),
+        # S12 of hostile trial round 6: 9.99999999999e-13 was printed as 1e-12 beside the bound 1e-12
+        (
+            "sex,share\nMale,0.5\nFemale,0.5\nOther,1e-12\n",
+            r"the share of sex=Other is 9\.99999999999e-13 \(divided by the shares' sum 1\.000000000001\)",
+        ),
         (
             "sex,share\nMale,1.0009\nFemale,1e-12\n",
             r"the share of sex=Female is 9\.99101e-13 \(divided by the shares' sum 1\.0009\)",

@@ -1051,7 +1051,7 @@ def read_margins(path: str | Path, groups: list[str], *, strip_levels: bool = Tr
     low = target < MIN_SHARE
     if low.any():
         k = int(np.flatnonzero(low)[0])
-        detail = f"divided by the shares' sum {total:.6g}"
+        detail = f"divided by the shares' sum {_shown_apart(total, 1.0)}"
         if LABEL_RATE_COLUMN in frame.columns:
             k, label = divmod(k, 2)
             rate = float(frame[LABEL_RATE_COLUMN].iat[k])
@@ -1060,11 +1060,22 @@ def read_margins(path: str | Path, groups: list[str], *, strip_levels: bool = Tr
         else:
             who = shown(k)
         raise AuditInputError(
-            f"{source}: the share of {who} is {target[low][0]:g} ({detail}); every share the rows are weighted to "
+            f"{source}: the share of {who} is {_shown_apart(target[low][0], MIN_SHARE)} ({detail}); every share the "
+            f"rows are weighted to "
             f"must be at least {MIN_SHARE:g} (below it a share stands for less than one person in 10^12, a 0 by "
             f"another name)"
         )
     return frame
+
+
+def _shown_apart(value: float, other: float) -> str:
+    """``value`` with 6 significant digits, or as many more as it takes to differ from ``other`` in print (a share
+    of 9.99999999999e-13 is not shown as 1e-12 beside a bound of 1e-12)."""
+    for digits in range(6, 18):
+        text = f"{value:.{digits}g}"
+        if value == other or float(text) != other:
+            return text
+    return repr(value)
 
 
 def margin_targets(frame: pd.DataFrame) -> np.ndarray:
