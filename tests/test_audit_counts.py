@@ -559,3 +559,22 @@ def test_the_memory_estimate_of_counted_data_holds_the_batches_of_unit_counts():
     assert float(parts["batches"].replace(",", "")) >= lower_bound
     # 128 resamples per batch (about 32 MB of int32 counts, rounded up to whole blocks of 64), one block drawn
     assert int(parts["batches"].replace(",", "")) == round(n * (128 * 4 + 64 * 20) / 1e6)
+
+
+@pytest.mark.parametrize("folder", [False, True])
+def test_counts_that_are_all_0_name_the_users_column_on_every_path(tmp_path, capsys, folder):
+    # C4 of hostile trial round 6: a Parquet folder whose counts were all 0 was refused naming DuckDB's count
+    # column ('count'), not the user's; the CSV and the Parquet file named 'c'
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"y": rng.integers(0, 2, 100), "p": rng.random(100), "g": rng.choice(["A", "B"], 100), "c": 0})
+    path = tmp_path / "F"
+    if folder:
+        path.mkdir()
+        frame.to_parquet(path / "0.parquet", index=False)
+    else:
+        path = tmp_path / "f.csv"
+        frame.to_csv(path, index=False)
+    status = main(["audit", str(path), "--label", "y", "--score", "p", "--group", "g", "--frequency-weight", "c",
+                   "--out", str(tmp_path / "o"), "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 2 and "frequency_weight column 'c' is 0 in every row" in err, err

@@ -679,6 +679,11 @@ def load_input(
                 raise InputFileError(str(exc)) from None
             if len(table) == 0:
                 raise InputFileError(f"{_name_of(path)}: has no data rows")
+            if frequency_weight is not None and not (table[count] > 0).any():  # named as the user's column
+                raise InputFileError(
+                    f"{_name_of(path)}: frequency_weight column {brief(frequency_weight)} is 0 in every row; at least one "
+                    "row needs a count of 1 or more"
+                )
             message = (
                 f"read {path}: {source.describe()}, {n_rows:,} rows of {len(wanted)} columns, aggregated by DuckDB "
                 f"to {len(table):,} distinct rows with their counts"
