@@ -175,8 +175,8 @@ def memory_limit_origin(memory_limit_mb: float | None) -> str:
 
 
 #: Address space that an audit's work maps beyond the resident memory it adds, besides what the process maps now
-#: and does not touch (libraries' unread pages, the 1 GiB that pyarrow's allocator reserved when the file was
-#: read): the threads' stacks and malloc arenas (glibc reserves 64 MiB per arena). Measured on Linux for default
+#: and does not touch (libraries' unread pages; in a process of the API, the 1 GiB that pyarrow's default allocator
+#: reserves when a file is read, which the command line avoids under a limit: ``audit.entry``): the threads' stacks and malloc arenas (glibc reserves 64 MiB per arena). Measured on Linux for default
 #: audits of 2x10^5 continuous rows from the check to the end: ``VmPeak`` grew by 5 MB (1 thread) and 188 MB
 #: (2 threads, ``--n-threads 2``) more than ``VmHWM``.
 ADDRESS_SPACE_RESERVE_BYTES = 256 * 2**20
