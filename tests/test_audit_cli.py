@@ -970,3 +970,15 @@ def test_ctrl_c_while_the_libraries_load_is_one_line(monkeypatch, capsys):
     monkeypatch.undo()
     out, err = capsys.readouterr()
     assert status == 130 and out == "" and err == "disagg-eval: interrupted; nothing was written\n"
+
+
+def test_only_a_library_that_cannot_load_is_called_so_under_an_address_space_limit(monkeypatch):
+    from disaggregated_eval.audit import signals
+
+    monkeypatch.setattr(signals, "address_space_limit", lambda: 2 * 10**9)
+    assert "could not be loaded under the address-space limit (ulimit -v) of 2,000 MB" in signals.unloadable(
+        OSError("/x/libllvmlite.so: failed to map segment from shared object")
+    )
+    assert signals.unloadable(ImportError("libgfortran: failed to map segment")) is not None
+    assert signals.unloadable(OSError(28, "No space left on device")) is None  # a full disk is not a library
+    assert signals.unloadable(ValueError("x")) is None

@@ -351,7 +351,7 @@ def _exit_status(command: Callable[[], int]) -> int:
         return EXIT_USAGE
     except Exception as exc:
         unloaded = unloadable(exc)  # a library imported late (scipy) that an address-space limit leaves no room for
-        if unloaded is not None and isinstance(exc, ImportError | OSError):
+        if unloaded is not None and not isinstance(exc, MemoryError):
             to_stderr(unloaded)
             return EXIT_USAGE
         return _failed(exc)

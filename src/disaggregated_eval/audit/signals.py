@@ -165,11 +165,14 @@ def unloadable(exc: BaseException) -> str | None:
 
     Examples
     --------
-    >>> unloadable(ValueError("x")) is None
-    True
+    >>> unloadable(ValueError("x")) is None, unloadable(OSError(28, "No space left on device")) is None
+    (True, True)
     """
     limit = address_space_limit()
-    if limit is None or not isinstance(exc, MemoryError | ImportError | OSError):
+    loading = isinstance(exc, MemoryError | ImportError) or (
+        isinstance(exc, OSError) and "shared object" in str(exc)  # a full disk or a missing file is not this
+    )
+    if limit is None or not loading:
         return None
     return (
         f"{PROG}: error: its libraries could not be loaded under the address-space limit (ulimit -v) of "
