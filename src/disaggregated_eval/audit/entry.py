@@ -43,10 +43,15 @@ def main_with(argv: list[str]) -> int:
     Under an address-space limit, pyarrow is told to use the system allocator before it is loaded: its default
     (mimalloc) reserves address space 1 GiB at a time, barely touched, which the limit counts, so that the room
     left for the audit's arrays (``disaggregated_eval.memory.address_space_room_bytes``) would depend on
-    whether that reservation happened to fit (an audit refused under 2 GB ran under 1.5 GB).
+    whether that reservation happened to fit (an audit refused under 2 GB ran under 1.5 GB). OpenBLAS is given one
+    thread (the audit's linear algebra is small; ``--n-threads`` sets the bootstrap's and the fits' threads).
     """
-    if address_space_limit() is not None and "pyarrow" not in sys.modules:
-        os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    if address_space_limit() is not None:
+        if "pyarrow" not in sys.modules:
+            os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+        # OpenBLAS starts a thread per core when scipy loads it; under a limit too small for their stacks it
+        # retried without end (a COMPAS audit under 600 MB spun for 80 minutes in scipy.special's import)
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         from . import loading, outputs  # noqa: F401 - what every run of the command line imports first
         from .cli import main as command_line
