@@ -164,11 +164,9 @@ def memory_limit_origin(memory_limit_mb: float | None) -> str:
         return "--memory-limit-mb"
     room = address_space_room_bytes()
     if room is not None and room / 1e6 <= default_memory_limit_mb():
-        import resource
-
-        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
         return (
-            f"the room that the address-space limit (ulimit -v) of {soft / 1e6:,.0f} MB leaves beside what the "
+            f"the room that the address-space limit (ulimit -v) of {_address_space_limit() / 1e6:,.0f} MB leaves "
+            f"beside what the "
             f"process maps now and a reserve of {ADDRESS_SPACE_RESERVE_BYTES / 1e6:,.0f} MB for its threads"
         )
     return f"{DEFAULT_MEMORY_FRACTION:.0%} of the machine's memory"
@@ -176,7 +174,8 @@ def memory_limit_origin(memory_limit_mb: float | None) -> str:
 
 #: Address space that an audit's work maps beyond the resident memory it adds, besides what the process maps now
 #: and does not touch (libraries' unread pages; in a process of the API, the 1 GiB that pyarrow's default allocator
-#: reserves when a file is read, which the command line avoids under a limit: ``audit.entry``): the threads' stacks and malloc arenas (glibc reserves 64 MiB per arena). Measured on Linux for default
+#: reserves when a file is read, which the command line avoids under a limit: ``audit.entry``): the threads' stacks
+#: and malloc arenas (glibc reserves 64 MiB per arena). Measured on Linux for default
 #: audits of 2x10^5 continuous rows from the check to the end: ``VmPeak`` grew by 5 MB (1 thread) and 188 MB
 #: (2 threads, ``--n-threads 2``) more than ``VmHWM``.
 ADDRESS_SPACE_RESERVE_BYTES = 256 * 2**20
@@ -200,18 +199,25 @@ def address_space_room_bytes() -> float | None:
     >>> room is None or room >= 0
     True
     """
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
-    except (ImportError, AttributeError, ValueError, OSError):  # pragma: no cover - platforms without it
-        return None
-    if soft == resource.RLIM_INFINITY or soft < 0:
+    soft = _address_space_limit()
+    if soft is None:
         return None
     mapped = _status_bytes("VmSize:")
     resident = _status_bytes("VmRSS:")
     unresident = 0 if mapped is None or resident is None else max(mapped - resident, 0)
     return float(max(soft - unresident - ADDRESS_SPACE_RESERVE_BYTES, 0))
+
+
+def _address_space_limit() -> int | None:
+    """``RLIMIT_AS`` in bytes, or None when none is set (the light twin of ``audit.signals.address_space_limit``,
+    which the command line's entry reads before numpy can load; this module imports numpy)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    except (ImportError, AttributeError, ValueError, OSError):  # pragma: no cover - platforms without it
+        return None
+    return None if soft == resource.RLIM_INFINITY or soft < 0 else int(soft)
 
 
 def _status_bytes(field: str) -> int | None:

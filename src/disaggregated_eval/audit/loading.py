@@ -579,7 +579,7 @@ def load_table(
         max_read_chars=max_read_chars,
     )
     kind: dict = {"dtype": str, "keep_default_na": False} if as_text else {}
-    levels = [c for c in wanted if c in set(level_columns)]
+    levels = set(wanted) & set(level_columns)
     if levels and not as_text:  # pandas' markers stay missing in the other columns (R writes NA in numbers)
         kind = {
             "keep_default_na": False,
